@@ -1,0 +1,14 @@
+/* retrydctl: the operator's command-line tool. One file per subcommand. */
+#ifndef RETRYD_CTL_H
+#define RETRYD_CTL_H
+
+/* Exit codes shared by the subcommands (documented in retrydctl --help). */
+enum {
+    CTL_EXIT_OK = 0,
+    CTL_EXIT_USAGE = 64, /* EX_USAGE: bad options */
+    CTL_EXIT_ERROR = 70, /* EX_SOFTWARE: could not do it */
+};
+
+int ctl_decide_main(int argc, char **argv);
+
+#endif /* RETRYD_CTL_H */

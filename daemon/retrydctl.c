@@ -1,0 +1,44 @@
+/* retrydctl: dispatch to a subcommand. */
+#include <stdio.h>
+#include <string.h>
+
+#include "ctl.h"
+
+typedef struct subcommand {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *summary;
+} subcommand;
+
+static const subcommand subcommands[] = {
+    {"decide", ctl_decide_main,
+     "decide whether an attempt with the given facts may be retried"},
+};
+
+static void usage(FILE *out)
+{
+    fprintf(out, "usage: retrydctl <command> [options]\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof(subcommands) / sizeof(subcommands[0]); i++)
+        fprintf(out, "  %-10s %s\n", subcommands[i].name,
+                subcommands[i].summary);
+    fprintf(out, "\n'retrydctl <command> --help' describes a command.\n"
+                 "exit codes: 0 done, 64 bad usage, 70 could not be done\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return CTL_EXIT_USAGE;
+    }
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+        usage(stdout);
+        return CTL_EXIT_OK;
+    }
+    for (size_t i = 0; i < sizeof(subcommands) / sizeof(subcommands[0]); i++)
+        if (strcmp(argv[1], subcommands[i].name) == 0)
+            return subcommands[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "retrydctl: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return CTL_EXIT_USAGE;
+}

@@ -1,0 +1,40 @@
+#!/bin/sh
+# Installs the Debian packages retryd needs to build, test and benchmark.
+# Idempotent: when every package is already installed it runs no apt-get at all.
+set -eu
+
+PACKAGES="
+build-essential cmake pkg-config
+liburcu-dev
+libprotobuf-c-dev protobuf-c-compiler
+libcurl4-openssl-dev
+libcriterion-dev
+libinih-dev
+uuid-dev
+libnghttp2-dev
+clang libclang-rt-14-dev
+nginx redis-server
+"
+
+missing=""
+for p in $PACKAGES; do
+    status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+    case "$status" in
+        *"install ok installed"*) ;;
+        *) missing="$missing $p" ;;
+    esac
+done
+
+if [ -z "$missing" ]; then
+    exit 0
+fi
+
+echo "install-deps: installing:$missing" >&2
+SUDO=""
+if [ "$(id -u)" != 0 ]; then
+    SUDO="sudo"
+fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+# shellcheck disable=SC2086 # word splitting of the package list is intended
+$SUDO apt-get install -y -qq --no-install-recommends $missing

@@ -1,0 +1,268 @@
+/*
+ * retryd: the retry-eligibility decision.
+ *
+ * A pure function of the facts of one finished attempt: no I/O, no
+ * allocation, no lock. It evaluates the rules of the retry specification in
+ * their order (see docs/decision.md), and a later rule never re-enables what
+ * an earlier one forbade. The only side effect it can cause is taking one
+ * token from the budget interface, and only for a retry that will happen.
+ */
+#ifndef RETRYD_DECISION_H
+#define RETRYD_DECISION_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "retryd/backoff.h"
+#include "retryd/body.h"
+#include "retryd/common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** What is proven about whether the server received the request. */
+typedef enum retryd_evidence {
+    /** Proven that the server never received the request. */
+    RETRYD_EVIDENCE_NOT_SENT = 0,
+    /** Some or all of the request was written; no final header arrived. */
+    RETRYD_EVIDENCE_SENT_NO_RESPONSE = 1,
+    /** The final header block arrived, whatever the status. */
+    RETRYD_EVIDENCE_RESPONSE_RECEIVED = 2,
+    /** Final headers and part of the body arrived, then the body failed. */
+    RETRYD_EVIDENCE_PARTIAL_RESPONSE = 3,
+} retryd_evidence;
+#define RETRYD_EVIDENCE_COUNT 4
+
+/** The operation's declared idempotency. The HTTP method never decides it. */
+typedef enum retryd_idempotency {
+    /** Read-only: executing it twice changes nothing. */
+    RETRYD_IDEMPOTENCY_SAFE = 0,
+    /** Executing it twice has the effect of executing it once. */
+    RETRYD_IDEMPOTENCY_IDEMPOTENT = 1,
+    /** Executing it twice may duplicate a side effect (a payment). */
+    RETRYD_IDEMPOTENCY_NON_IDEMPOTENT = 2,
+    /** Non-idempotent, made safe to replay by an Idempotency-Key header. */
+    RETRYD_IDEMPOTENCY_BY_KEY = 3,
+} retryd_idempotency;
+#define RETRYD_IDEMPOTENCY_COUNT 4
+
+/**
+ * Why an attempt failed, as far as the transport knows. NONE when a final
+ * response arrived (its status then speaks). The permanent categories are the
+ * ones a retry cannot cure; retryd_failure_is_permanent() tells them apart.
+ */
+typedef enum retryd_failure {
+    RETRYD_FAILURE_NONE = 0,
+    /* transient */
+    RETRYD_FAILURE_DNS = 1,             /**< name resolution failed */
+    RETRYD_FAILURE_CONNECT = 2,         /**< TCP connect refused or timed out */
+    RETRYD_FAILURE_TLS_HANDSHAKE = 3,   /**< TLS failed before any request byte */
+    RETRYD_FAILURE_POOL_TIMEOUT = 4,    /**< bulkhead or pool wait ran out */
+    RETRYD_FAILURE_REFUSED_STREAM = 5,  /**< HTTP/2 REFUSED_STREAM */
+    RETRYD_FAILURE_GOAWAY = 6,          /**< HTTP/2 GOAWAY below our stream */
+    RETRYD_FAILURE_TIMEOUT = 7,         /**< attempt timeout after sending */
+    RETRYD_FAILURE_CONNECTION_LOST = 8, /**< reset or close mid-exchange */
+    RETRYD_FAILURE_IO = 9,              /**< any other transport error */
+    /* permanent */
+    RETRYD_FAILURE_TLS_CERTIFICATE = 10,  /**< peer certificate rejected */
+    RETRYD_FAILURE_MALFORMED = 11,        /**< malformed URL or request */
+    RETRYD_FAILURE_UNSUPPORTED = 12,      /**< protocol not supported */
+    RETRYD_FAILURE_PROFILE_REJECTED = 13, /**< the profile refused it */
+    RETRYD_FAILURE_TOO_MANY_REDIRECTS = 14,
+    RETRYD_FAILURE_BODY_SOURCE = 15, /**< the caller's body source failed */
+    RETRYD_FAILURE_ABORTED = 16,     /**< the caller aborted the transfer */
+} retryd_failure;
+#define RETRYD_FAILURE_COUNT 17
+
+/** The three answers. */
+typedef enum retryd_verdict {
+    /** Send another attempt after decision.delay_ns. A token was taken. */
+    RETRYD_VERDICT_RETRY = 0,
+    /** No retry; the outcome of the last attempt stands. */
+    RETRYD_VERDICT_DENIED = 1,
+    /**
+     * No retry, and the request may or may not have executed: the caller
+     * must reconcile (query the upstream, or replay with an idempotency key).
+     * decision.reason names the earlier rule that forbade a retry, or NONE
+     * when the ambiguity itself decided.
+     */
+    RETRYD_VERDICT_AMBIGUOUS = 2,
+} retryd_verdict;
+
+/** Denial reasons, named as in the specification. */
+typedef enum retryd_denial {
+    RETRYD_DENIAL_NONE = 0,
+    RETRYD_DENIAL_MAX_ATTEMPTS = 1,
+    RETRYD_DENIAL_BUDGET_EXHAUSTED = 2,
+    RETRYD_DENIAL_BODY_NOT_REPLAYABLE = 3,
+    RETRYD_DENIAL_RESPONSE_ALREADY_DELIVERED = 4,
+    RETRYD_DENIAL_RUNTIME_DRAINING = 5,
+    RETRYD_DENIAL_DEADLINE = 6,
+    RETRYD_DENIAL_PERMANENT_FAILURE = 7,
+    RETRYD_DENIAL_STATUS_NOT_RETRYABLE = 8,
+} retryd_denial;
+#define RETRYD_DENIAL_COUNT 9
+
+/**
+ * The rule that decided. Each has a stable short name (retryd_rule_name())
+ * for logs and the CLI, and the number of the specification's rule it belongs
+ * to (retryd_rule_order(): 1 to 9). Two checks can only run once rule 9 has
+ * asked for a retry: the wait must fit in the deadline (rule 6's concern,
+ * WAIT_EXCEEDS_DEADLINE) and the token must be won (rule 2's concern,
+ * BUDGET_TAKE_FAILED); they carry the number of the rule they belong to.
+ */
+#define RETRYD_RULE_MAP(XX)                                                    \
+    XX(MAX_ATTEMPTS, 1, "max_attempts")                                        \
+    XX(BUDGET_EMPTY, 2, "budget_empty")                                        \
+    XX(BODY_NOT_REPLAYABLE, 3, "body_not_replayable")                          \
+    XX(RESPONSE_DELIVERED, 4, "response_already_delivered")                    \
+    XX(DRAINING, 5, "runtime_draining")                                        \
+    XX(DEADLINE, 6, "deadline")                                                \
+    XX(PERMANENT_FAILURE, 7, "permanent_failure")                              \
+    XX(SENT_NO_RESPONSE_UNSAFE, 8, "sent_no_response_not_idempotent")          \
+    XX(NOT_SENT, 9, "not_sent")                                                \
+    XX(SENT_NO_RESPONSE_IDEMPOTENT, 9, "sent_no_response_idempotent")          \
+    XX(STATUS_408, 9, "status_408")                                            \
+    XX(STATUS_425_FIRST, 9, "status_425_first_attempt")                        \
+    XX(STATUS_425_AGAIN, 9, "status_425_not_first_attempt")                    \
+    XX(STATUS_429, 9, "status_429")                                            \
+    XX(STATUS_401_REFRESH, 9, "status_401_refresh")                            \
+    XX(STATUS_401_DENIED, 9, "status_401_no_refresh")                          \
+    XX(STATUS_500_TRANSIENT, 9, "status_500_transient")                        \
+    XX(STATUS_500_DENIED, 9, "status_500")                                     \
+    XX(STATUS_GATEWAY_RETRY, 9, "status_gateway_idempotent")                   \
+    XX(STATUS_GATEWAY_AMBIGUOUS, 9, "status_gateway_not_idempotent")           \
+    XX(STATUS_4XX, 9, "status_4xx")                                            \
+    XX(STATUS_5XX_OTHER, 9, "status_5xx_other")                                \
+    XX(STATUS_FINAL, 9, "status_final")                                        \
+    XX(PARTIAL_REREAD, 9, "partial_response_reread")                           \
+    XX(PARTIAL_EXECUTED, 9, "partial_response_executed")                       \
+    XX(WAIT_EXCEEDS_DEADLINE, 6, "wait_exceeds_deadline")                      \
+    XX(BUDGET_TAKE_FAILED, 2, "budget_take_failed")
+
+typedef enum retryd_rule {
+#define RETRYD__RULE_ENUM(name, order, text) RETRYD_RULE_##name,
+    RETRYD_RULE_MAP(RETRYD__RULE_ENUM)
+#undef RETRYD__RULE_ENUM
+        RETRYD_RULE_COUNT
+} retryd_rule;
+
+/**
+ * The facts of one finished attempt. Plain data, owned by the caller.
+ * Durations are nanoseconds.
+ */
+typedef struct retryd_facts {
+    uint32_t attempt;      /**< 1-based number of the attempt that finished */
+    uint32_t max_attempts; /**< attempts allowed in all, >= 1 */
+    retryd_evidence evidence;
+    retryd_replayability replayability;
+    retryd_idempotency idempotency;
+    retryd_failure failure; /**< NONE when a final status arrived */
+    int status;             /**< final HTTP status (100..999), 0 when none */
+    /** Parsed Retry-After (retryd_retry_after_parse()), -1 when absent. */
+    int64_t retry_after_ns;
+    int64_t remaining_ns;   /**< time left before the request's deadline */
+    int64_t min_attempt_ns; /**< an attempt needs at least this long */
+    int64_t prev_delay_ns;  /**< the previous backoff wait, 0 before any */
+    bool response_delivered; /**< a response byte reached the caller */
+    bool draining;           /**< this process or the host is draining */
+    bool refresh_used;       /**< the one credential refresh is spent */
+    bool transient_500;      /**< the upstream registered 500 as transient */
+} retryd_facts;
+
+/**
+ * The budget as the engine sees it. peek() tells whether a token is likely
+ * available without taking it (rule 2); take() withdraws one token,
+ * all-or-nothing, and is called at most once, only for a retry that will
+ * happen. Both must be safe to call from any thread. The host budget of
+ * retryd_upstream provides one (budget.h); tests provide their own.
+ */
+typedef struct retryd_budget_iface {
+    bool (*peek)(void *ctx);
+    bool (*take)(void *ctx);
+} retryd_budget_iface;
+
+/** Everything besides the facts that a decision needs; caller-owned. */
+typedef struct retryd_decide_env {
+    const retryd_backoff_policy *backoff; /**< NULL: retryd's defaults */
+    /** Random source for jitter; NULL: retryd_random_default(). */
+    retryd_random_fn random;
+    void *random_ctx;
+    /** The retry budget; NULL: unlimited (no budget applies). */
+    const retryd_budget_iface *budget;
+    void *budget_ctx;
+} retryd_decide_env;
+
+/** Flags of a retry. */
+#define RETRYD_RETRY_REFRESH_CREDENTIALS 0x1u /**< refresh, then replay */
+#define RETRYD_RETRY_HONOURS_RETRY_AFTER 0x2u /**< delay is the server's */
+
+/** A decision. Plain data, owned by the caller. */
+typedef struct retryd_decision {
+    retryd_verdict verdict;
+    retryd_denial reason;     /**< NONE for a retry */
+    retryd_rule rule;         /**< the rule that decided */
+    retryd_failure permanent; /**< the category, for PERMANENT_FAILURE */
+    int64_t delay_ns;         /**< wait before the retry; 0 otherwise */
+    unsigned flags;           /**< RETRYD_RETRY_* for a retry */
+} retryd_decision;
+
+/**
+ * Decide whether the attempt described by @p facts may be followed by
+ * another.
+ *
+ * Evaluates the specification's rules in order. A token is taken from
+ * env->budget only when the verdict is RETRY; when the take fails (another
+ * process won the last token) the answer is DENIED budget_exhausted. Any
+ * denial, by whichever rule, leaves the budget untouched. A denial whose
+ * attempt may have executed a non-idempotent operation comes back as
+ * AMBIGUOUS, with the denying rule as its reason.
+ *
+ * Does not allocate, lock or block; safe from any thread.
+ *
+ * @param facts   the attempt; read only.
+ * @param env     backoff, random source and budget; NULL for all defaults.
+ * @param ret     written only on success.
+ * @return 0, or RETRYD_EINVAL when the facts are inconsistent (attempt 0,
+ *         attempt above max_attempts, an enum out of range, a status outside
+ *         100..999, a response evidence without a status, negative
+ *         durations).
+ */
+RETRYD_EXPORT int retryd_decide(const retryd_facts *facts,
+                                const retryd_decide_env *env,
+                                retryd_decision *ret);
+
+/** True for the failure categories a retry cannot cure. */
+RETRYD_EXPORT bool retryd_failure_is_permanent(retryd_failure failure);
+
+/** True for SAFE, IDEMPOTENT and BY_KEY: replaying cannot duplicate. */
+RETRYD_EXPORT bool retryd_idempotency_is_safe(retryd_idempotency idem);
+
+/** Stable names, static strings; "unknown" when out of range. */
+RETRYD_EXPORT const char *retryd_evidence_name(retryd_evidence e);
+RETRYD_EXPORT const char *retryd_idempotency_name(retryd_idempotency i);
+RETRYD_EXPORT const char *retryd_failure_name(retryd_failure f);
+RETRYD_EXPORT const char *retryd_verdict_name(retryd_verdict v);
+RETRYD_EXPORT const char *retryd_denial_name(retryd_denial d);
+RETRYD_EXPORT const char *retryd_rule_name(retryd_rule r);
+
+/** The specification's rule number (1..9) of @p r; 0 when out of range. */
+RETRYD_EXPORT int retryd_rule_order(retryd_rule r);
+
+/**
+ * Parse a stable name back (for the CLI and configuration).
+ * @return 0 and writes *ret, or RETRYD_EINVAL for an unknown name.
+ */
+RETRYD_EXPORT int retryd_evidence_from_name(const char *name,
+                                            retryd_evidence *ret);
+RETRYD_EXPORT int retryd_idempotency_from_name(const char *name,
+                                               retryd_idempotency *ret);
+RETRYD_EXPORT int retryd_failure_from_name(const char *name,
+                                           retryd_failure *ret);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* RETRYD_DECISION_H */

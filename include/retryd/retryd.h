@@ -1,0 +1,14 @@
+/* retryd: the whole public API. Include this, link libretryd. */
+#ifndef RETRYD_RETRYD_H
+#define RETRYD_RETRYD_H
+
+#include "retryd/backoff.h"
+#include "retryd/body.h"
+#include "retryd/common.h"
+#include "retryd/decision.h"
+
+#define RETRYD_VERSION_MAJOR 0
+#define RETRYD_VERSION_MINOR 1
+#define RETRYD_VERSION_PATCH 0
+
+#endif /* RETRYD_RETRYD_H */

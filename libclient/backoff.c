@@ -1,0 +1,125 @@
+/*
+ * Backoff between attempts, and the default random source.
+ *
+ * The two jitter formulas are those of Marc Brooker, "Exponential Backoff And
+ * Jitter", AWS Architecture Blog, 4 March 2015:
+ *
+ *   full jitter:         sleep = random_between(0, min(cap, base * 2 ** attempt))
+ *   decorrelated jitter: sleep = min(cap, random_between(base, sleep * 3))
+ *
+ * Full jitter spreads a burst of clients evenly over the window; decorrelated
+ * jitter grows the window from the previous sleep rather than from the attempt
+ * number, and keeps waits at least `base` apart.
+ */
+#include <stdbool.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "retryd/backoff.h"
+
+const retryd_backoff_policy retryd_backoff_default = {
+    .jitter = RETRYD_JITTER_FULL,
+    .base_ns = 100 * 1000 * 1000LL,
+    .max_ns = 10 * 1000 * 1000 * 1000LL,
+    .max_retry_after_ns = 60 * 1000 * 1000 * 1000LL,
+};
+
+/*
+ * xoshiro256** (Blackman and Vigna, 2018): fast, small state, good enough for
+ * jitter. One state per thread, so no lock and no sharing between threads.
+ */
+typedef struct rng_state {
+    uint64_t s[4];
+    bool seeded;
+} rng_state;
+
+static _Thread_local rng_state tls_rng;
+
+static inline uint64_t rotl(uint64_t x, int k)
+{
+    return (x << k) | (x >> (64 - k));
+}
+
+/* splitmix64 expands one seed word into a full, never all-zero, state. */
+static uint64_t splitmix64(uint64_t *x)
+{
+    uint64_t z = (*x += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+static void rng_seed(rng_state *st)
+{
+    uint64_t seed = 0;
+
+    /* A failed getrandom (seccomp, very old kernel) still leaves a usable,
+     * per-thread-distinct seed: the state's own address. Jitter only needs
+     * to decorrelate clients, not to be secret. */
+    if (getrandom(&seed, sizeof(seed), GRND_NONBLOCK) != (ssize_t)sizeof(seed))
+        seed = (uint64_t)(uintptr_t)st ^ 0x5deece66dULL;
+    for (int i = 0; i < 4; i++)
+        st->s[i] = splitmix64(&seed);
+    st->seeded = true;
+}
+
+uint64_t retryd_random_default(void *ctx)
+{
+    rng_state *st = &tls_rng;
+    (void)ctx;
+
+    if (!st->seeded)
+        rng_seed(st);
+    uint64_t *s = st->s;
+    uint64_t result = rotl(s[1] * 5, 7) * 9;
+    uint64_t t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl(s[3], 45);
+    return result;
+}
+
+/*
+ * A uniform integer in [0, span], by Lemire's multiply-shift (no division;
+ * the bias is below span / 2^64, far below anything a wait can show).
+ */
+static int64_t uniform_upto(uint64_t r, int64_t span)
+{
+    __extension__ typedef unsigned __int128 u128;
+
+    return (int64_t)(((u128)r * ((uint64_t)span + 1)) >> 64);
+}
+
+static int64_t full_jitter_cap(int64_t base, int64_t max, uint32_t retry)
+{
+    uint32_t shift = retry > 0 ? retry - 1 : 0;
+
+    /* base * 2^shift, saturating at max without ever overflowing. */
+    if (shift >= 62 || base > (max >> shift))
+        return max;
+    return base << shift;
+}
+
+int64_t retryd_backoff_delay(const retryd_backoff_policy *policy,
+                             uint32_t retry, int64_t prev_ns,
+                             retryd_random_fn random, void *random_ctx)
+{
+    const retryd_backoff_policy *p = policy ? policy : &retryd_backoff_default;
+    uint64_t r = random ? random(random_ctx) : retryd_random_default(NULL);
+    int64_t base = p->base_ns > 0 ? p->base_ns : 1;
+    int64_t max = p->max_ns > 0 ? p->max_ns : 0;
+
+    if (base > max)
+        return max;
+    if (p->jitter == RETRYD_JITTER_DECORRELATED) {
+        int64_t prev = prev_ns > base ? prev_ns : base;
+        /* prev * 3 saturates at max: above it the min() would cut anyway. */
+        int64_t hi = prev > max / 3 ? max : prev * 3;
+        int64_t d = base + uniform_upto(r, hi - base);
+        return d < max ? d : max;
+    }
+    return uniform_upto(r, full_jitter_cap(base, max, retry));
+}

@@ -1,0 +1,278 @@
+/*
+ * The retry-eligibility engine. Read docs/decision.md first: it states the
+ * order of the rules, the status table and the choices made where the
+ * specification is silent. This file is that document as code, in the same
+ * order, so the two can be read side by side.
+ *
+ * Invariants the tests hold us to:
+ *   - the first rule whose condition holds decides; nothing later re-enables
+ *     a retry an earlier rule forbade;
+ *   - a token is taken only on the way out of a RETRY, so no denial ever
+ *     spends budget;
+ *   - no allocation, no lock, no system call (the default random source
+ *     seeds itself once per thread with getrandom, outside this file).
+ */
+#include "retryd/decision.h"
+
+static bool status_is_gateway(int status)
+{
+    return status == 502 || status == 503 || status == 504;
+}
+
+bool retryd_idempotency_is_safe(retryd_idempotency idem)
+{
+    return idem == RETRYD_IDEMPOTENCY_SAFE ||
+           idem == RETRYD_IDEMPOTENCY_IDEMPOTENT ||
+           idem == RETRYD_IDEMPOTENCY_BY_KEY;
+}
+
+bool retryd_failure_is_permanent(retryd_failure failure)
+{
+    return failure >= RETRYD_FAILURE_TLS_CERTIFICATE &&
+           failure < RETRYD_FAILURE_COUNT;
+}
+
+static bool has_response(retryd_evidence e)
+{
+    return e == RETRYD_EVIDENCE_RESPONSE_RECEIVED ||
+           e == RETRYD_EVIDENCE_PARTIAL_RESPONSE;
+}
+
+static int facts_validate(const retryd_facts *f)
+{
+    if (f->attempt < 1 || f->max_attempts < 1 || f->attempt > f->max_attempts)
+        return RETRYD_EINVAL;
+    if ((unsigned)f->evidence >= RETRYD_EVIDENCE_COUNT ||
+        (unsigned)f->replayability >= RETRYD_REPLAYABILITY_COUNT ||
+        (unsigned)f->idempotency >= RETRYD_IDEMPOTENCY_COUNT ||
+        (unsigned)f->failure >= RETRYD_FAILURE_COUNT)
+        return RETRYD_EINVAL;
+    /* A status exists exactly when a final header block arrived, and an
+     * attempt that produced none failed for some reason. */
+    if (has_response(f->evidence)) {
+        if (f->status < 200 || f->status > 999)
+            return RETRYD_EINVAL;
+    } else if (f->status != 0 || f->failure == RETRYD_FAILURE_NONE) {
+        return RETRYD_EINVAL;
+    }
+    if (f->remaining_ns < 0 || f->min_attempt_ns < 0 || f->prev_delay_ns < 0 ||
+        f->retry_after_ns < -1)
+        return RETRYD_EINVAL;
+    return 0;
+}
+
+/*
+ * Whether the attempt may have executed an operation that must not run
+ * twice. Such an attempt never ends as a plain denial: whichever rule stops
+ * the retry, the answer is AMBIGUOUS, because a plain failure would tell the
+ * caller the request did not happen, which may be false.
+ */
+static bool execution_unknown(const retryd_facts *f)
+{
+    if (retryd_idempotency_is_safe(f->idempotency))
+        return false;
+    switch (f->evidence) {
+    case RETRYD_EVIDENCE_SENT_NO_RESPONSE:
+        return true;
+    case RETRYD_EVIDENCE_RESPONSE_RECEIVED:
+        return status_is_gateway(f->status);
+    case RETRYD_EVIDENCE_PARTIAL_RESPONSE:
+        return status_is_gateway(f->status) ||
+               (f->status >= 200 && f->status <= 299);
+    case RETRYD_EVIDENCE_NOT_SENT:
+    default:
+        return false;
+    }
+}
+
+static int stop(const retryd_facts *f, retryd_decision *ret, retryd_rule rule,
+                retryd_denial reason)
+{
+    *ret = (retryd_decision){
+        .verdict = execution_unknown(f) ? RETRYD_VERDICT_AMBIGUOUS
+                                        : RETRYD_VERDICT_DENIED,
+        .reason = reason,
+        .rule = rule,
+        .permanent = reason == RETRYD_DENIAL_PERMANENT_FAILURE
+                         ? f->failure
+                         : RETRYD_FAILURE_NONE,
+    };
+    return 0;
+}
+
+static int ambiguous(retryd_decision *ret, retryd_rule rule)
+{
+    *ret = (retryd_decision){.verdict = RETRYD_VERDICT_AMBIGUOUS,
+                             .reason = RETRYD_DENIAL_NONE,
+                             .rule = rule};
+    return 0;
+}
+
+static int64_t retry_wait(const retryd_facts *f, const retryd_decide_env *env,
+                          unsigned *flags)
+{
+    const retryd_backoff_policy *p =
+        env->backoff ? env->backoff : &retryd_backoff_default;
+
+    /* The server's Retry-After replaces our backoff: it knows its own
+     * recovery time better than a jittered guess. It is honoured up to the
+     * profile's ceiling (the parser already clamps; this guards callers that
+     * filled the fact in by hand). */
+    if (f->retry_after_ns >= 0) {
+        *flags |= RETRYD_RETRY_HONOURS_RETRY_AFTER;
+        return f->retry_after_ns < p->max_retry_after_ns ? f->retry_after_ns
+                                                         : p->max_retry_after_ns;
+    }
+    return retryd_backoff_delay(p, f->attempt, f->prev_delay_ns, env->random,
+                                env->random_ctx);
+}
+
+/*
+ * Rule 9 decided that a retry is wanted. Two checks remain that can only be
+ * made now: the wait must leave a whole minimum attempt before the deadline,
+ * and the token must actually be won (another process may have taken the
+ * last one since rule 2 peeked).
+ */
+static int grant(const retryd_facts *f, const retryd_decide_env *env,
+                 retryd_decision *ret, retryd_rule rule, unsigned flags)
+{
+    int64_t wait = retry_wait(f, env, &flags);
+
+    if (wait > f->remaining_ns - f->min_attempt_ns)
+        return stop(f, ret, RETRYD_RULE_WAIT_EXCEEDS_DEADLINE,
+                    RETRYD_DENIAL_DEADLINE);
+    if (env->budget && !env->budget->take(env->budget_ctx))
+        return stop(f, ret, RETRYD_RULE_BUDGET_TAKE_FAILED,
+                    RETRYD_DENIAL_BUDGET_EXHAUSTED);
+    *ret = (retryd_decision){.verdict = RETRYD_VERDICT_RETRY,
+                             .reason = RETRYD_DENIAL_NONE,
+                             .rule = rule,
+                             .delay_ns = wait,
+                             .flags = flags};
+    return 0;
+}
+
+/* The status table, for an attempt whose final status is known. */
+static int decide_status(const retryd_facts *f, const retryd_decide_env *env,
+                         retryd_decision *ret)
+{
+    bool safe = retryd_idempotency_is_safe(f->idempotency);
+    int s = f->status;
+
+    switch (s) {
+    case 408:
+        return grant(f, env, ret, RETRYD_RULE_STATUS_408, 0);
+    case 425:
+        if (f->attempt == 1)
+            return grant(f, env, ret, RETRYD_RULE_STATUS_425_FIRST, 0);
+        return stop(f, ret, RETRYD_RULE_STATUS_425_AGAIN,
+                    RETRYD_DENIAL_STATUS_NOT_RETRYABLE);
+    case 429:
+        return grant(f, env, ret, RETRYD_RULE_STATUS_429, 0);
+    case 401:
+        if (safe && !f->refresh_used)
+            return grant(f, env, ret, RETRYD_RULE_STATUS_401_REFRESH,
+                         RETRYD_RETRY_REFRESH_CREDENTIALS);
+        return stop(f, ret, RETRYD_RULE_STATUS_401_DENIED,
+                    RETRYD_DENIAL_STATUS_NOT_RETRYABLE);
+    case 500:
+        if (safe && f->transient_500)
+            return grant(f, env, ret, RETRYD_RULE_STATUS_500_TRANSIENT, 0);
+        return stop(f, ret, RETRYD_RULE_STATUS_500_DENIED,
+                    RETRYD_DENIAL_STATUS_NOT_RETRYABLE);
+    case 502:
+    case 503:
+    case 504:
+        if (safe)
+            return grant(f, env, ret, RETRYD_RULE_STATUS_GATEWAY_RETRY, 0);
+        return ambiguous(ret, RETRYD_RULE_STATUS_GATEWAY_AMBIGUOUS);
+    default:
+        break;
+    }
+    if (s >= 400 && s <= 499)
+        return stop(f, ret, RETRYD_RULE_STATUS_4XX,
+                    RETRYD_DENIAL_STATUS_NOT_RETRYABLE);
+    if (s >= 500 && s <= 599)
+        return stop(f, ret, RETRYD_RULE_STATUS_5XX_OTHER,
+                    RETRYD_DENIAL_STATUS_NOT_RETRYABLE);
+    /* 2xx, 3xx and anything beyond 599: the response is final. */
+    return stop(f, ret, RETRYD_RULE_STATUS_FINAL,
+                RETRYD_DENIAL_STATUS_NOT_RETRYABLE);
+}
+
+/* Rule 9: status- and failure-specific rules. */
+static int decide_specific(const retryd_facts *f, const retryd_decide_env *env,
+                           retryd_decision *ret)
+{
+    switch (f->evidence) {
+    case RETRYD_EVIDENCE_NOT_SENT:
+        /* Proven never received: retryable whatever the idempotency. */
+        return grant(f, env, ret, RETRYD_RULE_NOT_SENT, 0);
+    case RETRYD_EVIDENCE_SENT_NO_RESPONSE:
+        /* Rule 8 already stopped the operations that are not safe. */
+        return grant(f, env, ret, RETRYD_RULE_SENT_NO_RESPONSE_IDEMPOTENT, 0);
+    case RETRYD_EVIDENCE_PARTIAL_RESPONSE:
+        /* A success status proves the operation executed and only its
+         * result was lost: read it again if that is harmless, otherwise the
+         * caller must reconcile. Other statuses speak for themselves. */
+        if (f->status >= 200 && f->status <= 299) {
+            if (retryd_idempotency_is_safe(f->idempotency))
+                return grant(f, env, ret, RETRYD_RULE_PARTIAL_REREAD, 0);
+            return ambiguous(ret, RETRYD_RULE_PARTIAL_EXECUTED);
+        }
+        return decide_status(f, env, ret);
+    case RETRYD_EVIDENCE_RESPONSE_RECEIVED:
+    default:
+        return decide_status(f, env, ret);
+    }
+}
+
+int retryd_decide(const retryd_facts *facts, const retryd_decide_env *env,
+                  retryd_decision *ret)
+{
+    static const retryd_decide_env no_env;
+    const retryd_facts *f = facts;
+    int r;
+
+    if (f == NULL || ret == NULL)
+        return RETRYD_EINVAL;
+    r = facts_validate(f);
+    if (r < 0)
+        return r;
+    if (env == NULL)
+        env = &no_env;
+
+    /* 1 */
+    if (f->attempt >= f->max_attempts)
+        return stop(f, ret, RETRYD_RULE_MAX_ATTEMPTS,
+                    RETRYD_DENIAL_MAX_ATTEMPTS);
+    /* 2: only a peek; the token is taken in grant(), for a real retry. */
+    if (env->budget && !env->budget->peek(env->budget_ctx))
+        return stop(f, ret, RETRYD_RULE_BUDGET_EMPTY,
+                    RETRYD_DENIAL_BUDGET_EXHAUSTED);
+    /* 3 */
+    if (f->replayability == RETRYD_ONE_SHOT)
+        return stop(f, ret, RETRYD_RULE_BODY_NOT_REPLAYABLE,
+                    RETRYD_DENIAL_BODY_NOT_REPLAYABLE);
+    /* 4 */
+    if (f->response_delivered)
+        return stop(f, ret, RETRYD_RULE_RESPONSE_DELIVERED,
+                    RETRYD_DENIAL_RESPONSE_ALREADY_DELIVERED);
+    /* 5 */
+    if (f->draining)
+        return stop(f, ret, RETRYD_RULE_DRAINING,
+                    RETRYD_DENIAL_RUNTIME_DRAINING);
+    /* 6 */
+    if (f->remaining_ns < f->min_attempt_ns)
+        return stop(f, ret, RETRYD_RULE_DEADLINE, RETRYD_DENIAL_DEADLINE);
+    /* 7 */
+    if (retryd_failure_is_permanent(f->failure))
+        return stop(f, ret, RETRYD_RULE_PERMANENT_FAILURE,
+                    RETRYD_DENIAL_PERMANENT_FAILURE);
+    /* 8 */
+    if (f->evidence == RETRYD_EVIDENCE_SENT_NO_RESPONSE &&
+        !retryd_idempotency_is_safe(f->idempotency))
+        return ambiguous(ret, RETRYD_RULE_SENT_NO_RESPONSE_UNSAFE);
+    /* 9 */
+    return decide_specific(f, env, ret);
+}

@@ -1,0 +1,32 @@
+/* Error strings: one table, generated from the X-macro in common.h. */
+#include "retryd/common.h"
+
+const char *retryd_strerror(int err)
+{
+    switch (err) {
+    case 0:
+        return "success";
+#define RETRYD__ERR_TEXT(name, value, text)                                    \
+    case (value):                                                              \
+        return text;
+        RETRYD_ERRNO_MAP(RETRYD__ERR_TEXT)
+#undef RETRYD__ERR_TEXT
+    default:
+        return "unknown error";
+    }
+}
+
+const char *retryd_err_name(int err)
+{
+    switch (err) {
+    case 0:
+        return "OK";
+#define RETRYD__ERR_NAME(name, value, text)                                    \
+    case (value):                                                              \
+        return #name;
+        RETRYD_ERRNO_MAP(RETRYD__ERR_NAME)
+#undef RETRYD__ERR_NAME
+    default:
+        return "UNKNOWN";
+    }
+}
