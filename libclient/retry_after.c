@@ -270,9 +270,8 @@ int retryd_retry_after_parse(const char *value, size_t len, int64_t now,
         if (!civil_valid(&t))
             return RETRYD_ENOENT;
         int64_t when = civil_to_epoch(&t);
+        /* A four-digit year cannot overflow; a far date is merely long. */
         seconds = when > now ? when - now : 0;
-        if (seconds > MAX_SECONDS)
-            return RETRYD_ENOENT;
     }
 
     *ret_ns = seconds > max_ns / NS_PER_S ? max_ns : seconds * NS_PER_S;

@@ -1,0 +1,85 @@
+#include "run.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static long long now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void drain(int fd, char *buf, size_t cap, size_t *len, int *open_fd)
+{
+    char scratch[4096];
+    ssize_t n = read(fd, scratch, sizeof(scratch));
+
+    if (n <= 0) {
+        *open_fd = 0;
+        return;
+    }
+    size_t room = cap - 1 - *len;
+    size_t take = (size_t)n < room ? (size_t)n : room;
+    memcpy(buf + *len, scratch, take);
+    *len += take;
+    buf[*len] = '\0';
+}
+
+int run_program(char *const argv[], int timeout_ms, run_result *ret)
+{
+    int out[2], err[2], status;
+    pid_t pid;
+
+    memset(ret, 0, sizeof(*ret));
+    if (pipe2(out, O_CLOEXEC) < 0)
+        return -errno;
+    if (pipe2(err, O_CLOEXEC) < 0) {
+        int e = -errno;
+        close(out[0]);
+        close(out[1]);
+        return e;
+    }
+    pid = fork();
+    if (pid < 0) {
+        int e = -errno;
+        close(out[0]), close(out[1]), close(err[0]), close(err[1]);
+        return e;
+    }
+    if (pid == 0) {
+        dup2(out[1], 1);
+        dup2(err[1], 2);
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    close(out[1]);
+    close(err[1]);
+
+    int out_open = 1, err_open = 1;
+    long long deadline = now_ms() + timeout_ms;
+    while (out_open || err_open) {
+        struct pollfd p[2] = {{out_open ? out[0] : -1, POLLIN, 0},
+                              {err_open ? err[0] : -1, POLLIN, 0}};
+        long long left = deadline - now_ms();
+        if (left <= 0 || poll(p, 2, (int)left) == 0) {
+            kill(pid, SIGKILL);
+            break;
+        }
+        if (p[0].revents)
+            drain(out[0], ret->out, sizeof(ret->out), &ret->out_len, &out_open);
+        if (p[1].revents)
+            drain(err[0], ret->err, sizeof(ret->err), &ret->err_len, &err_open);
+    }
+    close(out[0]);
+    close(err[0]);
+    if (waitpid(pid, &status, 0) < 0)
+        return -errno;
+    ret->exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+    return 0;
+}

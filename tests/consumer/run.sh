@@ -1,0 +1,53 @@
+#!/bin/sh
+# Installs the build into a scratch prefix, then builds and runs a consumer
+# against it the two ways users do: find_package(retryd) and pkg-config, each
+# with the shared and the static library.
+# usage: run.sh <retryd build dir> <scratch dir> <C compiler>
+set -eu
+build=$1
+work=$2
+cc=$3
+here=$(cd "$(dirname "$0")" && pwd)
+
+rm -rf "$work"
+mkdir -p "$work"
+prefix="$work/prefix"
+cmake --install "$build" --prefix "$prefix" >/dev/null
+
+# The sanitizer builds' libraries need the sanitizer runtime at link time.
+extra_flags=$(sed -n 's/^RETRYD_SANITIZE:STRING=\(..*\)$/-fsanitize=\1/p' "$build/CMakeCache.txt")
+
+expect_ambiguous() {
+    out=$("$@")
+    [ "$out" = "ambiguous sent_no_response_not_idempotent" ] || {
+        echo "consumer printed '$out'" >&2
+        exit 1
+    }
+}
+
+# 1. CMake package.
+cmake -S "$here" -B "$work/cmake" -DCMAKE_PREFIX_PATH="$prefix" \
+      -DCMAKE_C_COMPILER="$cc" -DCMAKE_C_FLAGS="$extra_flags" \
+      -DCMAKE_EXE_LINKER_FLAGS="$extra_flags" >/dev/null
+cmake --build "$work/cmake" >/dev/null
+expect_ambiguous "$work/cmake/consumer_shared"
+expect_ambiguous "$work/cmake/consumer_static"
+# The shared consumer really uses the installed shared library.
+ldd "$work/cmake/consumer_shared" | grep -q "$prefix/.*libretryd.so.0" || {
+    echo "consumer_shared does not load the installed libretryd.so.0" >&2
+    exit 1
+}
+
+# 2. pkg-config.
+libdir=$(find "$prefix" -name retryd.pc -exec dirname {} \;)
+export PKG_CONFIG_PATH="$libdir"
+# shellcheck disable=SC2046,SC2086 # flags are meant to split
+$cc $extra_flags -o "$work/pc_shared" "$here/consumer.c" $(pkg-config --cflags --libs retryd) \
+    -Wl,-rpath,"$(pkg-config --variable=libdir retryd)"
+expect_ambiguous "$work/pc_shared"
+# shellcheck disable=SC2046,SC2086
+$cc $extra_flags -static-libgcc -o "$work/pc_static" "$here/consumer.c" \
+    $(pkg-config --cflags retryd) "$(pkg-config --variable=libdir retryd)/libretryd.a" \
+    $(pkg-config --libs-only-other --static retryd) $(pkg-config --libs --static retryd | sed 's/-lretryd//')
+expect_ambiguous "$work/pc_static"
+echo "consumer: find_package and pkg-config, shared and static: ok"

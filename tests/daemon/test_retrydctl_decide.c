@@ -1,0 +1,94 @@
+/* retrydctl decide, run as a real process: the options reach the engine and
+ * the decision and its rule come back, as text and as JSON. */
+#include <stdio.h>
+#include <string.h>
+
+#include <criterion/criterion.h>
+
+#include "run.h"
+
+#define DECIDE(...)                                                            \
+    (char *[]) { RETRYDCTL_PATH, "decide", __VA_ARGS__, NULL }
+
+static run_result res;
+
+static void run(char *const argv[])
+{
+    cr_assert_eq(run_program(argv, 10000, &res), 0);
+}
+
+Test(retrydctl_decide, timeout_of_a_payment_is_ambiguous)
+{
+    run(DECIDE("--evidence", "sent_no_response", "--failure", "timeout"));
+    cr_expect_eq(res.exit_code, 0, "stderr: %s", res.err);
+    cr_expect(strstr(res.out, "verdict:  ambiguous") != NULL, "%s", res.out);
+    cr_expect(strstr(res.out, "sent_no_response_not_idempotent") != NULL);
+}
+
+Test(retrydctl_decide, json_reports_rule_delay_and_budget)
+{
+    run(DECIDE("--evidence", "response_received", "--status", "503",
+               "--idempotency", "safe", "--retry-after", "2", "--budget", "1",
+               "--json"));
+    cr_expect_eq(res.exit_code, 0, "stderr: %s", res.err);
+    cr_expect_str_eq(res.out,
+                     "{\"verdict\":\"retry\",\"rule\":\"status_gateway_"
+                     "idempotent\",\"rule_order\":9,\"reason\":\"none\","
+                     "\"permanent\":\"none\",\"delay_ns\":2000000000,"
+                     "\"refresh_credentials\":false,\"honours_retry_after\":"
+                     "true,\"budget_before\":1,\"budget_after\":0}\n");
+}
+
+Test(retrydctl_decide, empty_budget_is_denied_before_the_status)
+{
+    run(DECIDE("--evidence", "not_sent", "--failure", "connect", "--budget",
+               "0", "--json"));
+    cr_expect_eq(res.exit_code, 0);
+    cr_expect(strstr(res.out, "\"rule\":\"budget_empty\"") != NULL, "%s",
+              res.out);
+    cr_expect(strstr(res.out, "\"budget_after\":0") != NULL);
+}
+
+Test(retrydctl_decide, seeded_jitter_is_reproducible)
+{
+    run(DECIDE("--evidence", "not_sent", "--failure", "dns", "--seed", "42",
+               "--json"));
+    static char first[sizeof(res.out)];
+    memcpy(first, res.out, sizeof(first));
+    run(DECIDE("--evidence", "not_sent", "--failure", "dns", "--seed", "42",
+               "--json"));
+    cr_expect_str_eq(res.out, first);
+    cr_expect(strstr(first, "\"verdict\":\"retry\"") != NULL);
+}
+
+Test(retrydctl_decide, refresh_is_announced_for_401)
+{
+    run(DECIDE("--evidence", "response_received", "--status", "401",
+               "--idempotency", "idempotent"));
+    cr_expect(strstr(res.out, "refresh credentials, then replay") != NULL,
+              "%s", res.out);
+}
+
+Test(retrydctl_decide, bad_usage_exits_64_with_a_message)
+{
+    run(DECIDE("--evidence", "maybe"));
+    cr_expect_eq(res.exit_code, 64);
+    cr_expect(strstr(res.err, "invalid value 'maybe' for --evidence") != NULL,
+              "%s", res.err);
+    run(DECIDE("--status", "200"));
+    cr_expect_eq(res.exit_code, 64);
+    cr_expect(strstr(res.err, "--evidence is required") != NULL, "%s", res.err);
+    run(DECIDE("--evidence", "response_received"));
+    cr_expect_eq(res.exit_code, 64, "a response without a status");
+    run(DECIDE("--evidence", "not_sent", "--remaining", "soon"));
+    cr_expect_eq(res.exit_code, 64);
+}
+
+Test(retrydctl_decide, garbage_retry_after_is_absent_not_fatal)
+{
+    run(DECIDE("--evidence", "response_received", "--status", "429",
+               "--retry-after", "tomorrow", "--seed", "1", "--json"));
+    cr_expect_eq(res.exit_code, 0);
+    cr_expect(strstr(res.err, "treated as absent") != NULL);
+    cr_expect(strstr(res.out, "\"honours_retry_after\":false") != NULL);
+}
