@@ -50,24 +50,32 @@ static uint64_t cli_random(void *ctx)
 
 static void usage(FILE *out)
 {
-    fprintf(out,
+    fprintf(
+        out,
         "usage: retrydctl decide --evidence E [options]\n"
         "\n"
         "facts of the attempt that just finished:\n"
-        "  --evidence E         not_sent | sent_no_response | response_received |\n"
+        "  --evidence E         not_sent | sent_no_response | "
+        "response_received |\n"
         "                       partial_response (required)\n"
         "  --status N           final HTTP status (needed with a response)\n"
         "  --failure F          none dns connect tls_handshake pool_timeout\n"
-        "                       refused_stream goaway timeout connection_lost io\n"
-        "                       tls_certificate malformed unsupported_protocol\n"
-        "                       profile_rejected too_many_redirects body_source\n"
-        "                       aborted (default: none with a response, io without)\n"
+        "                       refused_stream goaway timeout connection_lost "
+        "io\n"
+        "                       tls_certificate malformed "
+        "unsupported_protocol\n"
+        "                       profile_rejected too_many_redirects "
+        "body_source\n"
+        "                       aborted (default: none with a response, io "
+        "without)\n"
         "  --idempotency I      safe | idempotent | non_idempotent |\n"
         "                       idempotent_by_key (default non_idempotent)\n"
-        "  --replayability R    replayable | reopenable | one_shot (default replayable)\n"
+        "  --replayability R    replayable | reopenable | one_shot (default "
+        "replayable)\n"
         "  --attempt N          1-based attempt number (default 1)\n"
         "  --max-attempts N     attempts allowed (default 3)\n"
-        "  --retry-after V      the Retry-After header value, seconds or HTTP-date\n"
+        "  --retry-after V      the Retry-After header value, seconds or "
+        "HTTP-date\n"
         "  --remaining D        time left before the deadline (default 30s)\n"
         "  --min-attempt D      minimum attempt budget (default 100ms)\n"
         "  --prev-delay D       previous backoff wait (default 0)\n"
@@ -88,12 +96,29 @@ static void usage(FILE *out)
 }
 
 enum {
-    OPT_EVIDENCE = 256, OPT_STATUS, OPT_FAILURE, OPT_IDEMPOTENCY,
-    OPT_REPLAYABILITY, OPT_ATTEMPT, OPT_MAX_ATTEMPTS, OPT_RETRY_AFTER,
-    OPT_REMAINING, OPT_MIN_ATTEMPT, OPT_PREV_DELAY, OPT_DELIVERED,
-    OPT_DRAINING, OPT_REFRESH_USED, OPT_TRANSIENT_500, OPT_BUDGET,
-    OPT_JITTER, OPT_BASE, OPT_MAX_BACKOFF, OPT_MAX_RETRY_AFTER, OPT_SEED,
-    OPT_JSON, OPT_HELP,
+    OPT_EVIDENCE = 256,
+    OPT_STATUS,
+    OPT_FAILURE,
+    OPT_IDEMPOTENCY,
+    OPT_REPLAYABILITY,
+    OPT_ATTEMPT,
+    OPT_MAX_ATTEMPTS,
+    OPT_RETRY_AFTER,
+    OPT_REMAINING,
+    OPT_MIN_ATTEMPT,
+    OPT_PREV_DELAY,
+    OPT_DELIVERED,
+    OPT_DRAINING,
+    OPT_REFRESH_USED,
+    OPT_TRANSIENT_500,
+    OPT_BUDGET,
+    OPT_JITTER,
+    OPT_BASE,
+    OPT_MAX_BACKOFF,
+    OPT_MAX_RETRY_AFTER,
+    OPT_SEED,
+    OPT_JSON,
+    OPT_HELP,
 };
 
 static const struct option options[] = {
@@ -331,12 +356,13 @@ int ctl_decide_main(int argc, char **argv)
     if (!a.failure_given && !response)
         a.facts.failure = RETRYD_FAILURE_IO;
     if (a.retry_after != NULL &&
-        retryd_retry_after_parse(a.retry_after, strlen(a.retry_after),
-                                 (int64_t)time(NULL),
-                                 a.policy.max_retry_after_ns,
-                                 &a.facts.retry_after_ns) < 0)
-        fprintf(stderr, "retrydctl decide: Retry-After '%s' is not valid; "
-                        "treated as absent\n", a.retry_after);
+        retryd_retry_after_parse(
+            a.retry_after, strlen(a.retry_after), (int64_t)time(NULL),
+            a.policy.max_retry_after_ns, &a.facts.retry_after_ns) < 0)
+        fprintf(stderr,
+                "retrydctl decide: Retry-After '%s' is not valid; "
+                "treated as absent\n",
+                a.retry_after);
 
     cli_budget budget = {.tokens = a.budget};
     const retryd_budget_iface iface = {.peek = cli_peek, .take = cli_take};
@@ -352,9 +378,10 @@ int ctl_decide_main(int argc, char **argv)
 
     r = retryd_decide(&a.facts, &env, &d);
     if (r < 0) {
-        fprintf(stderr, "retrydctl decide: inconsistent facts: %s "
-                        "(a response needs --status 200..999; no response "
-                        "needs a --failure other than none and no status)\n",
+        fprintf(stderr,
+                "retrydctl decide: inconsistent facts: %s "
+                "(a response needs --status 200..999; no response "
+                "needs a --failure other than none and no status)\n",
                 retryd_strerror(r));
         return CTL_EXIT_USAGE;
     }

@@ -4,8 +4,9 @@
  * The two jitter formulas are those of Marc Brooker, "Exponential Backoff And
  * Jitter", AWS Architecture Blog, 4 March 2015:
  *
- *   full jitter:         sleep = random_between(0, min(cap, base * 2 ** attempt))
- *   decorrelated jitter: sleep = min(cap, random_between(base, sleep * 3))
+ *   full jitter:         sleep = random_between(0, min(cap, base * 2 **
+ * attempt)) decorrelated jitter: sleep = min(cap, random_between(base, sleep *
+ * 3))
  *
  * Full jitter spreads a burst of clients evenly over the window; decorrelated
  * jitter grows the window from the previous sleep rather than from the attempt

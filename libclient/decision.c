@@ -120,8 +120,9 @@ static int64_t retry_wait(const retryd_facts *f, const retryd_decide_env *env,
      * filled the fact in by hand). */
     if (f->retry_after_ns >= 0) {
         *flags |= RETRYD_RETRY_HONOURS_RETRY_AFTER;
-        return f->retry_after_ns < p->max_retry_after_ns ? f->retry_after_ns
-                                                         : p->max_retry_after_ns;
+        return f->retry_after_ns < p->max_retry_after_ns
+                   ? f->retry_after_ns
+                   : p->max_retry_after_ns;
     }
     return retryd_backoff_delay(p, f->attempt, f->prev_delay_ns, env->random,
                                 env->random_ctx);

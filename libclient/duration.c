@@ -64,10 +64,10 @@ int retryd_duration_parse(const char *s, int64_t *ret_ns)
         return RETRYD_ERANGE;
     /* frac / frac_scale * u->ns, without overflow: frac_scale <= 10^12 and
      * u->ns <= 3.6 * 10^12, so divide the unit first when it is a multiple. */
-    int64_t frac_ns = (u->ns % frac_scale == 0)
-                          ? frac * (u->ns / frac_scale)
-                          : (int64_t)((double)frac * (double)u->ns /
-                                      (double)frac_scale);
+    int64_t frac_ns =
+        (u->ns % frac_scale == 0)
+            ? frac * (u->ns / frac_scale)
+            : (int64_t)((double)frac * (double)u->ns / (double)frac_scale);
     if (whole * u->ns > INT64_MAX - frac_ns)
         return RETRYD_ERANGE;
     *ret_ns = whole * u->ns + frac_ns;

@@ -13,11 +13,23 @@ static const char *const idempotency_names[RETRYD_IDEMPOTENCY_COUNT] = {
     "safe", "idempotent", "non_idempotent", "idempotent_by_key"};
 
 static const char *const failure_names[RETRYD_FAILURE_COUNT] = {
-    "none",          "dns",           "connect",          "tls_handshake",
-    "pool_timeout",  "refused_stream", "goaway",          "timeout",
-    "connection_lost", "io",          "tls_certificate",  "malformed",
-    "unsupported_protocol", "profile_rejected", "too_many_redirects",
-    "body_source",   "aborted"};
+    "none",
+    "dns",
+    "connect",
+    "tls_handshake",
+    "pool_timeout",
+    "refused_stream",
+    "goaway",
+    "timeout",
+    "connection_lost",
+    "io",
+    "tls_certificate",
+    "malformed",
+    "unsupported_protocol",
+    "profile_rejected",
+    "too_many_redirects",
+    "body_source",
+    "aborted"};
 
 static const char *const verdict_names[] = {"retry", "denied", "ambiguous"};
 

@@ -136,8 +136,8 @@ static bool civil_valid(const civil *t)
 
 static int64_t civil_to_epoch(const civil *t)
 {
-    return days_from_civil(t->year, t->month, t->day) * 86400 +
-           t->hour * 3600 + t->minute * 60 + t->second;
+    return days_from_civil(t->year, t->month, t->day) * 86400 + t->hour * 3600 +
+           t->minute * 60 + t->second;
 }
 
 /* The inverse, Hinnant's civil_from_days, for the RFC 850 century rule. */
@@ -179,9 +179,9 @@ static bool parse_rfc850(cursor c, int64_t now, civil *t)
 {
     int yy;
 
-    if (!(one_of(&c, day_long, 7) && eat(&c, ", ") &&
-          digits(&c, 2, &t->day) && eat(&c, "-") && month(&c, &t->month) &&
-          eat(&c, "-") && digits(&c, 2, &yy) && eat(&c, " ") &&
+    if (!(one_of(&c, day_long, 7) && eat(&c, ", ") && digits(&c, 2, &t->day) &&
+          eat(&c, "-") && month(&c, &t->month) && eat(&c, "-") &&
+          digits(&c, 2, &yy) && eat(&c, " ") &&
           time_of_day(&c, &t->hour, &t->minute, &t->second) &&
           eat(&c, " GMT") && c.p == c.end))
         return false;

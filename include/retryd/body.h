@@ -28,10 +28,10 @@ typedef enum retryd_replayability {
 
 /** The kinds of body of the specification's table. */
 typedef enum retryd_body_kind {
-    RETRYD_BODY_BYTES = 0,             /**< immutable bytes: REPLAYABLE */
-    RETRYD_BODY_DTO = 1,               /**< DTO + deterministic codec: REPLAYABLE */
-    RETRYD_BODY_SUPPLIER = 2,          /**< reopenable resource: REOPENABLE */
-    RETRYD_BODY_STREAM = 3,            /**< a single stream: ONE_SHOT */
+    RETRYD_BODY_BYTES = 0,    /**< immutable bytes: REPLAYABLE */
+    RETRYD_BODY_DTO = 1,      /**< DTO + deterministic codec: REPLAYABLE */
+    RETRYD_BODY_SUPPLIER = 2, /**< reopenable resource: REOPENABLE */
+    RETRYD_BODY_STREAM = 3,   /**< a single stream: ONE_SHOT */
     RETRYD_BODY_PUBLISHER_FACTORY = 4, /**< as declared */
     RETRYD_BODY_PUBLISHER = 5,         /**< a publisher instance: ONE_SHOT */
     RETRYD_BODY_MULTIPART = 6,         /**< the weakest of its parts */

@@ -55,10 +55,10 @@ typedef enum retryd_idempotency {
 typedef enum retryd_failure {
     RETRYD_FAILURE_NONE = 0,
     /* transient */
-    RETRYD_FAILURE_DNS = 1,             /**< name resolution failed */
-    RETRYD_FAILURE_CONNECT = 2,         /**< TCP connect refused or timed out */
-    RETRYD_FAILURE_TLS_HANDSHAKE = 3,   /**< TLS failed before any request byte */
-    RETRYD_FAILURE_POOL_TIMEOUT = 4,    /**< bulkhead or pool wait ran out */
+    RETRYD_FAILURE_DNS = 1,           /**< name resolution failed */
+    RETRYD_FAILURE_CONNECT = 2,       /**< TCP connect refused or timed out */
+    RETRYD_FAILURE_TLS_HANDSHAKE = 3, /**< TLS failed before any request byte */
+    RETRYD_FAILURE_POOL_TIMEOUT = 4,  /**< bulkhead or pool wait ran out */
     RETRYD_FAILURE_REFUSED_STREAM = 5,  /**< HTTP/2 REFUSED_STREAM */
     RETRYD_FAILURE_GOAWAY = 6,          /**< HTTP/2 GOAWAY below our stream */
     RETRYD_FAILURE_TIMEOUT = 7,         /**< attempt timeout after sending */
@@ -162,9 +162,9 @@ typedef struct retryd_facts {
     int status;             /**< final HTTP status (100..999), 0 when none */
     /** Parsed Retry-After (retryd_retry_after_parse()), -1 when absent. */
     int64_t retry_after_ns;
-    int64_t remaining_ns;   /**< time left before the request's deadline */
-    int64_t min_attempt_ns; /**< an attempt needs at least this long */
-    int64_t prev_delay_ns;  /**< the previous backoff wait, 0 before any */
+    int64_t remaining_ns;    /**< time left before the request's deadline */
+    int64_t min_attempt_ns;  /**< an attempt needs at least this long */
+    int64_t prev_delay_ns;   /**< the previous backoff wait, 0 before any */
     bool response_delivered; /**< a response byte reached the caller */
     bool draining;           /**< this process or the host is draining */
     bool refresh_used;       /**< the one credential refresh is spent */

@@ -80,6 +80,7 @@ int run_program(char *const argv[], int timeout_ms, run_result *ret)
     close(err[0]);
     if (waitpid(pid, &status, 0) < 0)
         return -errno;
-    ret->exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+    ret->exit_code =
+        WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
     return 0;
 }

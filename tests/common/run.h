@@ -5,7 +5,7 @@
 #include <stddef.h>
 
 typedef struct run_result {
-    int exit_code;  /* the child's exit status, or -signal when killed */
+    int exit_code; /* the child's exit status, or -signal when killed */
     char out[65536];
     size_t out_len;
     char err[16384];

@@ -8,7 +8,10 @@
 #include "run.h"
 
 #define DECIDE(...)                                                            \
-    (char *[]) { RETRYDCTL_PATH, "decide", __VA_ARGS__, NULL }
+    (char *[])                                                                 \
+    {                                                                          \
+        RETRYDCTL_PATH, "decide", __VA_ARGS__, NULL                            \
+    }
 
 static run_result res;
 
@@ -65,8 +68,8 @@ Test(retrydctl_decide, refresh_is_announced_for_401)
 {
     run(DECIDE("--evidence", "response_received", "--status", "401",
                "--idempotency", "idempotent"));
-    cr_expect(strstr(res.out, "refresh credentials, then replay") != NULL,
-              "%s", res.out);
+    cr_expect(strstr(res.out, "refresh credentials, then replay") != NULL, "%s",
+              res.out);
 }
 
 Test(retrydctl_decide, bad_usage_exits_64_with_a_message)

@@ -14,15 +14,15 @@ static uint64_t fixed_random(void *ctx)
     return fixed_value;
 }
 
-static const retryd_backoff_policy full = {RETRYD_JITTER_FULL, 100 * MS,
-                                           5 * S, 60 * S};
+static const retryd_backoff_policy full = {RETRYD_JITTER_FULL, 100 * MS, 5 * S,
+                                           60 * S};
 static const retryd_backoff_policy decorrelated = {RETRYD_JITTER_DECORRELATED,
                                                    100 * MS, 5 * S, 60 * S};
 
 Test(backoff, full_jitter_spans_zero_to_the_exponential_bound)
 {
-    const int64_t caps[] = {100 * MS, 200 * MS, 400 * MS, 800 * MS,
-                            1600 * MS, 3200 * MS, 5 * S, 5 * S};
+    const int64_t caps[] = {100 * MS,  200 * MS,  400 * MS, 800 * MS,
+                            1600 * MS, 3200 * MS, 5 * S,    5 * S};
     for (uint32_t retry = 1; retry <= 8; retry++) {
         fixed_value = 0;
         cr_expect_eq(retryd_backoff_delay(&full, retry, 0, fixed_random, NULL),
@@ -52,12 +52,12 @@ Test(backoff, decorrelated_jitter_stays_between_base_and_three_times_prev)
     cr_expect_eq(
         retryd_backoff_delay(&decorrelated, 2, 400 * MS, fixed_random, NULL),
         1200 * MS);
-    cr_expect_eq(retryd_backoff_delay(&decorrelated, 5, 4 * S, fixed_random,
-                                      NULL),
-                 5 * S, "capped at max");
-    cr_expect_eq(retryd_backoff_delay(&decorrelated, 5, INT64_MAX,
-                                      fixed_random, NULL),
-                 5 * S, "a huge previous wait cannot overflow");
+    cr_expect_eq(
+        retryd_backoff_delay(&decorrelated, 5, 4 * S, fixed_random, NULL),
+        5 * S, "capped at max");
+    cr_expect_eq(
+        retryd_backoff_delay(&decorrelated, 5, INT64_MAX, fixed_random, NULL),
+        5 * S, "a huge previous wait cannot overflow");
 }
 
 Test(backoff, null_policy_uses_the_defaults)
@@ -86,7 +86,8 @@ Test(backoff, full_jitter_is_uniform)
         cr_expect(counts[b] > N / 10 * 0.95 && counts[b] < N / 10 * 1.05,
                   "bucket %d has %ld", b, counts[b]);
     double mean = sum / N;
-    cr_expect(mean > 50 * MS * 0.995 && mean < 50 * MS * 1.005, "mean %f", mean);
+    cr_expect(mean > 50 * MS * 0.995 && mean < 50 * MS * 1.005, "mean %f",
+              mean);
 }
 
 Test(backoff, decorrelated_jitter_is_uniform_over_its_window)

@@ -45,7 +45,8 @@ Test(names, round_trip_through_the_stable_names)
     for (int i = 0; i < RETRYD_REPLAYABILITY_COUNT; i++) {
         retryd_replayability v;
         cr_assert_eq(
-            retryd_replayability_from_name(retryd_replayability_name(i), &v), 0);
+            retryd_replayability_from_name(retryd_replayability_name(i), &v),
+            0);
         cr_expect_eq((int)v, i);
     }
     retryd_evidence e = RETRYD_EVIDENCE_NOT_SENT;
@@ -69,11 +70,13 @@ Test(body, kinds_have_the_specified_replayability)
     for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
         retryd_replayability r;
         /* What a publisher factory declares must not leak into the others. */
-        cr_assert_eq(retryd_body_kind_replayability(rows[i].kind,
-                                                    RETRYD_REPLAYABLE, &r), 0);
+        cr_assert_eq(
+            retryd_body_kind_replayability(rows[i].kind, RETRYD_REPLAYABLE, &r),
+            0);
         cr_expect_eq(r, rows[i].expected, "kind %d", rows[i].kind);
-        cr_assert_eq(retryd_body_kind_replayability(rows[i].kind,
-                                                    RETRYD_ONE_SHOT, &r), 0);
+        cr_assert_eq(
+            retryd_body_kind_replayability(rows[i].kind, RETRYD_ONE_SHOT, &r),
+            0);
         cr_expect_eq(r, rows[i].expected, "kind %d", rows[i].kind);
     }
 }
@@ -82,9 +85,10 @@ Test(body, publisher_factory_is_as_declared)
 {
     for (int d = 0; d < RETRYD_REPLAYABILITY_COUNT; d++) {
         retryd_replayability r;
-        cr_assert_eq(retryd_body_kind_replayability(
-                         RETRYD_BODY_PUBLISHER_FACTORY, (retryd_replayability)d,
-                         &r), 0);
+        cr_assert_eq(
+            retryd_body_kind_replayability(RETRYD_BODY_PUBLISHER_FACTORY,
+                                           (retryd_replayability)d, &r),
+            0);
         cr_expect_eq((int)r, d);
     }
     retryd_replayability r = RETRYD_REPLAYABLE;
@@ -98,15 +102,15 @@ Test(body, publisher_factory_is_as_declared)
 
 Test(body, multipart_is_its_weakest_part)
 {
-    cr_expect_eq(retryd_replayability_weakest(RETRYD_REPLAYABLE,
-                                              RETRYD_REOPENABLE),
-                 RETRYD_REOPENABLE);
-    cr_expect_eq(retryd_replayability_weakest(RETRYD_ONE_SHOT,
-                                              RETRYD_REPLAYABLE),
-                 RETRYD_ONE_SHOT);
-    cr_expect_eq(retryd_replayability_weakest(RETRYD_REPLAYABLE,
-                                              RETRYD_REPLAYABLE),
-                 RETRYD_REPLAYABLE);
+    cr_expect_eq(
+        retryd_replayability_weakest(RETRYD_REPLAYABLE, RETRYD_REOPENABLE),
+        RETRYD_REOPENABLE);
+    cr_expect_eq(
+        retryd_replayability_weakest(RETRYD_ONE_SHOT, RETRYD_REPLAYABLE),
+        RETRYD_ONE_SHOT);
+    cr_expect_eq(
+        retryd_replayability_weakest(RETRYD_REPLAYABLE, RETRYD_REPLAYABLE),
+        RETRYD_REPLAYABLE);
     cr_expect_eq(retryd_replayability_weakest((retryd_replayability)5,
                                               RETRYD_REPLAYABLE),
                  RETRYD_ONE_SHOT, "an unknown value never enables a replay");
@@ -118,18 +122,25 @@ Test(duration, parses_the_units_people_write)
         const char *text;
         int64_t ns;
     } ok[] = {
-        {"0", 0},          {"250ms", 250000000},   {"5s", 5000000000},
-        {"1.5s", 1500000000}, {"2m", 120000000000}, {"1h", 3600000000000},
-        {"100us", 100000}, {"7ns", 7},            {"0.001ms", 1000},
+        {"0", 0},
+        {"250ms", 250000000},
+        {"5s", 5000000000},
+        {"1.5s", 1500000000},
+        {"2m", 120000000000},
+        {"1h", 3600000000000},
+        {"100us", 100000},
+        {"7ns", 7},
+        {"0.001ms", 1000},
         {"0.5m", 30000000000},
     };
     for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
         int64_t v = -1;
-        cr_expect_eq(retryd_duration_parse(ok[i].text, &v), 0, "%s", ok[i].text);
+        cr_expect_eq(retryd_duration_parse(ok[i].text, &v), 0, "%s",
+                     ok[i].text);
         cr_expect_eq(v, ok[i].ns, "%s", ok[i].text);
     }
-    const char *bad[] = {"", "5", "s", "-1s", "1.s", ".5s", "5 s", "5sec",
-                         "1e3ms", "5S"};
+    const char *bad[] = {"",    "5",   "s",    "-1s",   "1.s",
+                         ".5s", "5 s", "5sec", "1e3ms", "5S"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         int64_t v = -1;
         cr_expect_eq(retryd_duration_parse(bad[i], &v), RETRYD_EINVAL, "%s",

@@ -138,8 +138,8 @@ Test(decision, one_shot_body_is_not_replayable)
 {
     retryd_facts f = baseline();
     f.replayability = RETRYD_ONE_SHOT;
-    expect(decide(&f), RETRYD_VERDICT_DENIED,
-           RETRYD_DENIAL_BODY_NOT_REPLAYABLE, RETRYD_RULE_BODY_NOT_REPLAYABLE);
+    expect(decide(&f), RETRYD_VERDICT_DENIED, RETRYD_DENIAL_BODY_NOT_REPLAYABLE,
+           RETRYD_RULE_BODY_NOT_REPLAYABLE);
 }
 
 Test(decision, reopenable_body_can_be_sent_again)
@@ -203,11 +203,13 @@ Test(decision, every_permanent_category_is_permanent_failure)
 
 Test(decision, permanent_categories_are_the_named_ones)
 {
-    const retryd_failure permanent[] = {
-        RETRYD_FAILURE_TLS_CERTIFICATE, RETRYD_FAILURE_MALFORMED,
-        RETRYD_FAILURE_UNSUPPORTED, RETRYD_FAILURE_PROFILE_REJECTED,
-        RETRYD_FAILURE_TOO_MANY_REDIRECTS, RETRYD_FAILURE_BODY_SOURCE,
-        RETRYD_FAILURE_ABORTED};
+    const retryd_failure permanent[] = {RETRYD_FAILURE_TLS_CERTIFICATE,
+                                        RETRYD_FAILURE_MALFORMED,
+                                        RETRYD_FAILURE_UNSUPPORTED,
+                                        RETRYD_FAILURE_PROFILE_REJECTED,
+                                        RETRYD_FAILURE_TOO_MANY_REDIRECTS,
+                                        RETRYD_FAILURE_BODY_SOURCE,
+                                        RETRYD_FAILURE_ABORTED};
     int n = 0;
     for (int c = 0; c < RETRYD_FAILURE_COUNT; c++)
         n += retryd_failure_is_permanent((retryd_failure)c);
@@ -291,8 +293,8 @@ Test(decision, earlier_rule_wins_over_later_ones)
     f.replayability = RETRYD_ONE_SHOT; /* rule 3 */
     f.draining = true;                 /* rule 5 */
     f.remaining_ns = 0;                /* rule 6 */
-    expect(decide(&f), RETRYD_VERDICT_DENIED,
-           RETRYD_DENIAL_BODY_NOT_REPLAYABLE, RETRYD_RULE_BODY_NOT_REPLAYABLE);
+    expect(decide(&f), RETRYD_VERDICT_DENIED, RETRYD_DENIAL_BODY_NOT_REPLAYABLE,
+           RETRYD_RULE_BODY_NOT_REPLAYABLE);
     budget.tokens = 0; /* rule 2 now also holds, and comes first */
     expect(decide(&f), RETRYD_VERDICT_DENIED, RETRYD_DENIAL_BUDGET_EXHAUSTED,
            RETRYD_RULE_BUDGET_EMPTY);
@@ -559,12 +561,14 @@ Test(decision, inconsistent_facts_are_einval)
 
 Test(decision, rule_names_are_stable)
 {
-    cr_expect_str_eq(retryd_rule_name(RETRYD_RULE_MAX_ATTEMPTS), "max_attempts");
+    cr_expect_str_eq(retryd_rule_name(RETRYD_RULE_MAX_ATTEMPTS),
+                     "max_attempts");
     cr_expect_str_eq(retryd_rule_name(RETRYD_RULE_SENT_NO_RESPONSE_UNSAFE),
                      "sent_no_response_not_idempotent");
     cr_expect_str_eq(retryd_rule_name(RETRYD_RULE_COUNT), "unknown");
-    cr_expect_str_eq(retryd_denial_name(RETRYD_DENIAL_RESPONSE_ALREADY_DELIVERED),
-                     "response_already_delivered");
+    cr_expect_str_eq(
+        retryd_denial_name(RETRYD_DENIAL_RESPONSE_ALREADY_DELIVERED),
+        "response_already_delivered");
     cr_expect_eq(retryd_rule_order(RETRYD_RULE_PERMANENT_FAILURE), 7);
     cr_expect_eq(retryd_rule_order(RETRYD_RULE_COUNT), 0);
     for (int r = 0; r < RETRYD_RULE_COUNT; r++) {

@@ -91,20 +91,39 @@ Test(retry_after, large_values_are_clamped_to_the_maximum)
 Test(retry_after, malformed_values_mean_absent)
 {
     const char *bad[] = {
-        "", " ", "-1", "+5", "1.5", "12abc", "0x10", "1e3", "5 s",
+        "",
+        " ",
+        "-1",
+        "+5",
+        "1.5",
+        "12abc",
+        "0x10",
+        "1e3",
+        "5 s",
         "9223372037",                       /* overflows int64 ns */
         "99999999999999999999999999999999", /* overflows everything */
-        "Sun, 06 Nov 1994 08:49:37 UTC",   "sun, 06 Nov 1994 08:49:37 GMT",
-        "Sun, 06 nov 1994 08:49:37 GMT",   "Sun, 6 Nov 1994 08:49:37 GMT",
-        "Sun, 06 Nov 94 08:49:37 GMT",     "Sun, 31 Feb 1994 08:49:37 GMT",
-        "Sun, 29 Feb 1900 08:49:37 GMT",   "Sun, 06 Nov 1994 24:00:00 GMT",
-        "Sun, 06 Nov 1994 08:60:00 GMT",   "Sun, 06 Nov 1994 08:49:61 GMT",
-        "Sun, 00 Nov 1994 08:49:37 GMT",   "Sun, 06 Nov 1994 08:49:37 GMT x",
-        "Sun,06 Nov 1994 08:49:37 GMT",    "Sunday, 06 Nov 1994 08:49:37 GMT",
-        "Sun, 06-Nov-94 08:49:37 GMT",     "Sunday, 06-Nov-1994 08:49:37 GMT",
-        "Sun Nov 6 08:49:37 1994",         "Sun Nov  6 08:49:37 94",
-        "Sun Nov  6 8:49:37 1994",         "Xyz, 06 Nov 1994 08:49:37 GMT",
-        "Sun, 06 Nov 1994 08:49:37",       "GMT",
+        "Sun, 06 Nov 1994 08:49:37 UTC",
+        "sun, 06 Nov 1994 08:49:37 GMT",
+        "Sun, 06 nov 1994 08:49:37 GMT",
+        "Sun, 6 Nov 1994 08:49:37 GMT",
+        "Sun, 06 Nov 94 08:49:37 GMT",
+        "Sun, 31 Feb 1994 08:49:37 GMT",
+        "Sun, 29 Feb 1900 08:49:37 GMT",
+        "Sun, 06 Nov 1994 24:00:00 GMT",
+        "Sun, 06 Nov 1994 08:60:00 GMT",
+        "Sun, 06 Nov 1994 08:49:61 GMT",
+        "Sun, 00 Nov 1994 08:49:37 GMT",
+        "Sun, 06 Nov 1994 08:49:37 GMT x",
+        "Sun,06 Nov 1994 08:49:37 GMT",
+        "Sunday, 06 Nov 1994 08:49:37 GMT",
+        "Sun, 06-Nov-94 08:49:37 GMT",
+        "Sunday, 06-Nov-1994 08:49:37 GMT",
+        "Sun Nov 6 08:49:37 1994",
+        "Sun Nov  6 08:49:37 94",
+        "Sun Nov  6 8:49:37 1994",
+        "Xyz, 06 Nov 1994 08:49:37 GMT",
+        "Sun, 06 Nov 1994 08:49:37",
+        "GMT",
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
         expect_absent(bad[i]);
@@ -113,7 +132,8 @@ Test(retry_after, malformed_values_mean_absent)
 Test(retry_after, embedded_nul_and_length_are_respected)
 {
     int64_t got = -7;
-    const char v[] = "12\0" "34";
+    const char v[] = "12\0"
+                     "34";
     cr_expect_eq(retryd_retry_after_parse(v, 5, 0, MAX, &got), RETRYD_ENOENT);
     cr_expect_eq(retryd_retry_after_parse(v, 2, 0, MAX, &got), 0);
     cr_expect_eq(got, 12 * S);
@@ -124,7 +144,8 @@ Test(retry_after, embedded_nul_and_length_are_respected)
 Test(retry_after, bad_arguments_are_einval)
 {
     int64_t got;
-    cr_expect_eq(retryd_retry_after_parse(NULL, 0, 0, MAX, &got), RETRYD_EINVAL);
+    cr_expect_eq(retryd_retry_after_parse(NULL, 0, 0, MAX, &got),
+                 RETRYD_EINVAL);
     cr_expect_eq(retryd_retry_after_parse("1", 1, 0, MAX, NULL), RETRYD_EINVAL);
     cr_expect_eq(retryd_retry_after_parse("1", 1, 0, -1, &got), RETRYD_EINVAL);
 }
@@ -134,7 +155,8 @@ Test(retry_after, bad_arguments_are_einval)
  * outside [0, max]. */
 Test(retry_after, random_input_never_escapes_the_bounds)
 {
-    static const char alphabet[] = "0123456789 ,:-+SunMoTeFrWdhaJbpygOcNvDGMT\t";
+    static const char alphabet[] =
+        "0123456789 ,:-+SunMoTeFrWdhaJbpygOcNvDGMT\t";
     unsigned seed = 12345;
     for (int i = 0; i < 200000; i++) {
         char buf[40];

@@ -31,7 +31,8 @@ int main(void)
             int same = 0;
             for (int i = 0; i < DRAWS; i++)
                 same += drawn[a][i] == drawn[b][i];
-            CHECK(same < 2, "threads %d and %d drew %d equal words", a, b, same);
+            CHECK(same < 2, "threads %d and %d drew %d equal words", a, b,
+                  same);
         }
     return 0;
 }

@@ -1,0 +1,13 @@
+#!/bin/sh
+# Fails when a tracked C file differs from .clang-format's layout.
+# usage: deploy/check-format.sh [--fix]
+set -eu
+cd "$(dirname "$0")/.."
+files=$(git ls-files '*.c' '*.h')
+if [ "${1:-}" = "--fix" ]; then
+    # shellcheck disable=SC2086
+    clang-format -i $files
+    exit 0
+fi
+# shellcheck disable=SC2086
+clang-format --dry-run --Werror $files
