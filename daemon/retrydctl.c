@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "ctl.h"
+#include "ctl_client.h"
 
 typedef struct subcommand {
     const char *name;
@@ -13,6 +14,11 @@ typedef struct subcommand {
 static const subcommand subcommands[] = {
     {"decide", ctl_decide_main,
      "decide whether an attempt with the given facts may be retried"},
+    {"stats", ctl_stats_main,
+     "budgets and counters per upstream (--json, --prometheus, --processes)"},
+    {"upstreams", ctl_upstreams_main, "registered upstreams and parameters"},
+    {"drain", ctl_drain_main, "host-wide draining: drain on|off"},
+    {"retire", ctl_retire_main, "retire an upstream's slot: retire NAME"},
 };
 
 static void usage(FILE *out)

@@ -4,6 +4,7 @@
 
 #include "retryd/backoff.h"
 #include "retryd/body.h"
+#include "retryd/budget.h"
 #include "retryd/common.h"
 #include "retryd/decision.h"
 

@@ -1,0 +1,423 @@
+/*
+ * Configuration: libinih reads the INI syntax; this file checks every
+ * value against its range and names the file, line and key of the first
+ * mistake. Nothing half-parsed is ever used: a reload that fails keeps the
+ * running configuration.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <grp.h>
+#include <math.h>
+#include <pwd.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <ini.h>
+
+#include "log.h"
+#include "retryd/common.h"
+
+typedef struct parse_state {
+    config *cfg;
+    FILE *file;
+    int line;       /* lines handed to inih so far */
+    int error_line; /* where st->error happened */
+    char *buf;      /* getline()'s buffer */
+    size_t buf_cap;
+    char stats_group_name[64];
+    bool allow_groups_set;
+    char error[256]; /* the handler's reason; the line comes from inih */
+    char rel_control[CONFIG_SOCKET_MAX];
+    char rel_stats[CONFIG_SOCKET_MAX];
+    char rel_segment[PATH_MAX];
+} parse_state;
+
+#define SECTION_DAEMON "retryd"
+#define SECTION_DEFAULTS "defaults"
+#define SECTION_UPSTREAM_PREFIX "upstream "
+
+bool config_name_valid(const char *name)
+{
+    size_t n = 0;
+    for (; name[n]; n++)
+        if ((unsigned char)name[n] <= 0x20 || (unsigned char)name[n] >= 0x7f)
+            return false;
+    return n >= 1 && n <= SEG_NAME_MAX;
+}
+
+/* Record the first error only; inih goes on parsing after a failure. */
+__attribute__((format(printf, 4, 5))) static int fail(parse_state *st,
+                                                      const char *section,
+                                                      const char *key,
+                                                      const char *fmt, ...)
+{
+    char what[160];
+    va_list ap;
+    if (st->error[0] != '\0')
+        return 0;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof(what), fmt, ap);
+    va_end(ap);
+    snprintf(st->error, sizeof(st->error), "[%s] %s: %s", section, key, what);
+    st->error_line = st->line;
+    return 0;
+}
+
+/*
+ * inih's reader: one line per call, counted, so a handler error can name
+ * its line. A line longer than inih's buffer is an error here rather than
+ * silently cut in two.
+ */
+static char *read_line(char *str, int num, void *stream)
+{
+    parse_state *st = stream;
+    ssize_t n = getline(&st->buf, &st->buf_cap, st->file);
+
+    if (n < 0)
+        return NULL;
+    st->line++;
+    if (n >= num) {
+        if (st->error[0] == '\0') {
+            snprintf(st->error, sizeof(st->error), "line longer than %d bytes",
+                     num - 1);
+            st->error_line = st->line;
+        }
+        return NULL;
+    }
+    memcpy(str, st->buf, (size_t)n + 1);
+    return str;
+}
+
+static bool parse_u32(const char *v, uint32_t lo, uint32_t hi, uint32_t *ret)
+{
+    char *end;
+    errno = 0;
+    unsigned long long x = strtoull(v, &end, 10);
+    if (errno || end == v || *end || v[0] == '-' || x < lo || x > hi)
+        return false;
+    *ret = (uint32_t)x;
+    return true;
+}
+
+/* Tokens as a decimal number, into micro-tokens, within [0, max]. */
+static bool parse_tokens(const char *v, uint64_t max_micro, uint64_t *ret)
+{
+    char *end;
+    errno = 0;
+    double x = strtod(v, &end);
+    if (errno || end == v || *end || !isfinite(x) || x < 0 ||
+        x * 1e6 > (double)max_micro)
+        return false;
+    *ret = (uint64_t)llround(x * 1e6);
+    return true;
+}
+
+static bool lookup_gid(const char *name, gid_t *ret)
+{
+    uint32_t n;
+    if (parse_u32(name, 0, UINT32_MAX - 1, &n)) {
+        *ret = n;
+        return true;
+    }
+    struct group gr, *res = NULL;
+    char buf[4096];
+    if (getgrnam_r(name, &gr, buf, sizeof(buf), &res) != 0 || res == NULL)
+        return false;
+    *ret = gr.gr_gid;
+    return true;
+}
+
+static bool lookup_uid(const char *name, uid_t *ret)
+{
+    uint32_t n;
+    if (parse_u32(name, 0, UINT32_MAX - 1, &n)) {
+        *ret = n;
+        return true;
+    }
+    struct passwd pw, *res = NULL;
+    char buf[4096];
+    if (getpwnam_r(name, &pw, buf, sizeof(buf), &res) != 0 || res == NULL)
+        return false;
+    *ret = pw.pw_uid;
+    return true;
+}
+
+/* A whitespace-separated list of users or groups. */
+static int parse_ids(parse_state *st, const char *section, const char *key,
+                     const char *value, bool groups)
+{
+    char copy[1024], *save = NULL;
+    size_t *n = groups ? &st->cfg->n_allow_groups : &st->cfg->n_allow_users;
+
+    if (strlen(value) >= sizeof(copy))
+        return fail(st, section, key, "%s", "list too long");
+    strcpy(copy, value);
+    *n = 0;
+    for (char *t = strtok_r(copy, " \t,", &save); t;
+         t = strtok_r(NULL, " \t,", &save)) {
+        if (*n == CONFIG_MAX_IDS)
+            return fail(st, section, key, "more than %s entries", "32");
+        bool ok = groups ? lookup_gid(t, &st->cfg->allow_groups[*n])
+                         : lookup_uid(t, &st->cfg->allow_users[*n]);
+        if (!ok)
+            return fail(st, section, key, "unknown %s '%s'",
+                        groups ? "group" : "user", t);
+        (*n)++;
+    }
+    if (groups)
+        st->allow_groups_set = true;
+    return 1;
+}
+
+static int copy_path(parse_state *st, const char *section, const char *key,
+                     const char *value, char *dst, size_t cap)
+{
+    if (*value == '\0' || strlen(value) >= cap)
+        return fail(st, section, key, "'%s' is empty or too long", value);
+    strcpy(dst, value);
+    return 1;
+}
+
+static int daemon_key(parse_state *st, const char *key, const char *v)
+{
+    config *c = st->cfg;
+    const char *s = SECTION_DAEMON;
+
+    if (strcmp(key, "runtime_dir") == 0) {
+        if (v[0] != '/')
+            return fail(st, s, key, "'%s' is not an absolute path", v);
+        return copy_path(st, s, key, v, c->runtime_dir, sizeof(c->runtime_dir));
+    }
+    if (strcmp(key, "control_socket") == 0)
+        return copy_path(st, s, key, v, st->rel_control,
+                         sizeof(st->rel_control));
+    if (strcmp(key, "stats_socket") == 0)
+        return copy_path(st, s, key, v, st->rel_stats, sizeof(st->rel_stats));
+    if (strcmp(key, "segment") == 0)
+        return copy_path(st, s, key, v, st->rel_segment,
+                         sizeof(st->rel_segment));
+    if (strcmp(key, "group") == 0) {
+        if (!lookup_gid(v, &c->group))
+            return fail(st, s, key, "unknown group '%s'", v);
+        c->has_group = true;
+        return 1;
+    }
+    if (strcmp(key, "stats_group") == 0) {
+        if (!lookup_gid(v, &c->stats_group))
+            return fail(st, s, key, "unknown group '%s'", v);
+        c->has_stats_group = true;
+        return 1;
+    }
+    if (strcmp(key, "allow_users") == 0)
+        return parse_ids(st, s, key, v, false);
+    if (strcmp(key, "allow_groups") == 0)
+        return parse_ids(st, s, key, v, true);
+    if (strcmp(key, "upstream_capacity") == 0) {
+        if (!parse_u32(v, 1, SEG_MAX_UPSTREAMS, &c->upstream_capacity))
+            return fail(st, s, key, "'%s' is not in 1..65536", v);
+        return 1;
+    }
+    if (strcmp(key, "process_capacity") == 0) {
+        if (!parse_u32(v, 1, SEG_MAX_PROCESSES, &c->process_capacity))
+            return fail(st, s, key, "'%s' is not in 1..65536", v);
+        return 1;
+    }
+    if (strcmp(key, "log_level") == 0) {
+        c->log_level = log_level_parse(v);
+        if (c->log_level < 0)
+            return fail(st, s, key, "'%s' is not error, warning, info or debug",
+                        v);
+        return 1;
+    }
+    return fail(st, s, key, "%s", "unknown key");
+}
+
+static int params_key(parse_state *st, const char *section, budget_params *p,
+                      const char *key, const char *v)
+{
+    if (strcmp(key, "ratio") == 0) {
+        if (!parse_tokens(v, SEG_MAX_CAP_MICRO, &p->ratio_micro))
+            return fail(st, section, key, "'%s' is not a number >= 0", v);
+        return 1;
+    }
+    if (strcmp(key, "min_retries_per_sec") == 0) {
+        if (!parse_tokens(v, UINT64_C(1) << 40, &p->floor_micro_per_s))
+            return fail(st, section, key, "'%s' is not a number >= 0", v);
+        return 1;
+    }
+    if (strcmp(key, "cap") == 0) {
+        if (!parse_tokens(v, SEG_MAX_CAP_MICRO, &p->cap_micro) ||
+            p->cap_micro < SEG_MICRO)
+            return fail(st, section, key, "'%s' is not a number >= 1", v);
+        return 1;
+    }
+    return fail(st, section, key, "%s", "unknown key");
+}
+
+static upstream_conf *upstream_section(parse_state *st, const char *name)
+{
+    config *c = st->cfg;
+    for (size_t i = 0; i < c->n_upstreams; i++)
+        if (strcmp(c->upstreams[i].name, name) == 0)
+            return &c->upstreams[i];
+    if (c->n_upstreams == CONFIG_MAX_UPSTREAMS)
+        return NULL;
+    upstream_conf *more =
+        realloc(c->upstreams, (c->n_upstreams + 1) * sizeof(*more));
+    if (more == NULL)
+        return NULL;
+    c->upstreams = more;
+    upstream_conf *u = &c->upstreams[c->n_upstreams++];
+    memset(u, 0, sizeof(*u));
+    strcpy(u->name, name);
+    /* Unset keys take the defaults known when the file is done. */
+    u->params.ratio_micro = UINT64_MAX;
+    u->params.floor_micro_per_s = UINT64_MAX;
+    u->params.cap_micro = UINT64_MAX;
+    return u;
+}
+
+static int handler(void *user, const char *section, const char *key,
+                   const char *value)
+{
+    parse_state *st = user;
+
+    if (strcmp(section, SECTION_DAEMON) == 0)
+        return daemon_key(st, key, value);
+    if (strcmp(section, SECTION_DEFAULTS) == 0)
+        return params_key(st, section, &st->cfg->defaults, key, value);
+    if (strncmp(section, SECTION_UPSTREAM_PREFIX,
+                strlen(SECTION_UPSTREAM_PREFIX)) == 0) {
+        const char *name = section + strlen(SECTION_UPSTREAM_PREFIX);
+        if (!config_name_valid(name))
+            return fail(st, section, key,
+                        "upstream name '%s' must be 1..95 printable bytes",
+                        name);
+        upstream_conf *u = upstream_section(st, name);
+        if (u == NULL)
+            return fail(st, section, key, "%s", "too many upstreams");
+        return params_key(st, section, &u->params, key, value);
+    }
+    return fail(st, section, key, "unknown section [%s]", section);
+}
+
+static int join(char *dst, size_t cap, const char *dir, const char *name)
+{
+    int n = name[0] == '/' ? snprintf(dst, cap, "%s", name)
+                           : snprintf(dst, cap, "%s/%s", dir, name);
+    return n > 0 && (size_t)n < cap ? 0 : -1;
+}
+
+static void set_defaults(config *c, parse_state *st)
+{
+    strcpy(c->runtime_dir, "/run/retryd");
+    strcpy(st->rel_control, "control.sock");
+    strcpy(st->rel_stats, "stats.sock");
+    strcpy(st->rel_segment, "segment");
+    c->upstream_capacity = SEG_DEFAULT_UPSTREAMS;
+    c->process_capacity = SEG_DEFAULT_PROCESSES;
+    c->log_level = 6;
+    c->defaults = (budget_params){
+        .ratio_micro = SEG_MICRO / 10,
+        .floor_micro_per_s = 10 * SEG_MICRO,
+        .cap_micro = 100 * SEG_MICRO,
+    };
+}
+
+static int finish(config *c, parse_state *st, char *err, size_t err_len)
+{
+    if (join(c->control_socket, sizeof(c->control_socket), c->runtime_dir,
+             st->rel_control) < 0 ||
+        join(c->stats_socket, sizeof(c->stats_socket), c->runtime_dir,
+             st->rel_stats) < 0 ||
+        join(c->segment_path, sizeof(c->segment_path), c->runtime_dir,
+             st->rel_segment) < 0 ||
+        join(c->lock_path, sizeof(c->lock_path), c->runtime_dir,
+             "retryd.lock") < 0) {
+        snprintf(err, err_len,
+                 "%s: a socket or segment path is too long "
+                 "(sockets: at most 107 bytes)",
+                 c->path);
+        return RETRYD_ECONFIG;
+    }
+    if (!c->has_stats_group && c->has_group) {
+        c->stats_group = c->group;
+        c->has_stats_group = true;
+    }
+    if (!st->allow_groups_set && c->has_group)
+        c->allow_groups[c->n_allow_groups++] = c->group;
+    for (size_t i = 0; i < c->n_upstreams; i++) {
+        budget_params *p = &c->upstreams[i].params;
+        if (p->ratio_micro == UINT64_MAX)
+            p->ratio_micro = c->defaults.ratio_micro;
+        if (p->floor_micro_per_s == UINT64_MAX)
+            p->floor_micro_per_s = c->defaults.floor_micro_per_s;
+        if (p->cap_micro == UINT64_MAX)
+            p->cap_micro = c->defaults.cap_micro;
+    }
+    return 0;
+}
+
+int config_load(const char *path, config **ret, char *err, size_t err_len)
+{
+    parse_state st = {0};
+    config *c = calloc(1, sizeof(*c));
+    int r;
+
+    if (c == NULL) {
+        snprintf(err, err_len, "out of memory");
+        return RETRYD_ENOMEM;
+    }
+    if (strlen(path) >= sizeof(c->path)) {
+        snprintf(err, err_len, "configuration path too long");
+        free(c);
+        return RETRYD_ECONFIG;
+    }
+    strcpy(c->path, path);
+    st.cfg = c;
+    set_defaults(c, &st);
+
+    st.file = fopen(path, "re");
+    if (st.file == NULL) {
+        snprintf(err, err_len, "%s: cannot open: %s", path, strerror(errno));
+        config_free(c);
+        return RETRYD_ECONFIG;
+    }
+    r = ini_parse_stream(read_line, &st, handler, &st);
+    fclose(st.file);
+    free(st.buf);
+    if (r == -2) {
+        snprintf(err, err_len, "%s: out of memory", path);
+    } else if (r > 0 && (st.error[0] == '\0' || r < st.error_line)) {
+        snprintf(err, err_len,
+                 "%s:%d: syntax error (expected "
+                 "[section] or key = value)",
+                 path, r);
+    } else if (st.error[0] != '\0') {
+        snprintf(err, err_len, "%s:%d: %s", path, st.error_line, st.error);
+    } else if (finish(c, &st, err, err_len) == 0) {
+        *ret = c;
+        return 0;
+    }
+    config_free(c);
+    return RETRYD_ECONFIG;
+}
+
+void config_free(config *c)
+{
+    if (c == NULL)
+        return;
+    free(c->upstreams);
+    free(c);
+}
+
+const budget_params *config_params_for(const config *c, const char *name)
+{
+    for (size_t i = 0; i < c->n_upstreams; i++)
+        if (strcmp(c->upstreams[i].name, name) == 0)
+            return &c->upstreams[i].params;
+    return &c->defaults;
+}

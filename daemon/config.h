@@ -1,0 +1,73 @@
+/*
+ * The daemon's configuration file (INI, parsed with libinih). See
+ * deploy/retryd.conf for every key with its default; docs/daemon.md says
+ * what each does.
+ */
+#ifndef RETRYD_CONFIG_H
+#define RETRYD_CONFIG_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <urcu/urcu-memb.h>
+
+#include "segment.h"
+
+#define CONFIG_MAX_IDS 32
+#define CONFIG_MAX_UPSTREAMS 4096
+#define CONFIG_SOCKET_MAX 108 /* sizeof(sun_path) */
+
+typedef struct budget_params {
+    uint64_t ratio_micro;
+    uint64_t floor_micro_per_s;
+    uint64_t cap_micro;
+} budget_params;
+
+typedef struct upstream_conf {
+    char name[SEG_NAME_MAX + 1];
+    budget_params params;
+} upstream_conf;
+
+typedef struct config {
+    char path[PATH_MAX];
+    char runtime_dir[PATH_MAX];
+    char control_socket[CONFIG_SOCKET_MAX]; /* absolute */
+    char stats_socket[CONFIG_SOCKET_MAX];   /* absolute */
+    char segment_path[PATH_MAX];
+    char lock_path[PATH_MAX];
+    bool has_group;
+    gid_t group; /* group of the runtime dir and the control socket */
+    bool has_stats_group;
+    gid_t stats_group; /* group of the stats socket */
+    uid_t allow_users[CONFIG_MAX_IDS];
+    size_t n_allow_users;
+    gid_t allow_groups[CONFIG_MAX_IDS];
+    size_t n_allow_groups;
+    uint32_t upstream_capacity;
+    uint32_t process_capacity;
+    int log_level;
+    budget_params defaults;
+    upstream_conf *upstreams;
+    size_t n_upstreams;
+    struct rcu_head rcu;
+} config;
+
+/*
+ * Parse @p path. On error returns a negative code and writes a message that
+ * names the file, the line and the key into @p err.
+ */
+int config_load(const char *path, config **ret, char *err, size_t err_len);
+
+/* Accepts NULL. */
+void config_free(config *c);
+
+/* The configured parameters of @p name, or the defaults. */
+const budget_params *config_params_for(const config *c, const char *name);
+
+/* Whether an upstream name is acceptable (1..95 printable bytes). */
+bool config_name_valid(const char *name);
+
+#endif

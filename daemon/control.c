@@ -1,0 +1,450 @@
+/*
+ * The control socket: hello, attach, register, lookup, drain, retire.
+ *
+ * Every peer is identified by the kernel (SO_PEERCRED, SO_PEERGROUPS) and
+ * checked against the configured users and groups before its first
+ * request is served. Frames are length-checked before they are read
+ * (frame.h). A peer that sends garbage gets an error reply and loses its
+ * connection; nothing it sends can stop the daemon serving others.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/pidfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "daemon.h"
+#include "frame.h"
+#include "log.h"
+#include "retryd.pb-c.h"
+#include "retryd/common.h"
+
+struct conn {
+    conn *prev, *next; /* d->conns */
+    int fd;
+    watch w;
+    pid_t pid;
+    uid_t uid;
+    bool authorised;
+    bool greeted;
+    int32_t slot; /* process slot attached through this connection, or -1 */
+    uint8_t *buf; /* RETRYD_FRAME_HEADER + RETRYD_FRAME_REQUEST_MAX bytes */
+    size_t len;
+    char client[64];
+};
+
+#define CONN_BUF (RETRYD_FRAME_HEADER + RETRYD_FRAME_REQUEST_MAX)
+#define REPLY_TIMEOUT_MS 1000
+
+static bool peer_in_groups(int fd, gid_t primary, const config *c)
+{
+    gid_t groups[256];
+    socklen_t len = sizeof(groups);
+    for (size_t i = 0; i < c->n_allow_groups; i++)
+        if (c->allow_groups[i] == primary)
+            return true;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups, &len) < 0)
+        return false;
+    for (size_t g = 0; g < len / sizeof(gid_t); g++)
+        for (size_t i = 0; i < c->n_allow_groups; i++)
+            if (c->allow_groups[i] == groups[g])
+                return true;
+    return false;
+}
+
+/* Root, our own user, a listed user, or a member of a listed group. */
+static bool authorise(int fd, const struct ucred *cr, const config *c)
+{
+    if (cr->uid == 0 || cr->uid == geteuid())
+        return true;
+    for (size_t i = 0; i < c->n_allow_users; i++)
+        if (c->allow_users[i] == cr->uid)
+            return true;
+    return peer_in_groups(fd, cr->gid, c);
+}
+
+static void conn_free(server *d, conn *c)
+{
+    if (c->prev != NULL)
+        c->prev->next = c->next;
+    else
+        d->conns = c->next;
+    if (c->next != NULL)
+        c->next->prev = c->prev;
+    epoll_ctl(d->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+    close(c->fd);
+    free(c->buf);
+    free(c);
+    d->n_conns--;
+}
+
+static void conn_close(server *d, conn *c)
+{
+    if (c->slot >= 0) {
+        uint32_t slot = (uint32_t)c->slot;
+        d->procs[slot].conn = NULL;
+        log_info("pid %d detached (process slot %u)", (int)c->pid, slot);
+        daemon_release_process(d, slot);
+    }
+    conn_free(d, c);
+}
+
+int control_accept(server *d)
+{
+    for (;;) {
+        int fd =
+            accept4(d->control_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0)
+            return errno == EAGAIN || errno == EINTR ? 0 : -errno;
+        struct ucred cr;
+        socklen_t len = sizeof(cr);
+        unsigned max = d->seg.view.process_capacity + DAEMON_SPARE_CONNECTIONS;
+        if (d->n_conns >= max ||
+            getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) < 0) {
+            log_warn("control connection refused: %s",
+                     d->n_conns >= max ? "too many connections"
+                                       : "no peer credentials");
+            close(fd);
+            continue;
+        }
+        conn *c = calloc(1, sizeof(*c));
+        if (c == NULL) {
+            close(fd);
+            continue;
+        }
+        *c = (conn){.fd = fd,
+                    .w = {.kind = WATCH_CONN, .ptr = c},
+                    .pid = cr.pid,
+                    .uid = cr.uid,
+                    .authorised = authorise(fd, &cr, d->cfg),
+                    .slot = -1};
+        struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP,
+                                 .data.ptr = &c->w};
+        if (epoll_ctl(d->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+            close(fd);
+            free(c);
+            continue;
+        }
+        d->n_conns++;
+        c->next = d->conns;
+        if (d->conns != NULL)
+            d->conns->prev = c;
+        d->conns = c;
+        if (!c->authorised)
+            log_warn("pid %d uid %u is not authorised (allow_users, "
+                     "allow_groups)",
+                     (int)cr.pid, (unsigned)cr.uid);
+    }
+}
+
+/* --- replies ------------------------------------------------------------- */
+
+static int reply(conn *c, Retryd__ControlReply *rep, int pass_fd)
+{
+    return retryd__frame_send(c->fd, &rep->base, pass_fd, REPLY_TIMEOUT_MS);
+}
+
+static int reply_error(conn *c, int err, const char *message)
+{
+    Retryd__ControlReply rep = RETRYD__CONTROL_REPLY__INIT;
+    rep.error = err;
+    rep.message = (char *)(uintptr_t)message;
+    return reply(c, &rep, -1);
+}
+
+/* --- handlers: each returns 0 to keep the connection, < 0 to close it -- */
+
+static int on_hello(server *d, conn *c, const Retryd__Hello *h)
+{
+    Retryd__ControlReply rep = RETRYD__CONTROL_REPLY__INIT;
+    Retryd__HelloReply hr = RETRYD__HELLO_REPLY__INIT;
+
+    if (h->protocol_version != RETRYD_PROTOCOL_VERSION) {
+        reply_error(c, RETRYD_EVERSION, "unsupported protocol version");
+        return -1;
+    }
+    snprintf(c->client, sizeof(c->client), "%s", h->client ? h->client : "");
+    c->greeted = true;
+    hr.protocol_version = RETRYD_PROTOCOL_VERSION;
+    hr.generation = d->seg.generation;
+    hr.daemon_version = RETRYD_DAEMON_VERSION;
+    rep.body_case = RETRYD__CONTROL_REPLY__BODY_HELLO;
+    rep.hello = &hr;
+    return reply(c, &rep, -1);
+}
+
+static int watch_pid(server *d, uint32_t slot, pid_t pid)
+{
+    proc_track *t = &d->procs[slot];
+    int fd = pidfd_open(pid, 0);
+    if (fd < 0)
+        return -errno;
+    t->pidfd = fd;
+    t->w = (watch){.kind = WATCH_PIDFD, .slot = slot};
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &t->w};
+    if (epoll_ctl(d->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+        int e = -errno;
+        close(fd);
+        t->pidfd = -1;
+        return e;
+    }
+    return 0;
+}
+
+static int attach_slot(server *d, conn *c, const Retryd__Attach *a,
+                       uint32_t *ret)
+{
+    uint64_t start = retryd__process_start_time((uint64_t)c->pid);
+    if (start == 0)
+        return RETRYD_ENOENT;
+    /* A process that held a slot before this daemon started keeps it. */
+    if (a->resume && a->resume_generation == d->seg.generation &&
+        owner_process_matches(&d->seg, a->resume_slot, c->pid, start) &&
+        d->procs[a->resume_slot].conn == NULL) {
+        *ret = a->resume_slot;
+        return 0;
+    }
+    int r = owner_process_alloc(&d->seg, c->pid, start, c->uid, ret);
+    if (r < 0)
+        return r;
+    if (watch_pid(d, *ret, c->pid) < 0) {
+        owner_process_release(&d->seg, *ret);
+        return RETRYD_EIO;
+    }
+    return 0;
+}
+
+static int on_attach(server *d, conn *c, const Retryd__Attach *a)
+{
+    Retryd__ControlReply rep = RETRYD__CONTROL_REPLY__INIT;
+    Retryd__AttachReply ar = RETRYD__ATTACH_REPLY__INIT;
+    uint32_t slot;
+
+    if (c->slot >= 0)
+        return reply_error(c, RETRYD_EPROTO, "already attached");
+    int r = attach_slot(d, c, a, &slot);
+    if (r < 0)
+        return reply_error(c, r,
+                           r == RETRYD_EFULL ? "no free process slot (raise "
+                                               "process_capacity)"
+                                             : "cannot attach this process");
+    c->slot = (int32_t)slot;
+    d->procs[slot].conn = c;
+    log_info("pid %d (%s) attached to process slot %u%s", (int)c->pid,
+             c->client[0] ? c->client : "?", slot,
+             a->resume ? " (resumed)" : "");
+    ar.process_slot = slot;
+    ar.generation = d->seg.generation;
+    ar.layout_version = SEG_LAYOUT_VERSION;
+    ar.segment_size = d->seg.size;
+    rep.body_case = RETRYD__CONTROL_REPLY__BODY_ATTACH;
+    rep.attach = &ar;
+    return reply(c, &rep, d->seg.fd);
+}
+
+static int params_from_wire(const Retryd__Params *w, budget_params *p)
+{
+    if (w->cap_micro < SEG_MICRO || w->cap_micro > SEG_MAX_CAP_MICRO ||
+        w->ratio_micro > SEG_MAX_CAP_MICRO ||
+        w->floor_micro_per_s > (UINT64_C(1) << 40))
+        return RETRYD_EINVAL;
+    *p = (budget_params){w->ratio_micro, w->floor_micro_per_s, w->cap_micro};
+    return 0;
+}
+
+static int upstream_reply(conn *c, const reg_entry *e)
+{
+    Retryd__ControlReply rep = RETRYD__CONTROL_REPLY__INIT;
+    Retryd__UpstreamReply ur = RETRYD__UPSTREAM_REPLY__INIT;
+    Retryd__Params p = RETRYD__PARAMS__INIT;
+    p.ratio_micro = e->params.ratio_micro;
+    p.floor_micro_per_s = e->params.floor_micro_per_s;
+    p.cap_micro = e->params.cap_micro;
+    ur.slot = e->slot;
+    ur.slot_generation = e->generation;
+    ur.params = &p;
+    rep.body_case = RETRYD__CONTROL_REPLY__BODY_UPSTREAM;
+    rep.upstream = &ur;
+    return reply(c, &rep, -1);
+}
+
+static int on_register(server *d, conn *c, const Retryd__Register *rg)
+{
+    budget_params given;
+    reg_entry e;
+
+    if (rg->name == NULL || !config_name_valid(rg->name))
+        return reply_error(c, RETRYD_EINVAL,
+                           "an upstream name is 1..95 printable bytes");
+    if (rg->params != NULL && params_from_wire(rg->params, &given) < 0)
+        return reply_error(c, RETRYD_EINVAL, "parameters out of range");
+    int r = daemon_register(d, rg->name, rg->params ? &given : NULL, &e);
+    if (r == RETRYD_ECONFLICT)
+        return reply_error(c, r,
+                           "the upstream is registered with other "
+                           "parameters");
+    if (r < 0)
+        return reply_error(c, r, retryd_strerror(r));
+    return upstream_reply(c, &e);
+}
+
+static int on_lookup(server *d, conn *c, const Retryd__Lookup *l)
+{
+    reg_entry e;
+    bool found = false;
+    if (l->name != NULL) {
+        urcu_memb_read_lock();
+        reg_entry *p = registry_lookup(d->reg, l->name);
+        if (p != NULL) {
+            e = *p;
+            found = true;
+        }
+        urcu_memb_read_unlock();
+    }
+    if (!found)
+        return reply_error(c, RETRYD_ENOENT, "no such upstream");
+    return upstream_reply(c, &e);
+}
+
+static int on_drain(server *d, conn *c, const Retryd__Drain *dr)
+{
+    Retryd__ControlReply rep = RETRYD__CONTROL_REPLY__INIT;
+    owner_set_draining(&d->seg, dr->on);
+    log_info("host-wide draining %s (by pid %d)", dr->on ? "on" : "off",
+             (int)c->pid);
+    return reply(c, &rep, -1);
+}
+
+static int on_retire(server *d, conn *c, const Retryd__Retire *rt)
+{
+    Retryd__ControlReply rep = RETRYD__CONTROL_REPLY__INIT;
+    int r = rt->name ? daemon_retire(d, rt->name) : RETRYD_EINVAL;
+    if (r < 0)
+        return reply_error(c, r, "no such upstream");
+    return reply(c, &rep, -1);
+}
+
+static int dispatch(server *d, conn *c, const Retryd__ControlRequest *req)
+{
+    if (!c->authorised) {
+        reply_error(c, RETRYD_EPERM, "not authorised");
+        return -1;
+    }
+    if (!c->greeted && req->body_case != RETRYD__CONTROL_REQUEST__BODY_HELLO) {
+        reply_error(c, RETRYD_EPROTO, "hello first");
+        return -1;
+    }
+    switch (req->body_case) {
+    case RETRYD__CONTROL_REQUEST__BODY_HELLO:
+        return on_hello(d, c, req->hello);
+    case RETRYD__CONTROL_REQUEST__BODY_ATTACH:
+        return on_attach(d, c, req->attach);
+    case RETRYD__CONTROL_REQUEST__BODY_REGISTER:
+        return on_register(d, c, req->register_);
+    case RETRYD__CONTROL_REQUEST__BODY_LOOKUP:
+        return on_lookup(d, c, req->lookup);
+    case RETRYD__CONTROL_REQUEST__BODY_DRAIN:
+        return on_drain(d, c, req->drain);
+    case RETRYD__CONTROL_REQUEST__BODY_RETIRE:
+        return on_retire(d, c, req->retire);
+    default:
+        reply_error(c, RETRYD_EPROTO, "unknown request");
+        return -1;
+    }
+}
+
+/* Handle every whole frame in the buffer; < 0 to close the connection. */
+static int drain_frames(server *d, conn *c)
+{
+    size_t off = 0;
+    int r = 0;
+    while (r == 0) {
+        const uint8_t *body;
+        size_t body_len, used;
+        int dec = retryd__frame_decode(c->buf + off, c->len - off,
+                                       RETRYD_FRAME_REQUEST_MAX, &body,
+                                       &body_len, &used);
+        if (dec == 1)
+            break;
+        if (dec < 0) {
+            log_warn("pid %d: oversized or empty frame: closing", (int)c->pid);
+            reply_error(c, RETRYD_EPROTO, "frame length out of bounds");
+            return -1;
+        }
+        Retryd__ControlRequest *req =
+            retryd__control_request__unpack(NULL, body_len, body);
+        off += used;
+        if (req == NULL) {
+            log_warn("pid %d: undecodable request: closing", (int)c->pid);
+            reply_error(c, RETRYD_EPROTO, "malformed request");
+            return -1;
+        }
+        r = dispatch(d, c, req);
+        retryd__control_request__free_unpacked(req, NULL);
+    }
+    memmove(c->buf, c->buf + off, c->len - off);
+    c->len -= off;
+    return r;
+}
+
+void control_ready(server *d, conn *c, uint32_t events)
+{
+    if (c->buf == NULL && (c->buf = malloc(CONN_BUF)) == NULL) {
+        conn_close(d, c);
+        return;
+    }
+    for (;;) {
+        ssize_t n = read(c->fd, c->buf + c->len, CONN_BUF - c->len);
+        if (n > 0) {
+            c->len += (size_t)n;
+            if (drain_frames(d, c) < 0) {
+                conn_close(d, c);
+                return;
+            }
+            continue;
+        }
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && errno == EAGAIN)
+            break;
+        conn_close(d, c); /* EOF or error: the peer is gone */
+        return;
+    }
+    if (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR))
+        conn_close(d, c);
+}
+
+void daemon_release_process(server *d, uint32_t slot)
+{
+    proc_track *t = &d->procs[slot];
+    if (t->pidfd >= 0) {
+        epoll_ctl(d->epfd, EPOLL_CTL_DEL, t->pidfd, NULL);
+        close(t->pidfd);
+        t->pidfd = -1;
+    }
+    if (t->conn != NULL) {
+        conn *c = t->conn;
+        t->conn = NULL;
+        c->slot = -1;
+        conn_free(d, c);
+    }
+    owner_process_release(&d->seg, slot);
+}
+
+/* At exit: close every connection; process slots stay in the segment for
+ * the next daemon, which adopts the live ones. */
+void control_close_all(server *d)
+{
+    while (d->conns != NULL)
+        conn_free(d, d->conns);
+    for (uint32_t i = 0; i < d->seg.view.process_capacity; i++) {
+        d->procs[i].conn = NULL;
+        if (d->procs[i].pidfd >= 0) {
+            close(d->procs[i].pidfd);
+            d->procs[i].pidfd = -1;
+        }
+    }
+}

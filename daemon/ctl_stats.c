@@ -1,0 +1,388 @@
+/*
+ * retrydctl stats | upstreams | drain | retire: the operator's window on
+ * the daemon. Statistics come from the stats socket (which cannot change
+ * anything); drain and retire go through the control socket.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "ctl.h"
+#include "ctl_client.h"
+#include "retryd/decision.h"
+
+static const char *const denial_names[9] = {"none",
+                                            "max_attempts",
+                                            "budget_exhausted",
+                                            "body_not_replayable",
+                                            "response_already_delivered",
+                                            "runtime_draining",
+                                            "deadline",
+                                            "permanent_failure",
+                                            "status_not_retryable"};
+static const char *const evidence_names[4] = {
+    "not_sent", "sent_no_response", "response_received", "partial_response"};
+
+static double tokens(uint64_t micro)
+{
+    return (double)micro / 1e6;
+}
+
+static uint64_t at(const uint64_t *v, size_t n, size_t i)
+{
+    return i < n ? v[i] : 0; /* a short array from an older daemon */
+}
+
+static uint64_t denied_total(const Retryd__Counters *c)
+{
+    uint64_t sum = 0;
+    for (size_t i = 1; i < c->n_denied; i++)
+        sum += c->denied[i];
+    return sum;
+}
+
+/* --- text ---------------------------------------------------------------- */
+
+static void print_breakdown(const Retryd__Counters *c)
+{
+    bool any = false;
+    for (size_t i = 1; i < 9; i++) {
+        uint64_t n = at(c->denied, c->n_denied, i);
+        if (n == 0)
+            continue;
+        printf("%s%s=%" PRIu64, any ? " " : "      denied: ", denial_names[i],
+               n);
+        any = true;
+    }
+    if (any)
+        printf("\n");
+}
+
+static void print_table(const Retryd__StatsReply *r)
+{
+    printf("retryd %s  generation %016" PRIx64 "  uptime %.1fs  attached "
+           "processes %u  draining %s\n\n",
+           r->daemon_version, r->generation, (double)r->uptime_ms / 1000,
+           r->attached_processes, r->draining ? "yes" : "no");
+    printf("%-24s %10s %8s %6s %8s %10s %9s %8s %6s   %s\n", "UPSTREAM",
+           "BALANCE", "CAP", "RATIO", "FLOOR/s", "DEPOSITS", "GRANTED",
+           "DENIED", "AMBIG", "NOT_SENT/SENT_NO_RESP/RESP/PARTIAL");
+    for (size_t i = 0; i < r->n_upstreams; i++) {
+        const Retryd__UpstreamStats *u = r->upstreams[i];
+        const Retryd__Counters *c = u->counters;
+        const uint64_t *e = c->evidence;
+        size_t ne = c->n_evidence;
+        printf("%-24s %10.2f %8.1f %6.3f %8.2f %10" PRIu64 " %9" PRIu64
+               " %8" PRIu64 " %6" PRIu64 "   %" PRIu64 "/%" PRIu64 "/%" PRIu64
+               "/%" PRIu64 "\n",
+               u->name, tokens(u->balance_micro), tokens(u->params->cap_micro),
+               tokens(u->params->ratio_micro),
+               tokens(u->params->floor_micro_per_s), c->deposits,
+               c->retries_granted, denied_total(c), c->ambiguous, at(e, ne, 0),
+               at(e, ne, 1), at(e, ne, 2), at(e, ne, 3));
+        print_breakdown(c);
+    }
+    if (r->n_processes == 0)
+        return;
+    printf("\n%-8s %-6s %-6s %10s %9s %8s %6s\n", "PID", "UID", "SLOT",
+           "DEPOSITS", "GRANTED", "DENIED", "AMBIG");
+    for (size_t i = 0; i < r->n_processes; i++) {
+        const Retryd__ProcessStats *p = r->processes[i];
+        printf("%-8u %-6u %-6u %10" PRIu64 " %9" PRIu64 " %8" PRIu64
+               " %6" PRIu64 "\n",
+               p->pid, p->uid, p->slot, p->counters->deposits,
+               p->counters->retries_granted, denied_total(p->counters),
+               p->counters->ambiguous);
+        print_breakdown(p->counters);
+    }
+}
+
+/* --- JSON ---------------------------------------------------------------- */
+
+static void json_string(const char *s)
+{
+    putchar('"');
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\')
+            printf("\\%c", ch);
+        else if (ch < 0x20 || ch >= 0x7f)
+            printf("\\u%04x", ch);
+        else
+            putchar(ch);
+    }
+    putchar('"');
+}
+
+static void json_counters(const Retryd__Counters *c)
+{
+    printf("\"deposits\":%" PRIu64 ",\"retries_granted\":%" PRIu64
+           ",\"retries_denied\":{",
+           c->deposits, c->retries_granted);
+    for (size_t i = 1; i < 9; i++)
+        printf("%s\"%s\":%" PRIu64, i > 1 ? "," : "", denial_names[i],
+               at(c->denied, c->n_denied, i));
+    printf("},\"ambiguous\":%" PRIu64 ",\"evidence\":{", c->ambiguous);
+    for (size_t i = 0; i < 4; i++)
+        printf("%s\"%s\":%" PRIu64, i ? "," : "", evidence_names[i],
+               at(c->evidence, c->n_evidence, i));
+    printf("},\"refilled_tokens\":%.6f,\"discarded_tokens\":%.6f",
+           tokens(c->refilled_micro), tokens(c->discarded_micro));
+}
+
+static void print_json(const Retryd__StatsReply *r)
+{
+    printf("{\"daemon\":{\"version\":");
+    json_string(r->daemon_version);
+    printf(",\"generation\":\"%016" PRIx64 "\",\"uptime_seconds\":%.3f,"
+           "\"attached_processes\":%u,\"draining\":%s,\"upstream_capacity\":"
+           "%u,\"process_capacity\":%u},\"upstreams\":[",
+           r->generation, (double)r->uptime_ms / 1000, r->attached_processes,
+           r->draining ? "true" : "false", r->upstream_capacity,
+           r->process_capacity);
+    for (size_t i = 0; i < r->n_upstreams; i++) {
+        const Retryd__UpstreamStats *u = r->upstreams[i];
+        printf("%s{\"name\":", i ? "," : "");
+        json_string(u->name);
+        printf(",\"slot\":%u,\"slot_generation\":%u,\"balance\":%.6f,"
+               "\"cap\":%.6f,\"ratio\":%.6f,\"min_retries_per_sec\":%.6f,",
+               u->slot, u->slot_generation, tokens(u->balance_micro),
+               tokens(u->params->cap_micro), tokens(u->params->ratio_micro),
+               tokens(u->params->floor_micro_per_s));
+        json_counters(u->counters);
+        printf("}");
+    }
+    printf("],\"processes\":[");
+    for (size_t i = 0; i < r->n_processes; i++) {
+        const Retryd__ProcessStats *p = r->processes[i];
+        printf("%s{\"pid\":%u,\"uid\":%u,\"slot\":%u,\"start_time\":%" PRIu64
+               ",",
+               i ? "," : "", p->pid, p->uid, p->slot, p->start_time);
+        json_counters(p->counters);
+        printf("}");
+    }
+    printf("]}\n");
+}
+
+/* --- Prometheus text exposition ------------------------------------------ */
+
+static void prom_header(const char *name, const char *type, const char *help)
+{
+    printf("# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+/* Label values escape backslash, double quote and newline. */
+static void prom_label(const char *s)
+{
+    for (; *s; s++) {
+        if (*s == '\\' || *s == '"')
+            printf("\\%c", *s);
+        else if (*s == '\n')
+            printf("\\n");
+        else
+            putchar(*s);
+    }
+}
+
+typedef uint64_t (*counter_of)(const Retryd__Counters *c);
+static uint64_t c_deposits(const Retryd__Counters *c)
+{
+    return c->deposits;
+}
+static uint64_t c_granted(const Retryd__Counters *c)
+{
+    return c->retries_granted;
+}
+static uint64_t c_ambiguous(const Retryd__Counters *c)
+{
+    return c->ambiguous;
+}
+
+static void prom_family(const Retryd__StatsReply *r, const char *what,
+                        const char *help, counter_of get)
+{
+    char name[96];
+    snprintf(name, sizeof(name), "retryd_upstream_%s_total", what);
+    prom_header(name, "counter", help);
+    for (size_t i = 0; i < r->n_upstreams; i++) {
+        printf("%s{upstream=\"", name);
+        prom_label(r->upstreams[i]->name);
+        printf("\"} %" PRIu64 "\n", get(r->upstreams[i]->counters));
+    }
+    snprintf(name, sizeof(name), "retryd_process_%s_total", what);
+    if (r->n_processes > 0)
+        prom_header(name, "counter", help);
+    for (size_t i = 0; i < r->n_processes; i++)
+        printf("%s{pid=\"%u\"} %" PRIu64 "\n", name, r->processes[i]->pid,
+               get(r->processes[i]->counters));
+}
+
+static void prom_gauge(const Retryd__StatsReply *r, const char *name,
+                       const char *help, int which)
+{
+    prom_header(name, "gauge", help);
+    for (size_t i = 0; i < r->n_upstreams; i++) {
+        const Retryd__UpstreamStats *u = r->upstreams[i];
+        uint64_t v = which == 0   ? u->balance_micro
+                     : which == 1 ? u->params->cap_micro
+                     : which == 2 ? u->params->ratio_micro
+                                  : u->params->floor_micro_per_s;
+        printf("%s{upstream=\"", name);
+        prom_label(u->name);
+        printf("\"} %.6f\n", tokens(v));
+    }
+}
+
+static void prom_labelled(const Retryd__StatsReply *r, bool denied)
+{
+    const char *name = denied ? "retryd_upstream_retries_denied_total"
+                              : "retryd_upstream_attempts_total";
+    prom_header(name, "counter",
+                denied ? "Retries denied, by the rule's reason."
+                       : "Attempts reported, by execution evidence.");
+    for (size_t i = 0; i < r->n_upstreams; i++) {
+        const Retryd__Counters *c = r->upstreams[i]->counters;
+        for (size_t k = denied ? 1 : 0; k < (denied ? 9u : 4u); k++) {
+            printf("%s{upstream=\"", name);
+            prom_label(r->upstreams[i]->name);
+            printf("\",%s=\"%s\"} %" PRIu64 "\n",
+                   denied ? "reason" : "evidence",
+                   denied ? denial_names[k] : evidence_names[k],
+                   denied ? at(c->denied, c->n_denied, k)
+                          : at(c->evidence, c->n_evidence, k));
+        }
+    }
+}
+
+static void print_prometheus(const Retryd__StatsReply *r)
+{
+    prom_header("retryd_info", "gauge", "The daemon's version and segment.");
+    printf("retryd_info{version=\"");
+    prom_label(r->daemon_version);
+    printf("\",generation=\"%016" PRIx64 "\"} 1\n", r->generation);
+    prom_header("retryd_uptime_seconds", "gauge",
+                "Seconds since the daemon "
+                "started.");
+    printf("retryd_uptime_seconds %.3f\n", (double)r->uptime_ms / 1000);
+    prom_header("retryd_attached_processes", "gauge",
+                "Processes attached to the segment.");
+    printf("retryd_attached_processes %u\n", r->attached_processes);
+    prom_header("retryd_draining", "gauge", "1 while the host drains.");
+    printf("retryd_draining %d\n", r->draining ? 1 : 0);
+    prom_gauge(r, "retryd_upstream_balance_tokens",
+               "Tokens in the upstream's bucket.", 0);
+    prom_gauge(r, "retryd_upstream_cap_tokens", "The bucket's cap.", 1);
+    prom_gauge(r, "retryd_upstream_ratio",
+               "Tokens deposited per first attempt.", 2);
+    prom_gauge(r, "retryd_upstream_min_retries_per_second",
+               "Floor refill, tokens per second.", 3);
+    prom_family(r, "deposits", "First attempts (each deposits the ratio).",
+                c_deposits);
+    prom_family(r, "retries_granted", "Retries that won a token.", c_granted);
+    prom_family(r, "ambiguous", "Outcomes the caller had to reconcile.",
+                c_ambiguous);
+    prom_labelled(r, true);
+    prom_labelled(r, false);
+}
+
+/* --- subcommands --------------------------------------------------------- */
+
+int ctl_stats_main(int argc, char **argv)
+{
+    ctl_sockets s;
+    Retryd__StatsReply *r;
+    enum { TABLE, JSON, PROMETHEUS } fmt = TABLE;
+    bool processes = false;
+
+    ctl_sockets_from_args(&argc, argv, &s);
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--json") == 0)
+            fmt = JSON;
+        else if (strcmp(argv[i], "--prometheus") == 0)
+            fmt = PROMETHEUS;
+        else if (strcmp(argv[i], "--processes") == 0)
+            processes = true;
+        else {
+            fprintf(stderr, "usage: retrydctl stats [--json | --prometheus] "
+                            "[--processes] [--stats-socket PATH]\n");
+            return CTL_EXIT_USAGE;
+        }
+    }
+    if (ctl_fetch_stats(&s, processes || fmt != TABLE, &r) < 0)
+        return CTL_EXIT_ERROR;
+    if (fmt == JSON)
+        print_json(r);
+    else if (fmt == PROMETHEUS)
+        print_prometheus(r);
+    else
+        print_table(r);
+    retryd__stats_reply__free_unpacked(r, NULL);
+    return CTL_EXIT_OK;
+}
+
+int ctl_upstreams_main(int argc, char **argv)
+{
+    ctl_sockets s;
+    Retryd__StatsReply *r;
+
+    ctl_sockets_from_args(&argc, argv, &s);
+    if (argc != 1) {
+        fprintf(stderr, "usage: retrydctl upstreams [--stats-socket PATH]\n");
+        return CTL_EXIT_USAGE;
+    }
+    if (ctl_fetch_stats(&s, false, &r) < 0)
+        return CTL_EXIT_ERROR;
+    printf("%-24s %5s %5s %8s %8s %8s %10s\n", "UPSTREAM", "SLOT", "GEN",
+           "RATIO", "FLOOR/s", "CAP", "BALANCE");
+    for (size_t i = 0; i < r->n_upstreams; i++) {
+        const Retryd__UpstreamStats *u = r->upstreams[i];
+        printf("%-24s %5u %5u %8.3f %8.2f %8.1f %10.2f\n", u->name, u->slot,
+               u->slot_generation, tokens(u->params->ratio_micro),
+               tokens(u->params->floor_micro_per_s),
+               tokens(u->params->cap_micro), tokens(u->balance_micro));
+    }
+    retryd__stats_reply__free_unpacked(r, NULL);
+    return CTL_EXIT_OK;
+}
+
+int ctl_drain_main(int argc, char **argv)
+{
+    ctl_sockets s;
+    Retryd__Drain dr = RETRYD__DRAIN__INIT;
+    Retryd__ControlRequest req = RETRYD__CONTROL_REQUEST__INIT;
+
+    ctl_sockets_from_args(&argc, argv, &s);
+    if (argc != 2 || (strcmp(argv[1], "on") && strcmp(argv[1], "off"))) {
+        fprintf(stderr, "usage: retrydctl drain on|off [--control-socket "
+                        "PATH]\n");
+        return CTL_EXIT_USAGE;
+    }
+    dr.on = strcmp(argv[1], "on") == 0;
+    req.body_case = RETRYD__CONTROL_REQUEST__BODY_DRAIN;
+    req.drain = &dr;
+    if (ctl_control(&s, &req) < 0)
+        return CTL_EXIT_ERROR;
+    printf("host-wide draining %s\n", dr.on ? "on" : "off");
+    return CTL_EXIT_OK;
+}
+
+int ctl_retire_main(int argc, char **argv)
+{
+    ctl_sockets s;
+    Retryd__Retire rt = RETRYD__RETIRE__INIT;
+    Retryd__ControlRequest req = RETRYD__CONTROL_REQUEST__INIT;
+
+    ctl_sockets_from_args(&argc, argv, &s);
+    if (argc != 2) {
+        fprintf(stderr, "usage: retrydctl retire NAME [--control-socket "
+                        "PATH]\n");
+        return CTL_EXIT_USAGE;
+    }
+    rt.name = argv[1];
+    req.body_case = RETRYD__CONTROL_REQUEST__BODY_RETIRE;
+    req.retire = &rt;
+    if (ctl_control(&s, &req) < 0)
+        return CTL_EXIT_ERROR;
+    printf("retired %s\n", argv[1]);
+    return CTL_EXIT_OK;
+}

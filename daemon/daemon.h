@@ -1,0 +1,86 @@
+/*
+ * retryd's state, shared by its parts. The main thread runs the event loop
+ * (control socket, pidfds, signals, heartbeat) and is the only writer of
+ * the registry, the configuration pointer and the segment's slot tables.
+ * The stats thread only reads, inside RCU read-side sections.
+ */
+#ifndef RETRYD_DAEMON_H
+#define RETRYD_DAEMON_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "config.h"
+#include "owner.h"
+#include "registry.h"
+
+#define RETRYD_DAEMON_VERSION "0.1.0"
+/* Control connections beyond the process slots (operators, retrydctl). */
+#define DAEMON_SPARE_CONNECTIONS 64
+
+typedef struct conn conn;
+
+/* What an epoll event points at. */
+typedef enum watch_kind {
+    WATCH_CONTROL_LISTEN,
+    WATCH_CONN,
+    WATCH_PIDFD,
+    WATCH_SIGNAL,
+    WATCH_TIMER,
+} watch_kind;
+
+typedef struct watch {
+    watch_kind kind;
+    void *ptr;     /* conn for WATCH_CONN */
+    uint32_t slot; /* process slot for WATCH_PIDFD */
+} watch;
+
+typedef struct proc_track {
+    int pidfd; /* -1 when not watched */
+    watch w;
+    conn *conn; /* the connection that attached it, if still open */
+} proc_track;
+
+typedef struct server {
+    config *cfg; /* RCU: rcu_dereference() in readers */
+    owner seg;
+    registry *reg;
+    proc_track *procs; /* one per process slot */
+    int epfd;
+    int control_fd;
+    int stats_fd;
+    int lock_fd;
+    int stop_fd; /* eventfd: tells the stats thread to stop */
+    int signal_fd;
+    int timer_fd;
+    conn *conns; /* every open control connection */
+    unsigned n_conns;
+    uint64_t started_ns;
+    pthread_t stats_thread;
+    bool stats_running;
+} server;
+
+/* control.c: the control socket (main thread). */
+int control_accept(server *d);
+void control_ready(server *d, conn *c, uint32_t events);
+void control_close_all(server *d);
+/* A process slot's owner is gone (pidfd) or detached (hang-up). */
+void daemon_release_process(server *d, uint32_t slot);
+
+/* Registration, shared by the control handler, startup and reload. */
+int daemon_register(server *d, const char *name, const budget_params *given,
+                    reg_entry *ret);
+
+/* stats.c: the stats thread. */
+int stats_start(server *d);
+void stats_stop(server *d);
+
+uint64_t daemon_now_ns(void);
+
+/* upstreams.c */
+int daemon_retire(server *d, const char *name);
+void daemon_apply_config(server *d);
+void daemon_adopt_upstreams(server *d);
+#endif

@@ -1,0 +1,152 @@
+#include "registry.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "retryd/common.h"
+
+struct registry {
+    struct cds_lfht *ht;
+};
+
+static unsigned long name_hash(const char *s)
+{
+    uint64_t h = UINT64_C(0xcbf29ce484222325);
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * UINT64_C(0x100000001b3);
+    return (unsigned long)h;
+}
+
+static int match(struct cds_lfht_node *node, const void *key)
+{
+    return strcmp(caa_container_of(node, reg_entry, node)->name, key) == 0;
+}
+
+int registry_new(registry **ret)
+{
+    registry *r = calloc(1, sizeof(*r));
+    if (r == NULL)
+        return RETRYD_ENOMEM;
+    r->ht = cds_lfht_new_flavor(64, 64, 0,
+                                CDS_LFHT_AUTO_RESIZE | CDS_LFHT_ACCOUNTING,
+                                &urcu_memb_flavor, NULL);
+    if (r->ht == NULL) {
+        free(r);
+        return RETRYD_ENOMEM;
+    }
+    *ret = r;
+    return 0;
+}
+
+static void entry_free_rcu(struct rcu_head *head)
+{
+    free(caa_container_of(head, reg_entry, rcu));
+}
+
+void registry_free(registry *r)
+{
+    struct cds_lfht_iter it;
+    struct cds_lfht_node *node;
+
+    if (r == NULL)
+        return;
+    urcu_memb_read_lock();
+    cds_lfht_for_each(r->ht, &it, node)
+    {
+        if (cds_lfht_del(r->ht, node) == 0)
+            urcu_memb_call_rcu(&caa_container_of(node, reg_entry, node)->rcu,
+                               entry_free_rcu);
+    }
+    urcu_memb_read_unlock();
+    urcu_memb_barrier(); /* run the frees queued above */
+    cds_lfht_destroy(r->ht, NULL);
+    free(r);
+}
+
+reg_entry *registry_lookup(registry *r, const char *name)
+{
+    struct cds_lfht_iter it;
+    cds_lfht_lookup(r->ht, name_hash(name), match, name, &it);
+    struct cds_lfht_node *node = cds_lfht_iter_get_node(&it);
+    return node ? caa_container_of(node, reg_entry, node) : NULL;
+}
+
+void registry_for_each(registry *r, int (*fn)(const reg_entry *, void *),
+                       void *arg)
+{
+    struct cds_lfht_iter it;
+    struct cds_lfht_node *node;
+    cds_lfht_for_each(r->ht, &it, node)
+    {
+        if (fn(caa_container_of(node, reg_entry, node), arg) != 0)
+            break;
+    }
+}
+
+static reg_entry *copy_of(const reg_entry *e)
+{
+    reg_entry *n = malloc(sizeof(*n));
+    if (n != NULL) {
+        *n = *e;
+        cds_lfht_node_init(&n->node);
+    }
+    return n;
+}
+
+int registry_add(registry *r, const reg_entry *e)
+{
+    reg_entry *n = copy_of(e);
+    if (n == NULL)
+        return RETRYD_ENOMEM;
+    urcu_memb_read_lock();
+    struct cds_lfht_node *got = cds_lfht_add_unique(r->ht, name_hash(n->name),
+                                                    match, n->name, &n->node);
+    urcu_memb_read_unlock();
+    if (got != &n->node) {
+        free(n);
+        return RETRYD_ECONFLICT;
+    }
+    return 0;
+}
+
+int registry_replace(registry *r, reg_entry *old, const reg_entry *e)
+{
+    reg_entry *n = copy_of(e);
+    if (n == NULL)
+        return RETRYD_ENOMEM;
+    struct cds_lfht_iter it;
+    int rc = RETRYD_ENOENT;
+    urcu_memb_read_lock();
+    cds_lfht_lookup(r->ht, name_hash(old->name), match, old->name, &it);
+    if (cds_lfht_iter_get_node(&it) == &old->node)
+        rc = cds_lfht_replace(r->ht, &it, name_hash(n->name), match, n->name,
+                              &n->node);
+    urcu_memb_read_unlock();
+    if (rc != 0) {
+        free(n);
+        return RETRYD_ENOENT;
+    }
+    urcu_memb_call_rcu(&old->rcu, entry_free_rcu);
+    return 0;
+}
+
+int registry_remove(registry *r, reg_entry *old)
+{
+    urcu_memb_read_lock();
+    int rc = cds_lfht_del(r->ht, &old->node);
+    urcu_memb_read_unlock();
+    if (rc != 0)
+        return RETRYD_ENOENT;
+    urcu_memb_call_rcu(&old->rcu, entry_free_rcu);
+    return 0;
+}
+
+unsigned long registry_count(registry *r)
+{
+    long split1, split2;
+    unsigned long count;
+    urcu_memb_read_lock();
+    cds_lfht_count_nodes(r->ht, &split1, &count, &split2);
+    urcu_memb_read_unlock();
+    return count;
+}

@@ -1,0 +1,445 @@
+/*
+ * retryd: the host daemon. It owns the budget segment, registers upstreams,
+ * notices dead clients (socket hang-up, pidfd), serves statistics and the
+ * host-wide draining flag. Budgets never wait for it: clients spend
+ * directly in the segment, which survives this process and is adopted by
+ * the next one. docs/daemon.md is the operator's guide.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <grp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/file.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/timerfd.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <sys/pidfd.h>
+#include <urcu/urcu-memb.h>
+
+#include "daemon.h"
+#include "log.h"
+#include "retryd/common.h"
+
+#define DEFAULT_CONFIG "/etc/retryd/retryd.conf"
+#define HEARTBEAT_MS 1000
+
+uint64_t daemon_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000 + (uint64_t)ts.tv_nsec;
+}
+
+/* --- the runtime directory and the sockets ------------------------------- */
+
+static int prepare_runtime_dir(const config *c)
+{
+    /* Group members reach the sockets; others cannot even list the
+     * directory. A separate stats group needs to traverse it. */
+    mode_t mode =
+        c->has_stats_group && c->has_group && c->stats_group != c->group ? 0751
+                                                                         : 0750;
+    struct stat st;
+    if (mkdir(c->runtime_dir, mode) < 0 && errno != EEXIST) {
+        log_err("cannot create %s: %s", c->runtime_dir, strerror(errno));
+        return -1;
+    }
+    if (lstat(c->runtime_dir, &st) < 0 || !S_ISDIR(st.st_mode) ||
+        st.st_uid != geteuid()) {
+        log_err("%s is not a directory of ours", c->runtime_dir);
+        return -1;
+    }
+    if (chmod(c->runtime_dir, mode) < 0 ||
+        (c->has_group && chown(c->runtime_dir, (uid_t)-1, c->group) < 0)) {
+        log_err("cannot set the mode or group of %s: %s", c->runtime_dir,
+                strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+/* One daemon per runtime directory: the lock file says who owns it. */
+static int take_lock(server *d)
+{
+    d->lock_fd = open(d->cfg->lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (d->lock_fd < 0 || flock(d->lock_fd, LOCK_EX | LOCK_NB) < 0) {
+        log_err("%s: %s", d->cfg->lock_path,
+                errno == EWOULDBLOCK ? "another retryd runs here"
+                                     : strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+static int listen_at(const char *path, bool has_group, gid_t group)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -1;
+    memcpy(sa.sun_path, path, strlen(path) + 1);
+    unlink(path); /* a stale socket of a previous daemon; we hold the lock */
+    mode_t old = umask(0117); /* born 0660: never a moment more open */
+    int r = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
+    umask(old);
+    if (r < 0 || (has_group && chown(path, (uid_t)-1, group) < 0) ||
+        chmod(path, 0660) < 0 || listen(fd, 128) < 0) {
+        log_err("cannot listen on %s: %s", path, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* --- processes ----------------------------------------------------------- */
+
+/* After adopting a segment: keep the slots of live processes, watched by
+ * pidfd until they exit or re-attach; fold and free the others. */
+static void adopt_processes(server *d)
+{
+    unsigned kept = 0, freed = 0;
+    for (uint32_t i = 0; i < d->seg.view.process_capacity; i++) {
+        seg_process *p = &d->seg.view.processes[i];
+        uint64_t id = atomic_load(&p->ident);
+        if (seg_ident_state(id) == SEG_FREE)
+            continue;
+        uint64_t pid = atomic_load(&p->pid);
+        int pidfd =
+            seg_ident_state(id) == SEG_ACTIVE && pid > 0 && pid < (1u << 22)
+                ? pidfd_open((pid_t)pid, 0)
+                : -1;
+        /* The start time is read after the pidfd exists, so a pid that
+         * was recycled in between is caught here. */
+        if (pidfd >= 0 &&
+            retryd__process_start_time(pid) == atomic_load(&p->start_time)) {
+            proc_track *t = &d->procs[i];
+            t->pidfd = pidfd;
+            t->w = (watch){.kind = WATCH_PIDFD, .slot = i};
+            struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &t->w};
+            if (epoll_ctl(d->epfd, EPOLL_CTL_ADD, pidfd, &ev) == 0) {
+                kept++;
+                continue;
+            }
+            t->pidfd = -1;
+        }
+        if (pidfd >= 0)
+            close(pidfd);
+        owner_process_release(&d->seg, i);
+        freed++;
+    }
+    log_info("adopted %u live processes, freed %u slots of gone ones", kept,
+             freed);
+}
+
+/* The heartbeat, and a sweep for slots whose process is gone without the
+ * kernel having told us (a pidfd that could not be opened). */
+static void on_timer(server *d)
+{
+    uint64_t expirations;
+    if (read(d->timer_fd, &expirations, sizeof(expirations)) < 0 &&
+        errno != EAGAIN)
+        log_warn("timer: %s", strerror(errno));
+    owner_heartbeat(&d->seg);
+    for (uint32_t i = 0; i < d->seg.view.process_capacity; i++) {
+        seg_process *p = &d->seg.view.processes[i];
+        if (seg_ident_state(atomic_load(&p->ident)) != SEG_ACTIVE ||
+            d->procs[i].pidfd >= 0 || d->procs[i].conn != NULL)
+            continue;
+        if (retryd__process_start_time(atomic_load(&p->pid)) !=
+            atomic_load(&p->start_time))
+            daemon_release_process(d, i);
+    }
+}
+
+static void on_pid_exit(server *d, uint32_t slot)
+{
+    seg_process *p = &d->seg.view.processes[slot];
+    log_info("pid %llu exited: freeing process slot %u",
+             (unsigned long long)atomic_load(&p->pid), slot);
+    daemon_release_process(d, slot);
+}
+
+/* --- configuration ------------------------------------------------------- */
+
+static void free_config_rcu(struct rcu_head *head)
+{
+    config_free(caa_container_of(head, config, rcu));
+}
+
+static void reload(server *d)
+{
+    char err[512];
+    config *n;
+    const config *o = d->cfg;
+
+    if (config_load(o->path, &n, err, sizeof(err)) < 0) {
+        log_err("reload refused, keeping the running configuration: %s", err);
+        return;
+    }
+    if (strcmp(n->runtime_dir, o->runtime_dir) != 0 ||
+        strcmp(n->control_socket, o->control_socket) != 0 ||
+        strcmp(n->stats_socket, o->stats_socket) != 0 ||
+        strcmp(n->segment_path, o->segment_path) != 0 ||
+        n->upstream_capacity != o->upstream_capacity ||
+        n->process_capacity != o->process_capacity)
+        log_warn("reload: paths and capacities change only at restart");
+    config *old = d->cfg;
+    rcu_assign_pointer(d->cfg, n);
+    log_set_level(n->log_level);
+    daemon_apply_config(d);
+    urcu_memb_call_rcu(&old->rcu, free_config_rcu);
+    log_info("configuration reloaded from %s", n->path);
+}
+
+/* --- setup and the loop -------------------------------------------------- */
+
+static int watch_fd(server *d, int fd, watch *w)
+{
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = w};
+    return epoll_ctl(d->epfd, EPOLL_CTL_ADD, fd, &ev);
+}
+
+static int setup_signals_and_timer(server *d)
+{
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGHUP);
+    /* Blocked before any thread starts, so only the signalfd sees them. */
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    d->signal_fd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+    d->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+    struct itimerspec its = {
+        .it_interval = {.tv_sec = HEARTBEAT_MS / 1000},
+        .it_value = {.tv_sec = HEARTBEAT_MS / 1000},
+    };
+    if (d->signal_fd < 0 || d->timer_fd < 0 ||
+        timerfd_settime(d->timer_fd, 0, &its, NULL) < 0)
+        return -1;
+    return 0;
+}
+
+static int setup(server *d)
+{
+    static watch w_listen = {.kind = WATCH_CONTROL_LISTEN};
+    static watch w_signal = {.kind = WATCH_SIGNAL};
+    static watch w_timer = {.kind = WATCH_TIMER};
+    char why[512];
+    bool adopted;
+
+    d->started_ns = daemon_now_ns();
+    if (prepare_runtime_dir(d->cfg) < 0 || take_lock(d) < 0)
+        return -1;
+    if (owner_open(&d->seg, d->cfg, &adopted, why, sizeof(why)) < 0) {
+        log_err("%s", why);
+        return -1;
+    }
+    log_info("%s segment %s (generation %016llx, %u upstreams, %u processes)",
+             adopted ? "adopted" : "created", d->cfg->segment_path,
+             (unsigned long long)d->seg.generation,
+             d->seg.view.upstream_capacity, d->seg.view.process_capacity);
+    d->procs = calloc(d->seg.view.process_capacity, sizeof(*d->procs));
+    if (d->procs == NULL || registry_new(&d->reg) < 0)
+        return -1;
+    for (uint32_t i = 0; i < d->seg.view.process_capacity; i++)
+        d->procs[i].pidfd = -1;
+    d->epfd = epoll_create1(EPOLL_CLOEXEC);
+    if (d->epfd < 0 || setup_signals_and_timer(d) < 0)
+        return -1;
+    if (adopted) {
+        daemon_adopt_upstreams(d);
+        adopt_processes(d);
+    }
+    daemon_apply_config(d);
+    d->control_fd =
+        listen_at(d->cfg->control_socket, d->cfg->has_group, d->cfg->group);
+    d->stats_fd = listen_at(d->cfg->stats_socket, d->cfg->has_stats_group,
+                            d->cfg->stats_group);
+    if (d->control_fd < 0 || d->stats_fd < 0)
+        return -1;
+    /* The stats socket is served blocking, one client at a time. */
+    fcntl(d->stats_fd, F_SETFL, fcntl(d->stats_fd, F_GETFL) & ~O_NONBLOCK);
+    if (watch_fd(d, d->control_fd, &w_listen) < 0 ||
+        watch_fd(d, d->signal_fd, &w_signal) < 0 ||
+        watch_fd(d, d->timer_fd, &w_timer) < 0 || stats_start(d) < 0)
+        return -1;
+    return 0;
+}
+
+/* Returns true when the daemon should stop. */
+static bool on_signal(server *d)
+{
+    struct signalfd_siginfo si;
+    bool stop = false;
+    while (read(d->signal_fd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+        if (si.ssi_signo == SIGHUP) {
+            reload(d);
+        } else {
+            log_info("signal %u: stopping; the segment stays for the next "
+                     "daemon",
+                     si.ssi_signo);
+            stop = true;
+        }
+    }
+    return stop;
+}
+
+static void run(server *d)
+{
+    struct epoll_event evs[64];
+    bool stop = false;
+
+    log_info("serving: control %s, stats %s", d->cfg->control_socket,
+             d->cfg->stats_socket);
+    while (!stop) {
+        int n = epoll_wait(d->epfd, evs, 64, -1);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            log_err("epoll_wait: %s", strerror(errno));
+            break;
+        }
+        for (int i = 0; i < n && !stop; i++) {
+            watch *w = evs[i].data.ptr;
+            switch (w->kind) {
+            case WATCH_CONTROL_LISTEN:
+                control_accept(d);
+                break;
+            case WATCH_CONN:
+                control_ready(d, w->ptr, evs[i].events);
+                /* The connection may be gone: later events in this batch
+                 * for it were queued before; epoll_ctl(DEL) dropped the
+                 * rest. Stop processing this batch to be safe. */
+                i = n;
+                break;
+            case WATCH_PIDFD:
+                on_pid_exit(d, w->slot);
+                i = n;
+                break;
+            case WATCH_SIGNAL:
+                stop = on_signal(d);
+                break;
+            case WATCH_TIMER:
+                on_timer(d);
+                break;
+            }
+        }
+    }
+}
+
+static void teardown(server *d)
+{
+    stats_stop(d);
+    if (d->procs != NULL)
+        control_close_all(d);
+    if (d->control_fd >= 0) {
+        close(d->control_fd);
+        unlink(d->cfg->control_socket);
+    }
+    if (d->stats_fd >= 0) {
+        close(d->stats_fd);
+        unlink(d->cfg->stats_socket);
+    }
+    if (d->reg != NULL)
+        registry_free(d->reg);
+    owner_close(&d->seg);
+    free(d->procs);
+    urcu_memb_barrier();
+    config_free(d->cfg);
+    if (d->lock_fd >= 0)
+        close(d->lock_fd);
+}
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: retryd [--config FILE] [--check-config] [--version]\n"
+            "  --config FILE    configuration (default %s; when that file\n"
+            "                   does not exist, built-in defaults)\n"
+            "  --check-config   validate the configuration and exit\n"
+            "signals: SIGHUP reloads the configuration, SIGTERM stops\n",
+            DEFAULT_CONFIG);
+}
+
+static int load_initial(const char *path, bool explicit_path, config **ret)
+{
+    char err[512];
+    if (!explicit_path && access(path, F_OK) < 0) {
+        /* No file at the default place: an empty one means defaults. */
+        path = "/dev/null";
+    }
+    if (config_load(path, ret, err, sizeof(err)) < 0) {
+        fprintf(stderr, "retryd: %s\n", err);
+        return -1;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"config", required_argument, NULL, 'c'},
+        {"check-config", no_argument, NULL, 'k'},
+        {"version", no_argument, NULL, 'V'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *path = DEFAULT_CONFIG;
+    bool explicit_path = false, check = false;
+    server d = {.control_fd = -1,
+                .stats_fd = -1,
+                .lock_fd = -1,
+                .epfd = -1,
+                .signal_fd = -1,
+                .timer_fd = -1,
+                .stop_fd = -1};
+    int o;
+
+    while ((o = getopt_long(argc, argv, "c:h", opts, NULL)) != -1) {
+        switch (o) {
+        case 'c':
+            path = optarg;
+            explicit_path = true;
+            break;
+        case 'k':
+            check = true;
+            break;
+        case 'V':
+            printf("retryd %s\n", RETRYD_DAEMON_VERSION);
+            return 0;
+        case 'h':
+            usage(stdout);
+            return 0;
+        default:
+            usage(stderr);
+            return 64;
+        }
+    }
+    if (load_initial(path, explicit_path, &d.cfg) < 0)
+        return 78; /* EX_CONFIG */
+    if (check) {
+        printf("%s: ok (%zu upstreams configured)\n", path, d.cfg->n_upstreams);
+        config_free(d.cfg);
+        return 0;
+    }
+    log_set_level(d.cfg->log_level);
+    urcu_memb_register_thread();
+    int rc = setup(&d) == 0 ? 0 : 1;
+    if (rc == 0)
+        run(&d);
+    teardown(&d);
+    urcu_memb_unregister_thread();
+    return rc;
+}

@@ -1,0 +1,294 @@
+/*
+ * The stats socket, served by its own thread. It reads (the registry, the
+ * configuration, the segment) inside RCU read-side sections and never
+ * writes: a stats reader cannot change a budget. Each client is served in
+ * turn with a time bound, so a stuck reader delays others by at most that.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <urcu/urcu-memb.h>
+
+#include "bucket.h"
+#include "daemon.h"
+#include "frame.h"
+#include "log.h"
+#include "retryd.pb-c.h"
+#include "retryd/common.h"
+
+#define STATS_TIMEOUT_MS 1000
+#define STATS_REQUEST_MAX 4096
+
+typedef struct stats_build {
+    const server *d;
+    uint64_t (*totals)[SEG_COUNTERS];
+    Retryd__UpstreamStats *ups;
+    Retryd__UpstreamStats **up_ptrs;
+    Retryd__Params *params;
+    Retryd__Counters *counters;
+    uint64_t *numbers; /* denied and evidence arrays */
+    size_t n, cap;
+} stats_build;
+
+static void fill_counters(Retryd__Counters *c, const uint64_t t[SEG_COUNTERS],
+                          uint64_t *numbers)
+{
+    retryd__counters__init(c);
+    c->deposits = t[SEG_C_DEPOSITS];
+    c->retries_granted = t[SEG_C_GRANTED];
+    c->n_denied = 9;
+    c->denied = numbers;
+    numbers[0] = 0;
+    for (int i = 1; i < 9; i++)
+        numbers[i] = t[SEG_C_DENIED_FIRST + i - 1];
+    c->ambiguous = t[SEG_C_AMBIGUOUS];
+    c->n_evidence = 4;
+    c->evidence = numbers + 9;
+    for (int i = 0; i < 4; i++)
+        numbers[9 + i] = t[SEG_C_EVIDENCE_FIRST + i];
+    c->refilled_micro = t[SEG_C_REFILLED_MICRO];
+    c->discarded_micro = t[SEG_C_DISCARDED_MICRO];
+}
+
+/* The balance now: what the bucket holds plus the floor refill nobody has
+ * claimed yet, capped. Computed, not claimed: stats never write. */
+static uint64_t balance_now(seg_upstream *s)
+{
+    uint64_t word = atomic_load(&s->tokens);
+    uint64_t bal = word & SEG_BALANCE_MASK;
+    uint64_t last = atomic_load(&s->last_refill_ns);
+    uint64_t now = retryd__clock_coarse_ns();
+    uint64_t cap = atomic_load(&s->cap_micro);
+    if (now > last) {
+        __extension__ typedef unsigned __int128 u128;
+        u128 add = (u128)(now - last) * atomic_load(&s->floor_micro_per_s) /
+                   1000000000u;
+        bal = (u128)bal + add > cap ? cap : bal + (uint64_t)add;
+    }
+    return bal < cap ? bal : cap;
+}
+
+static int add_upstream(const reg_entry *e, void *arg)
+{
+    stats_build *b = arg;
+    if (b->n == b->cap)
+        return 1;
+    seg_upstream *s = retryd__segment_upstream(&b->d->seg.view, e->slot);
+    if (s == NULL)
+        return 0;
+    size_t i = b->n++;
+    Retryd__UpstreamStats *u = &b->ups[i];
+    retryd__upstream_stats__init(u);
+    retryd__params__init(&b->params[i]);
+    b->params[i].ratio_micro = atomic_load(&s->ratio_micro);
+    b->params[i].floor_micro_per_s = atomic_load(&s->floor_micro_per_s);
+    b->params[i].cap_micro = atomic_load(&s->cap_micro);
+    u->name = (char *)(uintptr_t)e->name;
+    u->slot = e->slot;
+    u->slot_generation = e->generation;
+    u->params = &b->params[i];
+    u->balance_micro = balance_now(s);
+    fill_counters(&b->counters[i], b->totals[e->slot], b->numbers + i * 13);
+    u->counters = &b->counters[i];
+    b->up_ptrs[i] = u;
+    return 0;
+}
+
+/* Per-process rows; the arrays are sized by the caller. */
+static size_t add_processes(const server *d, Retryd__ProcessStats *ps,
+                            Retryd__ProcessStats **ptrs, Retryd__Counters *cs,
+                            uint64_t *numbers)
+{
+    size_t n = 0;
+    for (uint32_t i = 0; i < d->seg.view.process_capacity; i++) {
+        seg_process *p = &d->seg.view.processes[i];
+        if (seg_ident_state(atomic_load(&p->ident)) != SEG_ACTIVE)
+            continue;
+        uint64_t t[SEG_COUNTERS];
+        owner_process_totals(&d->seg, i, t);
+        retryd__process_stats__init(&ps[n]);
+        ps[n].pid = (uint32_t)atomic_load(&p->pid);
+        ps[n].start_time = atomic_load(&p->start_time);
+        ps[n].uid = (uint32_t)atomic_load(&p->uid);
+        ps[n].slot = i;
+        fill_counters(&cs[n], t, numbers + n * 13);
+        ps[n].counters = &cs[n];
+        ptrs[n] = &ps[n];
+        n++;
+    }
+    return n;
+}
+
+static unsigned count_attached(const server *d)
+{
+    unsigned n = 0;
+    for (uint32_t i = 0; i < d->seg.view.process_capacity; i++)
+        n += seg_ident_state(atomic_load(&d->seg.view.processes[i].ident)) ==
+             SEG_ACTIVE;
+    return n;
+}
+
+/* Build and send the reply; everything is read under one RCU section. */
+static int serve(server *d, int fd, bool processes)
+{
+    size_t ucap = d->seg.view.upstream_capacity;
+    size_t pcap = processes ? d->seg.view.process_capacity : 0;
+    stats_build b = {.d = d, .cap = ucap};
+    Retryd__StatsReply rep = RETRYD__STATS_REPLY__INIT;
+    Retryd__ProcessStats *ps = calloc(pcap + 1, sizeof(*ps));
+    Retryd__ProcessStats **pptr = calloc(pcap + 1, sizeof(*pptr));
+    Retryd__Counters *pcs = calloc(pcap + 1, sizeof(*pcs));
+    uint64_t *pnum = calloc((pcap + 1) * 13, sizeof(*pnum));
+    b.totals = calloc(ucap, sizeof(*b.totals));
+    b.ups = calloc(ucap, sizeof(*b.ups));
+    b.up_ptrs = calloc(ucap, sizeof(*b.up_ptrs));
+    b.params = calloc(ucap, sizeof(*b.params));
+    b.counters = calloc(ucap, sizeof(*b.counters));
+    b.numbers = calloc(ucap * 13, sizeof(*b.numbers));
+    int r = RETRYD_ENOMEM;
+    if (!ps || !pptr || !pcs || !pnum || !b.totals || !b.ups || !b.up_ptrs ||
+        !b.params || !b.counters || !b.numbers)
+        goto out;
+
+    urcu_memb_read_lock();
+    owner_collect(&d->seg, b.totals);
+    registry_for_each(d->reg, add_upstream, &b);
+    rep.n_processes = processes ? add_processes(d, ps, pptr, pcs, pnum) : 0;
+    urcu_memb_read_unlock();
+
+    rep.generation = d->seg.generation;
+    rep.uptime_ms = (daemon_now_ns() - d->started_ns) / 1000000;
+    rep.attached_processes = count_attached(d);
+    rep.draining = owner_draining(&d->seg);
+    rep.upstream_capacity = d->seg.view.upstream_capacity;
+    rep.process_capacity = d->seg.view.process_capacity;
+    rep.daemon_version = RETRYD_DAEMON_VERSION;
+    rep.n_upstreams = b.n;
+    rep.upstreams = b.up_ptrs;
+    rep.processes = pptr;
+    r = retryd__frame_send(fd, &rep.base, -1, STATS_TIMEOUT_MS * 2);
+out:
+    free(ps), free(pptr), free(pcs), free(pnum);
+    free(b.totals), free(b.ups), free(b.up_ptrs), free(b.params);
+    free(b.counters), free(b.numbers);
+    return r;
+}
+
+static bool stats_allowed(const server *d, int fd)
+{
+    struct ucred cr;
+    socklen_t len = sizeof(cr);
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) < 0)
+        return false;
+    if (cr.uid == 0 || cr.uid == geteuid())
+        return true;
+    urcu_memb_read_lock();
+    const config *c = rcu_dereference(d->cfg);
+    bool ok = false;
+    for (size_t i = 0; i < c->n_allow_users; i++)
+        ok |= c->allow_users[i] == cr.uid;
+    gid_t groups[256];
+    socklen_t glen = sizeof(groups);
+    size_t ng = getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups, &glen) == 0
+                    ? glen / sizeof(gid_t)
+                    : 0;
+    for (size_t g = 0; g <= ng && !ok; g++) {
+        gid_t gid = g < ng ? groups[g] : cr.gid;
+        ok |= c->has_stats_group && c->stats_group == gid;
+        for (size_t i = 0; i < c->n_allow_groups; i++)
+            ok |= c->allow_groups[i] == gid;
+    }
+    urcu_memb_read_unlock();
+    return ok;
+}
+
+static void serve_client(server *d, int fd)
+{
+    uint8_t *body;
+    size_t len;
+
+    if (!stats_allowed(d, fd)) {
+        Retryd__StatsReply rep = RETRYD__STATS_REPLY__INIT;
+        rep.error = RETRYD_EPERM;
+        rep.message = "not authorised";
+        retryd__frame_send(fd, &rep.base, -1, STATS_TIMEOUT_MS);
+        return;
+    }
+    int r = retryd__frame_recv(fd, STATS_REQUEST_MAX, STATS_TIMEOUT_MS, &body,
+                               &len, NULL);
+    if (r < 0) {
+        if (r == RETRYD_EPROTO) {
+            Retryd__StatsReply rep = RETRYD__STATS_REPLY__INIT;
+            rep.error = RETRYD_EPROTO;
+            rep.message = "frame length out of bounds";
+            retryd__frame_send(fd, &rep.base, -1, STATS_TIMEOUT_MS);
+        }
+        return;
+    }
+    Retryd__StatsRequest *req = retryd__stats_request__unpack(NULL, len, body);
+    free(body);
+    if (req == NULL) {
+        Retryd__StatsReply rep = RETRYD__STATS_REPLY__INIT;
+        rep.error = RETRYD_EPROTO;
+        rep.message = "malformed request";
+        retryd__frame_send(fd, &rep.base, -1, STATS_TIMEOUT_MS);
+        return;
+    }
+    r = serve(d, fd, req->processes);
+    retryd__stats_request__free_unpacked(req, NULL);
+    if (r < 0)
+        log_debug("stats reply not sent: %s", retryd_strerror(r));
+}
+
+static void *stats_main(void *arg)
+{
+    server *d = arg;
+    urcu_memb_register_thread();
+    for (;;) {
+        struct pollfd p[2] = {{d->stats_fd, POLLIN, 0},
+                              {d->stop_fd, POLLIN, 0}};
+        if (poll(p, 2, -1) < 0) {
+            if (errno == EINTR)
+                continue;
+            break;
+        }
+        if (p[1].revents)
+            break;
+        int fd = accept4(d->stats_fd, NULL, NULL, SOCK_CLOEXEC);
+        if (fd < 0)
+            continue;
+        serve_client(d, fd);
+        close(fd);
+    }
+    urcu_memb_unregister_thread();
+    return NULL;
+}
+
+int stats_start(server *d)
+{
+    d->stop_fd = eventfd(0, EFD_CLOEXEC);
+    if (d->stop_fd < 0)
+        return -errno;
+    int r = pthread_create(&d->stats_thread, NULL, stats_main, d);
+    if (r != 0)
+        return -r;
+    d->stats_running = true;
+    return 0;
+}
+
+void stats_stop(server *d)
+{
+    if (!d->stats_running)
+        return;
+    uint64_t one = 1;
+    if (write(d->stop_fd, &one, sizeof(one)) < 0)
+        log_warn("cannot signal the stats thread");
+    pthread_join(d->stats_thread, NULL);
+    close(d->stop_fd);
+    d->stats_running = false;
+}

@@ -1,0 +1,154 @@
+/*
+ * Upstream registration: by name, idempotent, with parameters from the
+ * client, the configuration or the defaults. Also what startup (adopting a
+ * segment) and SIGHUP (a new configuration) do to the registered set.
+ * Main thread only: the one writer of the registry and the slot table.
+ */
+#include <string.h>
+
+#include <urcu/urcu-memb.h>
+
+#include "daemon.h"
+#include "log.h"
+#include "retryd/common.h"
+
+static bool params_equal(const budget_params *a, const budget_params *b)
+{
+    return a->ratio_micro == b->ratio_micro &&
+           a->floor_micro_per_s == b->floor_micro_per_s &&
+           a->cap_micro == b->cap_micro;
+}
+
+static bool configured(const config *c, const char *name)
+{
+    return config_params_for(c, name) != &c->defaults;
+}
+
+int daemon_register(server *d, const char *name, const budget_params *given,
+                    reg_entry *ret)
+{
+    reg_entry e = {0};
+    int r = 0;
+
+    if (!config_name_valid(name))
+        return RETRYD_EINVAL;
+    urcu_memb_read_lock();
+    reg_entry *found = registry_lookup(d->reg, name);
+    if (found != NULL) {
+        if (given != NULL && !params_equal(given, &found->params))
+            r = RETRYD_ECONFLICT;
+        else
+            *ret = *found;
+    }
+    urcu_memb_read_unlock();
+    if (found != NULL)
+        return r;
+
+    const budget_params *p = given ? given : config_params_for(d->cfg, name);
+    if (given != NULL && configured(d->cfg, name) &&
+        !params_equal(given, config_params_for(d->cfg, name)))
+        return RETRYD_ECONFLICT;
+    r = owner_upstream_alloc(&d->seg, name, p, &e.slot, &e.generation);
+    if (r < 0) {
+        log_err("cannot register upstream '%s': %s (raise "
+                "upstream_capacity)",
+                name, retryd_strerror(r));
+        return r;
+    }
+    strcpy(e.name, name);
+    e.params = *p;
+    e.pinned = given != NULL && !configured(d->cfg, name);
+    r = registry_add(d->reg, &e);
+    if (r < 0) {
+        owner_upstream_retire(&d->seg, e.slot);
+        return r;
+    }
+    log_info("registered upstream '%s' in slot %u (ratio %.3f, floor %.3f/s, "
+             "cap %.1f)",
+             name, e.slot, (double)p->ratio_micro / 1e6,
+             (double)p->floor_micro_per_s / 1e6, (double)p->cap_micro / 1e6);
+    *ret = e;
+    return 0;
+}
+
+int daemon_retire(server *d, const char *name)
+{
+    urcu_memb_read_lock();
+    reg_entry *found = registry_lookup(d->reg, name);
+    urcu_memb_read_unlock();
+    if (found == NULL)
+        return RETRYD_ENOENT;
+    /* Only this thread removes entries, so found stays valid here. */
+    owner_upstream_retire(&d->seg, found->slot);
+    log_info("retired upstream '%s' (slot %u)", name, found->slot);
+    return registry_remove(d->reg, found);
+}
+
+/* Make an upstream's slot and registry entry carry @p p. */
+static void update_params(server *d, reg_entry *found, const budget_params *p)
+{
+    reg_entry e = *found;
+    if (params_equal(&found->params, p))
+        return;
+    e.params = *p;
+    e.pinned = 0;
+    owner_upstream_set_params(&d->seg, e.slot, p);
+    if (registry_replace(d->reg, found, &e) == 0)
+        log_info("upstream '%s': parameters updated from the configuration",
+                 e.name);
+}
+
+void daemon_apply_config(server *d)
+{
+    const config *c = d->cfg;
+    for (size_t i = 0; i < c->n_upstreams; i++) {
+        const upstream_conf *u = &c->upstreams[i];
+        urcu_memb_read_lock();
+        reg_entry *found = registry_lookup(d->reg, u->name);
+        urcu_memb_read_unlock();
+        reg_entry ignored;
+        if (found != NULL)
+            update_params(d, found, &u->params);
+        else
+            (void)daemon_register(d, u->name, NULL, &ignored);
+    }
+}
+
+/* A name read back from the segment: NUL-terminated and well-formed. */
+static bool slot_name(const seg_upstream *s, char out[SEG_NAME_MAX + 1])
+{
+    memcpy(out, s->name, SEG_NAME_MAX + 1);
+    if (memchr(out, '\0', SEG_NAME_MAX + 1) == NULL)
+        return false;
+    return config_name_valid(out);
+}
+
+void daemon_adopt_upstreams(server *d)
+{
+    for (uint32_t i = 0; i < d->seg.view.upstream_capacity; i++) {
+        seg_upstream *s = &d->seg.view.upstreams[i];
+        uint64_t id = atomic_load(&s->ident);
+        if (seg_ident_state(id) != SEG_ACTIVE)
+            continue;
+        reg_entry e = {.slot = i, .generation = seg_ident_generation(id)};
+        if (!slot_name(s, e.name)) {
+            log_warn("slot %u holds a malformed name: retired", i);
+            owner_upstream_retire(&d->seg, i);
+            continue;
+        }
+        e.params = (budget_params){
+            .ratio_micro = atomic_load(&s->ratio_micro),
+            .floor_micro_per_s = atomic_load(&s->floor_micro_per_s),
+            .cap_micro = atomic_load(&s->cap_micro),
+        };
+        e.pinned = !configured(d->cfg, e.name);
+        if (registry_add(d->reg, &e) < 0) {
+            log_warn("slot %u repeats upstream '%s': retired", i, e.name);
+            owner_upstream_retire(&d->seg, i);
+            continue;
+        }
+        if (i + 1 > atomic_load(&d->seg.view.hdr->upstream_high_water))
+            atomic_store(&d->seg.view.hdr->upstream_high_water, i + 1);
+    }
+    log_info("adopted %lu upstreams", registry_count(d->reg));
+}

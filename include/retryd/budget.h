@@ -1,0 +1,160 @@
+/*
+ * retryd: the host retry budget.
+ *
+ * Every process on a host that calls an upstream draws its retries from one
+ * token bucket per upstream, kept by the retryd daemon in a shared-memory
+ * segment. First attempts deposit a fraction of a token ("ratio"); each
+ * retry withdraws one whole token; a floor refills with time; a cap bounds
+ * the balance. After the first lookup of a name, every operation is a few
+ * atomic instructions on shared memory: no lock, no system call, no round
+ * trip to the daemon.
+ *
+ * Without a daemon (not started, crashed, socket missing, or this process
+ * not authorised) the same operations run on a process-local bucket with
+ * the same semantics, and the library re-attaches when the daemon is back.
+ * Services with their own HTTP stack use this API directly; the decision
+ * engine reaches it through retryd_upstream_budget.
+ */
+#ifndef RETRYD_BUDGET_H
+#define RETRYD_BUDGET_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "retryd/common.h"
+#include "retryd/decision.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** An attachment to the host budget (or to the local fallback). */
+typedef struct retryd_host retryd_host;
+/** One upstream's budget, as seen by this process. */
+typedef struct retryd_upstream retryd_upstream;
+
+/** The control socket used when none is given. */
+#define RETRYD_DEFAULT_CONTROL_SOCKET "/run/retryd/control.sock"
+/** The environment variable that overrides it. */
+#define RETRYD_CONTROL_SOCKET_ENV "RETRYD_CONTROL_SOCKET"
+
+/** Never contact a daemon: process-local budgets only. */
+#define RETRYD_HOST_LOCAL_ONLY 0x1u
+
+/** Options of retryd_host_open(); zero-initialise, then set sz. */
+typedef struct retryd_host_opts {
+    size_t sz; /**< sizeof(retryd_host_opts), so the struct can grow */
+    /** NULL: $RETRYD_CONTROL_SOCKET, else RETRYD_DEFAULT_CONTROL_SOCKET. */
+    const char *control_socket;
+    /** Bound on each exchange with the daemon; 0: 1000 ms. */
+    int timeout_ms;
+    unsigned flags; /**< RETRYD_HOST_* */
+    /** Free text the daemon logs for this process (e.g. program name). */
+    const char *client_name;
+} retryd_host_opts;
+
+/** Budget parameters of one upstream, in tokens. */
+typedef struct retryd_budget_params {
+    double ratio;               /**< deposited per first attempt (0.1) */
+    double min_retries_per_sec; /**< floor refill (10) */
+    double cap;                 /**< the balance never exceeds it (100) */
+} retryd_budget_params;
+
+/** retryd's defaults: ratio 0.1, floor 10/s, cap 100 (docs/budget.md). */
+RETRYD_EXPORT extern const retryd_budget_params retryd_budget_defaults;
+
+/**
+ * Attach this process to the host budget.
+ *
+ * Connects to the daemon's control socket, maps the segment and takes a
+ * process slot. When no daemon answers this still succeeds: budgets are
+ * then process-local until a daemon is reachable again.
+ *
+ * @param opts  NULL for all defaults; else opts->sz must be set.
+ * @param ret   the new host, owned by the caller (retryd_host_close()).
+ * @return 0, RETRYD_EINVAL (bad options), RETRYD_ENOMEM.
+ */
+RETRYD_EXPORT int retryd_host_open(const retryd_host_opts *opts,
+                                   retryd_host **ret);
+
+/**
+ * Detach and free the host and every upstream handle it gave out. The
+ * caller guarantees no thread still uses any of them. Accepts NULL.
+ */
+RETRYD_EXPORT void retryd_host_close(retryd_host *host);
+
+/** True when budgets are shared through the daemon's segment right now. */
+RETRYD_EXPORT bool retryd_host_attached(retryd_host *host);
+
+/**
+ * Mark this process as draining (or not). While this process or the host
+ * (retrydctl drain on) drains, retry decisions deny retries.
+ */
+RETRYD_EXPORT void retryd_host_set_draining(retryd_host *host, bool on);
+
+/** This process's or the host's draining flag. */
+RETRYD_EXPORT bool retryd_host_draining(retryd_host *host);
+
+/**
+ * The budget of the upstream named @p name (1 to 95 printable bytes).
+ *
+ * The first call for a name registers it with the daemon (idempotent by
+ * name); later calls return the same handle without contacting anyone. The
+ * handle belongs to @p host and lives until retryd_host_close(); there is
+ * nothing to free. Safe from any thread.
+ *
+ * @param params  NULL: the daemon's configured or default parameters.
+ *                Otherwise they must match what the upstream is registered
+ *                with.
+ * @return 0, RETRYD_EINVAL (bad name or parameters), RETRYD_ECONFLICT (the
+ *         name is registered with other parameters), RETRYD_ENOMEM.
+ */
+RETRYD_EXPORT int retryd_upstream_open(retryd_host *host, const char *name,
+                                       const retryd_budget_params *params,
+                                       retryd_upstream **ret);
+
+/** Record a first attempt: deposits the ratio. 0, or a negative code. */
+RETRYD_EXPORT int retryd_upstream_deposit(retryd_upstream *up);
+
+/**
+ * Take one token for a retry, all-or-nothing.
+ * @return 0, or RETRYD_EBUDGET when there is no whole token.
+ */
+RETRYD_EXPORT int retryd_upstream_withdraw(retryd_upstream *up);
+
+/** Whether at least one token is there (takes nothing). */
+RETRYD_EXPORT bool retryd_upstream_peek(retryd_upstream *up);
+
+/** The balance, in tokens. @return 0, or a negative code. */
+RETRYD_EXPORT int retryd_upstream_balance(retryd_upstream *up,
+                                          double *ret_tokens);
+
+/** True when this handle spends from the host's shared bucket. */
+RETRYD_EXPORT bool retryd_upstream_shared(retryd_upstream *up);
+
+/** The name the handle was opened with (owned by the handle). */
+RETRYD_EXPORT const char *retryd_upstream_name(const retryd_upstream *up);
+
+/**
+ * Count a decision and the evidence of the attempt it followed in this
+ * process's statistics for the upstream (what `retrydctl stats` shows).
+ * Grants and failed withdrawals are counted by the budget itself, so a
+ * RETRY, or a denial whose rule is budget_take_failed, adds only the
+ * evidence.
+ */
+RETRYD_EXPORT void retryd_upstream_record(retryd_upstream *up,
+                                          const retryd_decision *decision,
+                                          retryd_evidence evidence);
+
+/**
+ * The decision engine's view of an upstream budget: pass it as
+ * retryd_decide_env.budget with the retryd_upstream as budget_ctx.
+ */
+RETRYD_EXPORT extern const retryd_budget_iface retryd_upstream_budget;
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* RETRYD_BUDGET_H */

@@ -1,0 +1,224 @@
+/* Framing of the daemon's sockets; see frame.h. */
+#include "frame.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "retryd/common.h"
+
+int retryd__frame_decode(const uint8_t *buf, size_t len, size_t cap,
+                         const uint8_t **ret_body, size_t *ret_body_len,
+                         size_t *ret_consumed)
+{
+    if (len < RETRYD_FRAME_HEADER)
+        return 1;
+    uint32_t n = (uint32_t)buf[0] << 24 | (uint32_t)buf[1] << 16 |
+                 (uint32_t)buf[2] << 8 | (uint32_t)buf[3];
+    /* Checked before anything else is done with it: a hostile length
+     * never makes anyone allocate or wait for it. (Zero is an empty
+     * message: every field at its default.) */
+    if (n > cap)
+        return RETRYD_EPROTO;
+    if (len - RETRYD_FRAME_HEADER < n)
+        return 1;
+    *ret_body = buf + RETRYD_FRAME_HEADER;
+    *ret_body_len = n;
+    *ret_consumed = RETRYD_FRAME_HEADER + (size_t)n;
+    return 0;
+}
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Wait for @p events on @p fd until @p deadline (ms, CLOCK_MONOTONIC). */
+static int wait_fd(int fd, short events, int64_t deadline)
+{
+    for (;;) {
+        int64_t left = deadline - now_ms();
+        if (left <= 0)
+            return RETRYD_ETIMEDOUT;
+        struct pollfd p = {.fd = fd, .events = events};
+        int r = poll(&p, 1, (int)left);
+        if (r > 0)
+            return 0;
+        if (r == 0)
+            return RETRYD_ETIMEDOUT;
+        if (errno != EINTR)
+            return RETRYD_EIO;
+    }
+}
+
+static int errno_to_retryd(int e)
+{
+    switch (e) {
+    case EPIPE:
+    case ECONNRESET:
+    case ENOTCONN:
+    case ECONNREFUSED:
+        return RETRYD_ENOTCONN;
+    default:
+        return RETRYD_EIO;
+    }
+}
+
+int retryd__frame_send(int fd, const ProtobufCMessage *msg, int pass_fd,
+                       int timeout_ms)
+{
+    size_t n = protobuf_c_message_get_packed_size(msg);
+    if (n > RETRYD_FRAME_REPLY_MAX)
+        return RETRYD_EPROTO;
+    uint8_t *buf = malloc(RETRYD_FRAME_HEADER + n);
+    if (buf == NULL)
+        return RETRYD_ENOMEM;
+    buf[0] = (uint8_t)(n >> 24);
+    buf[1] = (uint8_t)(n >> 16);
+    buf[2] = (uint8_t)(n >> 8);
+    buf[3] = (uint8_t)n;
+    protobuf_c_message_pack(msg, buf + RETRYD_FRAME_HEADER);
+
+    int64_t deadline = now_ms() + timeout_ms;
+    size_t total = RETRYD_FRAME_HEADER + n, sent = 0;
+    int r = 0;
+    while (sent < total) {
+        union {
+            struct cmsghdr h;
+            char space[CMSG_SPACE(sizeof(int))];
+        } ctl;
+        struct iovec iov = {.iov_base = buf + sent, .iov_len = total - sent};
+        struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+        /* The descriptor rides on the first byte only. */
+        if (pass_fd >= 0 && sent == 0) {
+            memset(&ctl, 0, sizeof(ctl));
+            mh.msg_control = ctl.space;
+            mh.msg_controllen = sizeof(ctl.space);
+            struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+            c->cmsg_level = SOL_SOCKET;
+            c->cmsg_type = SCM_RIGHTS;
+            c->cmsg_len = CMSG_LEN(sizeof(int));
+            memcpy(CMSG_DATA(c), &pass_fd, sizeof(int));
+        }
+        ssize_t w = sendmsg(fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (w > 0) {
+            sent += (size_t)w;
+            continue;
+        }
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            r = wait_fd(fd, POLLOUT, deadline);
+            if (r < 0)
+                break;
+            continue;
+        }
+        r = errno_to_retryd(errno);
+        break;
+    }
+    free(buf);
+    return r;
+}
+
+/* Collect a descriptor passed with a message; close any extras. */
+static void take_fds(struct msghdr *mh, int *ret_fd)
+{
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(mh); c; c = CMSG_NXTHDR(mh, c)) {
+        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+            continue;
+        size_t nfd = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (size_t i = 0; i < nfd; i++) {
+            int fd;
+            memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+            if (ret_fd != NULL && *ret_fd < 0)
+                *ret_fd = fd;
+            else
+                close(fd);
+        }
+    }
+}
+
+/* Read exactly @p len bytes, gathering a passed descriptor if any. */
+static int recv_exact(int fd, uint8_t *buf, size_t len, int64_t deadline,
+                      int *ret_fd)
+{
+    size_t got = 0;
+    while (got < len) {
+        union {
+            struct cmsghdr h;
+            char space[CMSG_SPACE(sizeof(int) * 4)];
+        } ctl;
+        struct iovec iov = {.iov_base = buf + got, .iov_len = len - got};
+        struct msghdr mh = {.msg_iov = &iov,
+                            .msg_iovlen = 1,
+                            .msg_control = ctl.space,
+                            .msg_controllen = sizeof(ctl.space)};
+        ssize_t r = recvmsg(fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+        if (r > 0) {
+            take_fds(&mh, ret_fd);
+            got += (size_t)r;
+            continue;
+        }
+        if (r == 0)
+            return RETRYD_ENOTCONN;
+        if (errno == EINTR)
+            continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) {
+            int w = wait_fd(fd, POLLIN, deadline);
+            if (w < 0)
+                return w;
+            continue;
+        }
+        return errno_to_retryd(errno);
+    }
+    return 0;
+}
+
+int retryd__frame_recv(int fd, size_t cap, int timeout_ms, uint8_t **ret_body,
+                       size_t *ret_len, int *ret_fd)
+{
+    uint8_t hdr[RETRYD_FRAME_HEADER];
+    const uint8_t *body;
+    size_t body_len, consumed;
+    int64_t deadline = now_ms() + timeout_ms;
+    int passed = -1;
+    int r;
+
+    r = recv_exact(fd, hdr, sizeof(hdr), deadline, &passed);
+    if (r < 0)
+        goto fail;
+    /* Only the header is decoded here: it tells the body's length. */
+    r = retryd__frame_decode(hdr, sizeof(hdr), cap, &body, &body_len,
+                             &consumed);
+    if (r < 0)
+        goto fail;
+    uint32_t n = (uint32_t)hdr[0] << 24 | (uint32_t)hdr[1] << 16 |
+                 (uint32_t)hdr[2] << 8 | (uint32_t)hdr[3];
+    uint8_t *buf = malloc(n ? n : 1);
+    if (buf == NULL) {
+        r = RETRYD_ENOMEM;
+        goto fail;
+    }
+    r = recv_exact(fd, buf, n, deadline, &passed);
+    if (r < 0) {
+        free(buf);
+        goto fail;
+    }
+    *ret_body = buf;
+    *ret_len = n;
+    if (ret_fd != NULL)
+        *ret_fd = passed;
+    else if (passed >= 0)
+        close(passed);
+    return 0;
+fail:
+    if (passed >= 0)
+        close(passed);
+    return r;
+}

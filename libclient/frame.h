@@ -1,0 +1,51 @@
+/*
+ * Frames on the daemon's Unix sockets: a 4-byte big-endian length, then one
+ * protobuf-c message. The length is checked against a cap before anything
+ * is read or unpacked. Internal; shared by libretryd, retryd and retrydctl.
+ */
+#ifndef RETRYD_FRAME_H
+#define RETRYD_FRAME_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <protobuf-c/protobuf-c.h>
+
+#define RETRYD_PROTOCOL_VERSION 1u
+/* Requests (control and stats) are small; replies may list every slot. */
+#define RETRYD_FRAME_REQUEST_MAX (64u * 1024)
+#define RETRYD_FRAME_REPLY_MAX (32u * 1024 * 1024)
+#define RETRYD_FRAME_HEADER 4u
+
+/*
+ * Decode the frame at the start of @p buf (@p len bytes buffered so far).
+ * Returns 0 and sets the body's place when a whole frame is there, 1 when
+ * more bytes are needed, RETRYD_EPROTO when the announced length is above
+ * @p cap (the connection cannot be resynchronised: close it). A zero
+ * length is an empty message.
+ * *ret_consumed is the frame's total size (header + body) on 0.
+ */
+int retryd__frame_decode(const uint8_t *buf, size_t len, size_t cap,
+                         const uint8_t **ret_body, size_t *ret_body_len,
+                         size_t *ret_consumed);
+
+/*
+ * Pack @p msg behind a header and send it on a connected socket, with
+ * @p pass_fd attached by SCM_RIGHTS when >= 0. Blocks at most
+ * @p timeout_ms in total. Returns 0, RETRYD_EPROTO (message above
+ * RETRYD_FRAME_REPLY_MAX), RETRYD_ETIMEDOUT, RETRYD_ENOTCONN (the peer went
+ * away) or RETRYD_EIO.
+ */
+int retryd__frame_send(int fd, const ProtobufCMessage *msg, int pass_fd,
+                       int timeout_ms);
+
+/*
+ * Receive one frame of at most @p cap bytes. On 0, *ret_body is a malloc'ed
+ * buffer of *ret_len bytes the caller frees, and *ret_fd (when not NULL) is
+ * a descriptor passed with it, or -1. Returns 0, RETRYD_EPROTO,
+ * RETRYD_ETIMEDOUT, RETRYD_ENOTCONN, RETRYD_ENOMEM or RETRYD_EIO.
+ */
+int retryd__frame_recv(int fd, size_t cap, int timeout_ms, uint8_t **ret_body,
+                       size_t *ret_len, int *ret_fd);
+
+#endif /* RETRYD_FRAME_H */

@@ -1,0 +1,507 @@
+/*
+ * Attaching a process to the host budget: the control connection, the
+ * segment mapping, the process slot, and what happens at fork().
+ *
+ * The control connection stays open for the life of the attachment: its
+ * hang-up is how the daemon learns that this process detached or died (it
+ * also watches the pid through a pidfd). A forked child must not act as its
+ * parent's process slot, so the child handler drops the attachment; the
+ * child attaches anew on its next budget operation.
+ */
+#include "host.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "frame.h"
+#include "retryd.pb-c.h"
+
+/* --- counter lanes -------------------------------------------------------- */
+
+static _Atomic unsigned lanes_taken; /* bit i: lane i has an owner */
+static _Thread_local int tls_lane = -1;
+static pthread_key_t lane_key;
+static pthread_once_t lane_once = PTHREAD_ONCE_INIT;
+
+static void lane_release(void *arg)
+{
+    int lane = (int)(intptr_t)arg;
+    atomic_fetch_and_explicit(&lanes_taken, ~(1u << lane),
+                              memory_order_release);
+}
+
+static void lane_key_create(void)
+{
+    if (pthread_key_create(&lane_key, lane_release) != 0)
+        lane_key = (pthread_key_t)-1;
+}
+
+int retryd__thread_lane(void)
+{
+    if (tls_lane >= 0)
+        return tls_lane;
+    tls_lane = 0;
+    pthread_once(&lane_once, lane_key_create);
+    if (lane_key == (pthread_key_t)-1)
+        return 0;
+    unsigned taken = atomic_load_explicit(&lanes_taken, memory_order_relaxed);
+    for (int lane = 1; lane < SEG_PROC_LANES; lane++) {
+        if (taken & (1u << lane))
+            continue;
+        /* acquire: the previous owner's plain stores happen before ours. */
+        if (atomic_compare_exchange_strong_explicit(
+                &lanes_taken, &taken, taken | (1u << lane),
+                memory_order_acq_rel, memory_order_relaxed)) {
+            if (pthread_setspecific(lane_key, (void *)(intptr_t)lane) != 0) {
+                lane_release((void *)(intptr_t)lane);
+                return 0;
+            }
+            tls_lane = lane;
+            return lane;
+        }
+        lane = 0; /* lost a race: rescan with the fresh mask */
+    }
+    return 0;
+}
+
+/* --- fork ---------------------------------------------------------------- */
+
+static pthread_mutex_t hosts_lock = PTHREAD_MUTEX_INITIALIZER;
+static retryd_host *hosts;
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+
+/* Hold every lock across fork(), so the child inherits none held by a
+ * thread that does not exist there. */
+static void atfork_prepare(void)
+{
+    pthread_mutex_lock(&hosts_lock);
+    for (retryd_host *h = hosts; h; h = h->next_host)
+        pthread_mutex_lock(&h->lock);
+}
+
+static void atfork_parent(void)
+{
+    for (retryd_host *h = hosts; h; h = h->next_host)
+        pthread_mutex_unlock(&h->lock);
+    pthread_mutex_unlock(&hosts_lock);
+}
+
+static void atfork_child(void)
+{
+    for (retryd_host *h = hosts; h; h = h->next_host) {
+        attachment *a = atomic_load_explicit(&h->att, memory_order_relaxed);
+        if (a != NULL) {
+            a->next_old = h->old_atts;
+            h->old_atts = a;
+            atomic_store_explicit(&h->att, NULL, memory_order_release);
+        }
+        if (h->ctl_fd >= 0) {
+            close(h->ctl_fd);
+            h->ctl_fd = -1;
+        }
+        atomic_store_explicit(&h->next_attach_ns, 0, memory_order_relaxed);
+        pthread_mutex_unlock(&h->lock);
+    }
+    pthread_mutex_unlock(&hosts_lock);
+}
+
+static void atfork_register(void)
+{
+    pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+}
+
+/* --- the control connection ---------------------------------------------- */
+
+static int connect_unix(const char *path, int timeout_ms, int *ret_fd)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    int fd, r;
+
+    if (strlen(path) >= sizeof(sa.sun_path))
+        return RETRYD_EINVAL;
+    memcpy(sa.sun_path, path, strlen(path) + 1);
+    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0)
+        return RETRYD_EIO;
+    r = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
+    if (r < 0 && errno == EAGAIN) {
+        /* A Unix socket whose backlog is full: wait for room. */
+        struct pollfd p = {.fd = fd, .events = POLLOUT};
+        r = poll(&p, 1, timeout_ms) == 1 ? 0 : -1;
+        errno = r < 0 ? ETIMEDOUT : 0;
+    }
+    if (r < 0) {
+        int e = errno;
+        close(fd);
+        return e == EACCES || e == EPERM ? RETRYD_EPERM : RETRYD_ENOTCONN;
+    }
+    *ret_fd = fd;
+    return 0;
+}
+
+/* Send @p req and read the reply; *ret is unpacked (caller frees). */
+static int exchange(retryd_host *h, const Retryd__ControlRequest *req,
+                    Retryd__ControlReply **ret, int *ret_fd)
+{
+    uint8_t *body;
+    size_t len;
+    int r;
+
+    r = retryd__frame_send(h->ctl_fd, &req->base, -1, h->timeout_ms);
+    if (r < 0)
+        return r;
+    r = retryd__frame_recv(h->ctl_fd, RETRYD_FRAME_REPLY_MAX, h->timeout_ms,
+                           &body, &len, ret_fd);
+    if (r < 0)
+        return r;
+    *ret = retryd__control_reply__unpack(NULL, len, body);
+    free(body);
+    if (*ret == NULL) {
+        if (ret_fd != NULL && *ret_fd >= 0)
+            close(*ret_fd);
+        return RETRYD_EPROTO;
+    }
+    return 0;
+}
+
+/* The connection is unusable: forget it, and wait a moment before the
+ * next attempt so a dead daemon costs each caller nothing. */
+static void drop_connection(retryd_host *h)
+{
+    if (h->ctl_fd >= 0)
+        close(h->ctl_fd);
+    h->ctl_fd = -1;
+    atomic_store_explicit(&h->next_attach_ns,
+                          retryd__clock_coarse_ns() + 1000000000ull,
+                          memory_order_relaxed);
+}
+
+static int say_hello(retryd_host *h)
+{
+    Retryd__Hello hello = RETRYD__HELLO__INIT;
+    Retryd__ControlRequest req = RETRYD__CONTROL_REQUEST__INIT;
+    Retryd__ControlReply *rep;
+    int r;
+
+    hello.protocol_version = RETRYD_PROTOCOL_VERSION;
+    hello.client = h->client_name;
+    req.body_case = RETRYD__CONTROL_REQUEST__BODY_HELLO;
+    req.hello = &hello;
+    r = exchange(h, &req, &rep, NULL);
+    if (r < 0)
+        return r;
+    if (rep->error < 0)
+        r = rep->error;
+    else if (rep->body_case != RETRYD__CONTROL_REPLY__BODY_HELLO ||
+             rep->hello->protocol_version != RETRYD_PROTOCOL_VERSION)
+        r = RETRYD_EVERSION;
+    retryd__control_reply__free_unpacked(rep, NULL);
+    return r;
+}
+
+/* Map the passed segment and check everything the reply claims about it. */
+static int map_attachment(const Retryd__AttachReply *ar, int seg_fd,
+                          attachment **ret)
+{
+    seg_view v;
+    int r;
+
+    if (ar->segment_size < SEG_HEADER_SIZE || ar->segment_size > (1ull << 36))
+        return RETRYD_ECORRUPT;
+    void *map = mmap(NULL, ar->segment_size, PROT_READ | PROT_WRITE, MAP_SHARED,
+                     seg_fd, 0);
+    if (map == MAP_FAILED)
+        return RETRYD_EIO;
+    r = retryd__segment_view(map, ar->segment_size, &v);
+    if (r == 0 && v.hdr->generation != ar->generation)
+        r = RETRYD_ECORRUPT;
+    seg_process *p =
+        r == 0 ? retryd__segment_process(&v, ar->process_slot) : NULL;
+    uint64_t ident = 0;
+    if (r == 0 && p == NULL)
+        r = RETRYD_ECORRUPT;
+    if (r == 0) {
+        ident = atomic_load_explicit(&p->ident, memory_order_acquire);
+        if (seg_ident_state(ident) != SEG_ACTIVE ||
+            atomic_load_explicit(&p->pid, memory_order_relaxed) !=
+                (uint64_t)getpid())
+            r = RETRYD_ECORRUPT;
+    }
+    attachment *a = r == 0 ? calloc(1, sizeof(*a)) : NULL;
+    if (r == 0 && a == NULL)
+        r = RETRYD_ENOMEM;
+    if (r < 0) {
+        munmap(map, ar->segment_size);
+        return r;
+    }
+    *a = (attachment){.map = map,
+                      .size = ar->segment_size,
+                      .view = v,
+                      .proc_slot = ar->process_slot,
+                      .proc_ident = ident,
+                      .proc = p,
+                      .generation = ar->generation};
+    *ret = a;
+    return 0;
+}
+
+/* Ask for the segment and a process slot, resuming @p prev's if any. */
+static int request_attach(retryd_host *h, const attachment *prev,
+                          attachment **ret)
+{
+    Retryd__Attach at = RETRYD__ATTACH__INIT;
+    Retryd__ControlRequest req = RETRYD__CONTROL_REQUEST__INIT;
+    Retryd__ControlReply *rep;
+    int seg_fd = -1, r;
+
+    if (prev != NULL) {
+        at.resume = true;
+        at.resume_slot = prev->proc_slot;
+        at.resume_generation = prev->generation;
+    }
+    req.body_case = RETRYD__CONTROL_REQUEST__BODY_ATTACH;
+    req.attach = &at;
+    r = exchange(h, &req, &rep, &seg_fd);
+    if (r < 0)
+        return r;
+    if (rep->error < 0)
+        r = rep->error;
+    else if (rep->body_case != RETRYD__CONTROL_REPLY__BODY_ATTACH ||
+             seg_fd < 0 || rep->attach->layout_version != SEG_LAYOUT_VERSION)
+        r = RETRYD_EPROTO;
+    if (r == 0)
+        r = map_attachment(rep->attach, seg_fd, ret);
+    if (seg_fd >= 0)
+        close(seg_fd); /* the mapping keeps the segment */
+    retryd__control_reply__free_unpacked(rep, NULL);
+    return r;
+}
+
+int retryd__host_attach_locked(retryd_host *h)
+{
+    attachment *cur = atomic_load_explicit(&h->att, memory_order_relaxed);
+    attachment *a = NULL;
+    int r;
+
+    if (h->flags & RETRYD_HOST_LOCAL_ONLY)
+        return RETRYD_ENOTCONN;
+    if (cur != NULL && h->ctl_fd >= 0)
+        return 0;
+    if (retryd__clock_coarse_ns() <
+        atomic_load_explicit(&h->next_attach_ns, memory_order_relaxed))
+        return cur != NULL ? 0 : RETRYD_ENOTCONN;
+
+    r = connect_unix(h->socket_path, h->timeout_ms, &h->ctl_fd);
+    if (r < 0) {
+        h->ctl_fd = -1;
+        drop_connection(h);
+        return cur != NULL ? 0 : r;
+    }
+    r = say_hello(h);
+    if (r == 0)
+        r = request_attach(h, cur, &a);
+    if (r < 0) {
+        drop_connection(h);
+        /* Still attached to the segment we hold: keep deciding on it. */
+        return cur != NULL ? 0 : r;
+    }
+    if (cur != NULL && cur->generation == a->generation &&
+        cur->proc_slot == a->proc_slot) {
+        /* The daemon came back and resumed our slot: nothing moves. */
+        munmap(a->map, a->size);
+        free(a);
+        return 0;
+    }
+    if (cur != NULL) {
+        cur->next_old = h->old_atts;
+        h->old_atts = cur;
+    }
+    atomic_store_explicit(&h->att, a, memory_order_release);
+    return 0;
+}
+
+int retryd__host_register_locked(retryd_host *h, retryd_upstream *up,
+                                 uint32_t *ret_slot, uint32_t *ret_gen)
+{
+    Retryd__Register reg = RETRYD__REGISTER__INIT;
+    Retryd__Params params = RETRYD__PARAMS__INIT;
+    Retryd__ControlRequest req = RETRYD__CONTROL_REQUEST__INIT;
+    Retryd__ControlReply *rep;
+    int r;
+
+    if (h->ctl_fd < 0)
+        return RETRYD_ENOTCONN;
+    reg.name = up->name;
+    if (up->has_params) {
+        params.ratio_micro = up->ratio_micro;
+        params.floor_micro_per_s = up->floor_micro_per_s;
+        params.cap_micro = up->cap_micro;
+        reg.params = &params;
+    }
+    req.body_case = RETRYD__CONTROL_REQUEST__BODY_REGISTER;
+    req.register_ = &reg;
+    r = exchange(h, &req, &rep, NULL);
+    if (r < 0) {
+        drop_connection(h);
+        return r;
+    }
+    if (rep->error < 0)
+        r = rep->error;
+    else if (rep->body_case != RETRYD__CONTROL_REPLY__BODY_UPSTREAM)
+        r = RETRYD_EPROTO;
+    else {
+        *ret_slot = rep->upstream->slot;
+        *ret_gen = rep->upstream->slot_generation;
+    }
+    retryd__control_reply__free_unpacked(rep, NULL);
+    return r;
+}
+
+/* --- the host ------------------------------------------------------------ */
+
+const retryd_budget_params retryd_budget_defaults = {
+    .ratio = 0.1,
+    .min_retries_per_sec = 10,
+    .cap = 100,
+};
+
+static void host_free(retryd_host *h);
+
+int retryd_host_open(const retryd_host_opts *opts, retryd_host **ret)
+{
+    retryd_host_opts o = {0};
+    const char *path;
+    retryd_host *h;
+
+    if (ret == NULL)
+        return RETRYD_EINVAL;
+    if (opts != NULL) {
+        if (opts->sz < offsetof(retryd_host_opts, flags) + sizeof(unsigned) ||
+            opts->sz > sizeof(o) * 4)
+            return RETRYD_EINVAL;
+        memcpy(&o, opts, opts->sz < sizeof(o) ? opts->sz : sizeof(o));
+    }
+    path =
+        o.control_socket ? o.control_socket : getenv(RETRYD_CONTROL_SOCKET_ENV);
+    if (path == NULL || *path == '\0')
+        path = RETRYD_DEFAULT_CONTROL_SOCKET;
+    if (strlen(path) >= sizeof(h->socket_path) || o.timeout_ms < 0)
+        return RETRYD_EINVAL;
+
+    h = calloc(1, sizeof(*h));
+    if (h == NULL)
+        return RETRYD_ENOMEM;
+    pthread_mutex_init(&h->lock, NULL);
+    h->ctl_fd = -1;
+    memcpy(h->socket_path, path, strlen(path) + 1);
+    snprintf(h->client_name, sizeof(h->client_name), "%s",
+             o.client_name ? o.client_name : "");
+    h->timeout_ms = o.timeout_ms ? o.timeout_ms : 1000;
+    h->flags = o.flags;
+    /* A fixed bucket count and no automatic resize: the table starts no
+     * worker thread inside the caller's program. Handles are few. */
+    h->names = cds_lfht_new_flavor(64, 64, 64, 0, &urcu_bp_flavor, NULL);
+    if (h->names == NULL) {
+        host_free(h);
+        return RETRYD_ENOMEM;
+    }
+
+    pthread_once(&atfork_once, atfork_register);
+    pthread_mutex_lock(&hosts_lock);
+    h->next_host = hosts;
+    hosts = h;
+    pthread_mutex_unlock(&hosts_lock);
+
+    pthread_mutex_lock(&h->lock);
+    (void)retryd__host_attach_locked(h); /* no daemon: local budgets */
+    pthread_mutex_unlock(&h->lock);
+    *ret = h;
+    return 0;
+}
+
+static void host_free(retryd_host *h)
+{
+    attachment *a = atomic_load_explicit(&h->att, memory_order_relaxed);
+    if (a != NULL) {
+        a->next_old = h->old_atts;
+        h->old_atts = a;
+    }
+    for (attachment *next; h->old_atts; h->old_atts = next) {
+        next = h->old_atts->next_old;
+        munmap(h->old_atts->map, h->old_atts->size);
+        free(h->old_atts);
+    }
+    /* No reader is left (the caller's guarantee): empty the table, which
+     * cds_lfht_destroy() requires, then free the handles themselves. */
+    for (retryd_upstream *up = h->all; up && h->names; up = up->next_all)
+        if (!cds_lfht_is_node_deleted(&up->node))
+            cds_lfht_del(h->names, &up->node);
+    for (retryd_upstream *next; h->all; h->all = next) {
+        next = h->all->next_all;
+        for (binding *b = atomic_load(&h->all->bind); b;) {
+            binding *bn = b->next_old;
+            free(b);
+            b = bn;
+        }
+        for (binding *b = h->all->old_bindings; b;) {
+            binding *bn = b->next_old;
+            free(b);
+            b = bn;
+        }
+        free(h->all);
+    }
+    if (h->names != NULL)
+        cds_lfht_destroy(h->names, NULL);
+    if (h->ctl_fd >= 0)
+        close(h->ctl_fd); /* the daemon frees our process slot */
+    pthread_mutex_destroy(&h->lock);
+    free(h);
+}
+
+void retryd_host_close(retryd_host *host)
+{
+    if (host == NULL)
+        return;
+    pthread_mutex_lock(&hosts_lock);
+    for (retryd_host **p = &hosts; *p; p = &(*p)->next_host) {
+        if (*p == host) {
+            *p = host->next_host;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&hosts_lock);
+    host_free(host);
+}
+
+bool retryd_host_attached(retryd_host *host)
+{
+    return host != NULL &&
+           atomic_load_explicit(&host->att, memory_order_acquire) != NULL;
+}
+
+void retryd_host_set_draining(retryd_host *host, bool on)
+{
+    if (host != NULL)
+        atomic_store_explicit(&host->local_draining, on, memory_order_release);
+}
+
+bool retryd_host_draining(retryd_host *host)
+{
+    if (host == NULL)
+        return false;
+    if (atomic_load_explicit(&host->local_draining, memory_order_acquire))
+        return true;
+    attachment *a = atomic_load_explicit(&host->att, memory_order_acquire);
+    return a != NULL &&
+           (atomic_load_explicit(&a->view.hdr->flags, memory_order_acquire) &
+            SEG_FLAG_DRAINING);
+}

@@ -1,0 +1,89 @@
+/*
+ * The client side of the host budget: the attachment (mapping + process
+ * slot + control connection), the upstream handles and their bindings to
+ * shared slots. Internal to libretryd. docs/budget.md explains the life of
+ * a handle; this header only names the parts.
+ */
+#ifndef RETRYD_HOST_H
+#define RETRYD_HOST_H
+
+#include <pthread.h>
+#include <stdalign.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <urcu/urcu-bp.h>
+#include <urcu/rculfhash.h>
+
+#include "bucket.h"
+#include "retryd/budget.h"
+#include "segment.h"
+
+/* A mapped segment and this process's slot in it. Never unmapped while the
+ * host lives: bindings may still point into it. */
+typedef struct attachment {
+    void *map;
+    size_t size;
+    seg_view view;
+    uint32_t proc_slot;
+    uint64_t proc_ident;
+    seg_process *proc;
+    uint64_t generation;
+    struct attachment *next_old;
+} attachment;
+
+/* An upstream handle's place in an attachment. Immutable once published;
+ * replaced (never freed before the host) when the handle rebinds. */
+typedef struct binding {
+    attachment *att;
+    seg_upstream *slot;
+    uint64_t ident;
+    int entry; /* in the process slot; -1 counts into the slot's counters */
+    struct binding *next_old;
+} binding;
+
+struct retryd_upstream {
+    struct cds_lfht_node node;
+    retryd_host *host;
+    char name[SEG_NAME_MAX + 1];
+    bool has_params;
+    uint64_t ratio_micro, floor_micro_per_s, cap_micro;
+    /* The process-local bucket, used while no shared slot is bound. */
+    seg_upstream local;
+    _Atomic uint64_t local_counters[SEG_COUNTERS];
+    _Atomic(binding *) bind;
+    binding *old_bindings;         /* under host->lock */
+    _Atomic uint64_t next_bind_ns; /* no rebind attempt before this */
+    struct retryd_upstream *next_all;
+};
+
+struct retryd_host {
+    pthread_mutex_t lock; /* the slow path: attach, register, rebind */
+    char socket_path[108];
+    char client_name[64];
+    int timeout_ms;
+    unsigned flags;
+    _Atomic(attachment *) att; /* NULL: not attached (local budgets) */
+    attachment *old_atts;      /* under lock */
+    int ctl_fd;                /* -1 when not connected; under lock */
+    _Atomic uint64_t next_attach_ns;
+    _Atomic bool local_draining;
+    struct cds_lfht *names;
+    struct retryd_upstream *all; /* under lock */
+    struct retryd_host *next_host;
+};
+
+/* Slow path, under host->lock: make sure the host is attached; 0 or a
+ * negative code (RETRYD_ENOTCONN when no daemon answers). */
+int retryd__host_attach_locked(retryd_host *h);
+
+/* Slow path, under host->lock: register @p up with the daemon and return
+ * the slot it got. */
+int retryd__host_register_locked(retryd_host *h, retryd_upstream *up,
+                                 uint32_t *ret_slot, uint32_t *ret_gen);
+
+/* The counter lane of the calling thread: 0 (shared) or 1..3 (its own). */
+int retryd__thread_lane(void);
+
+#endif /* RETRYD_HOST_H */

@@ -1,0 +1,176 @@
+/*
+ * The host segment: its layout, and the checks every reader makes before
+ * trusting it. Internal to retryd; shared by libretryd and the daemon.
+ * docs/segment.md draws it; read that first.
+ *
+ * Everything a process may write concurrently with another is _Atomic.
+ * Immutable header fields are written once by the daemon before it
+ * publishes the magic number with release order.
+ */
+#ifndef RETRYD_SEGMENT_H
+#define RETRYD_SEGMENT_H
+
+#include <stdalign.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define SEG_MAGIC UINT64_C(0x4753445952544552) /* "RETRYDSG", little-endian */
+#define SEG_LAYOUT_VERSION 1u
+#define SEG_LINE 64
+#define SEG_HEADER_SIZE 4096u
+
+/* Defaults and hard limits of the tables. */
+#define SEG_DEFAULT_UPSTREAMS 4096u
+#define SEG_DEFAULT_PROCESSES 1024u
+#define SEG_MAX_UPSTREAMS 65536u
+#define SEG_MAX_PROCESSES 65536u
+#define SEG_NAME_MAX 95u /* bytes of an upstream name, without the NUL */
+
+/* Header flags. */
+#define SEG_FLAG_DRAINING 0x1u
+
+/* Slot states, in the low 32 bits of a slot's ident word. */
+enum seg_state {
+    SEG_FREE = 0,
+    SEG_ACTIVE = 1,
+    SEG_RETIRED = 2,
+};
+
+/* The counters kept per upstream and per process (see docs/segment.md). */
+enum seg_counter {
+    SEG_C_DEPOSITS = 0,
+    SEG_C_GRANTED = 1,
+    SEG_C_DENIED_FIRST = 2, /* + (retryd_denial - 1), for denials 1..8 */
+    SEG_C_AMBIGUOUS = 10,
+    SEG_C_EVIDENCE_FIRST = 11, /* + retryd_evidence, 4 of them */
+    SEG_C_REFILLED_MICRO = 15,
+    SEG_C_DISCARDED_MICRO = 16,
+    SEG_COUNTERS = 20, /* 17..19 reserved for growth within layout 1 */
+};
+
+/* Fixed point: balances and parameters are in micro-tokens. */
+#define SEG_MICRO UINT64_C(1000000)
+/* The token word: generation (16 bits) above the balance (48 bits), so a
+ * compare-and-swap by a stale handle fails once the slot is reused. */
+#define SEG_BALANCE_BITS 48
+#define SEG_BALANCE_MASK ((UINT64_C(1) << SEG_BALANCE_BITS) - 1)
+#define SEG_MAX_CAP_MICRO SEG_BALANCE_MASK
+
+typedef struct seg_header {
+    /* Immutable after creation. */
+    uint64_t magic;
+    uint32_t layout_version;
+    uint32_t header_size;
+    uint64_t total_size;
+    uint32_t upstream_capacity;
+    uint32_t process_capacity;
+    uint32_t upstream_slot_size;
+    uint32_t process_slot_size;
+    uint64_t upstreams_offset;
+    uint64_t processes_offset;
+    uint64_t generation; /* random, new for each created segment */
+    uint64_t created_unix_ms;
+    /* Mutable, written by the daemon. */
+    alignas(SEG_LINE) _Atomic uint64_t daemon_pid;
+    _Atomic uint64_t daemon_start_time; /* clock ticks since boot */
+    _Atomic uint64_t heartbeat_ns;      /* CLOCK_MONOTONIC */
+    _Atomic uint32_t flags;             /* SEG_FLAG_* */
+    /* Upstream slots [0, high_water) may be in use: bounds a scan. */
+    _Atomic uint32_t upstream_high_water;
+} seg_header;
+
+typedef struct seg_upstream {
+    /* The bucket: the only line every process writes on the hot path. */
+    alignas(SEG_LINE) _Atomic uint64_t tokens; /* gen16 | balance48 */
+    _Atomic uint64_t last_refill_ns;
+    /* Identity and parameters: read-mostly, written by the daemon. */
+    alignas(SEG_LINE) _Atomic uint64_t ident; /* generation32 << 32 | state */
+    _Atomic uint64_t ratio_micro;
+    _Atomic uint64_t floor_micro_per_s;
+    _Atomic uint64_t cap_micro;
+    char name[SEG_NAME_MAX + 1]; /* written before ident turns ACTIVE */
+    /* Counters of exited processes (folded in by the daemon) and of
+     * processes whose own table is full. */
+    alignas(SEG_LINE) _Atomic uint64_t counters[SEG_COUNTERS];
+} seg_upstream;
+
+#define SEG_PROC_ENTRIES 32
+/*
+ * Counter lanes per entry. Lane 0 is shared by any thread of the process
+ * (atomic additions); lanes 1..3 each belong to one thread, which counts
+ * with plain loads and stores: no locked instruction on the hot path.
+ * Readers sum the lanes.
+ */
+#define SEG_PROC_LANES 4
+
+typedef struct seg_process {
+    alignas(SEG_LINE) _Atomic uint64_t ident; /* generation32 << 32 | state */
+    _Atomic uint64_t pid;
+    _Atomic uint64_t start_time; /* /proc/<pid>/stat field 22 */
+    _Atomic uint64_t uid;
+    _Atomic uint64_t attached_unix_ms;
+    /* Which upstream each entry counts for: (slot + 1) << 32 | slot
+     * generation; 0 when unused. Written only by the owning process. */
+    alignas(SEG_LINE) _Atomic uint64_t entry_upstream[SEG_PROC_ENTRIES];
+    alignas(SEG_LINE) _Atomic uint64_t
+        counters[SEG_PROC_LANES][SEG_PROC_ENTRIES][SEG_COUNTERS];
+} seg_process;
+
+/* A validated view of a mapped segment. Pointers are derived from the
+ * header only after every offset and size was checked against the mapping. */
+typedef struct seg_view {
+    seg_header *hdr;
+    seg_upstream *upstreams;
+    seg_process *processes;
+    uint32_t upstream_capacity;
+    uint32_t process_capacity;
+    size_t size;
+} seg_view;
+
+static inline uint64_t seg_ident(uint32_t generation, enum seg_state state)
+{
+    return (uint64_t)generation << 32 | (uint32_t)state;
+}
+
+static inline uint32_t seg_ident_generation(uint64_t ident)
+{
+    return (uint32_t)(ident >> 32);
+}
+
+static inline enum seg_state seg_ident_state(uint64_t ident)
+{
+    return (enum seg_state)(uint32_t)ident;
+}
+
+static inline uint64_t seg_token_word(uint32_t generation, uint64_t balance)
+{
+    return (uint64_t)(uint16_t)generation << SEG_BALANCE_BITS |
+           (balance & SEG_BALANCE_MASK);
+}
+
+/* Bytes a segment of these capacities occupies. */
+size_t retryd__segment_size(uint32_t upstreams, uint32_t processes);
+
+/*
+ * Validate the header of @p mem (a mapping of @p size bytes) and fill a
+ * view. Checks magic, layout version, header and slot sizes, that the
+ * tables lie inside the mapping, and the capacity limits.
+ * Returns 0, RETRYD_ECORRUPT or RETRYD_EVERSION.
+ */
+int retryd__segment_view(void *mem, size_t size, seg_view *ret);
+
+/* Write a fresh header and zeroed tables into @p mem (the daemon). */
+void retryd__segment_format(void *mem, uint32_t upstreams, uint32_t processes,
+                            uint64_t generation, uint64_t created_unix_ms);
+
+/* Bounds-checked slot access; NULL for an index out of range. */
+seg_upstream *retryd__segment_upstream(const seg_view *v, uint32_t index);
+seg_process *retryd__segment_process(const seg_view *v, uint32_t index);
+
+/* The start time of a process (field 22 of /proc/<pid>/stat), 0 when the
+ * process does not exist. Tells a live process from a recycled pid. */
+uint64_t retryd__process_start_time(uint64_t pid);
+
+#endif /* RETRYD_SEGMENT_H */

@@ -1,0 +1,425 @@
+/*
+ * Upstream handles: the public budget operations.
+ *
+ * The hot path is: load the handle's binding, check that it belongs to the
+ * current attachment, run the bucket operation on the shared slot. Anything
+ * else (no binding yet, the daemon gone or back, the slot retired, a fork)
+ * goes through rebind(), under the host's lock, which attaches, registers
+ * the name and publishes a new binding, or leaves the handle on its
+ * process-local bucket. Handles are found by name through an RCU hash table
+ * (liburcu's cds_lfht, bp flavour: no thread registration needed in the
+ * caller's program); they live until the host is closed.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "host.h"
+
+#define NS_PER_S UINT64_C(1000000000)
+/* How long a handle on its local bucket waits before asking again. */
+#define REBIND_INTERVAL_NS (NS_PER_S / 2)
+
+static unsigned long name_hash(const char *s)
+{
+    uint64_t h = UINT64_C(0xcbf29ce484222325);
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * UINT64_C(0x100000001b3);
+    return (unsigned long)h;
+}
+
+static int name_match(struct cds_lfht_node *node, const void *key)
+{
+    const retryd_upstream *up = caa_container_of(node, retryd_upstream, node);
+    return strcmp(up->name, key) == 0;
+}
+
+static int name_validate(const char *name)
+{
+    size_t n = 0;
+    if (name == NULL)
+        return RETRYD_EINVAL;
+    for (; name[n]; n++)
+        if ((unsigned char)name[n] <= 0x20 || (unsigned char)name[n] >= 0x7f)
+            return RETRYD_EINVAL;
+    return n >= 1 && n <= SEG_NAME_MAX ? 0 : RETRYD_EINVAL;
+}
+
+/* Tokens to micro-tokens, refusing what the segment cannot hold. */
+static int to_micro(double tokens, uint64_t max, uint64_t *ret)
+{
+    if (!isfinite(tokens) || tokens < 0 || tokens * 1e6 > (double)max)
+        return RETRYD_EINVAL;
+    *ret = (uint64_t)llround(tokens * 1e6);
+    return 0;
+}
+
+static int params_to_micro(const retryd_budget_params *p, retryd_upstream *up)
+{
+    if (to_micro(p->ratio, SEG_MAX_CAP_MICRO, &up->ratio_micro) < 0 ||
+        to_micro(p->min_retries_per_sec, UINT64_C(1) << 40,
+                 &up->floor_micro_per_s) < 0 ||
+        to_micro(p->cap, SEG_MAX_CAP_MICRO, &up->cap_micro) < 0 ||
+        up->cap_micro < SEG_MICRO)
+        return RETRYD_EINVAL;
+    return 0;
+}
+
+static retryd_upstream *lookup(retryd_host *h, const char *name)
+{
+    struct cds_lfht_iter it;
+    struct cds_lfht_node *node;
+
+    urcu_bp_read_lock();
+    cds_lfht_lookup(h->names, name_hash(name), name_match, name, &it);
+    node = cds_lfht_iter_get_node(&it);
+    urcu_bp_read_unlock();
+    /* Handles are freed only with the host, so the pointer outlives the
+     * read-side section. */
+    return node ? caa_container_of(node, retryd_upstream, node) : NULL;
+}
+
+/* The entry of this process slot that counts for @p key, claiming a free
+ * one; -1 when the table is full (the slot's shared counters then). */
+static int claim_entry(seg_process *p, uint64_t key)
+{
+    int free_entry = -1;
+    for (int i = 0; i < SEG_PROC_ENTRIES; i++) {
+        uint64_t k =
+            atomic_load_explicit(&p->entry_upstream[i], memory_order_relaxed);
+        if (k == key)
+            return i;
+        if (k == 0 && free_entry < 0)
+            free_entry = i;
+    }
+    if (free_entry >= 0)
+        atomic_store_explicit(&p->entry_upstream[free_entry], key,
+                              memory_order_release);
+    return free_entry;
+}
+
+/* Find an active slot by name without the daemon (it is down, but the
+ * segment we hold still works). Each candidate is read between two loads
+ * of its ident, so a slot being rewritten is skipped, not misread. */
+static seg_upstream *scan_for_name(const attachment *a, const char *name,
+                                   uint64_t *ret_ident)
+{
+    uint32_t hw = atomic_load_explicit(&a->view.hdr->upstream_high_water,
+                                       memory_order_acquire);
+    if (hw > a->view.upstream_capacity)
+        hw = a->view.upstream_capacity; /* a corrupted high-water mark */
+    for (uint32_t i = 0; i < hw; i++) {
+        seg_upstream *s = &a->view.upstreams[i];
+        uint64_t id = atomic_load_explicit(&s->ident, memory_order_acquire);
+        if (seg_ident_state(id) != SEG_ACTIVE)
+            continue;
+        char copy[SEG_NAME_MAX + 1];
+        memcpy(copy, s->name, sizeof(copy));
+        copy[SEG_NAME_MAX] = '\0';
+        atomic_thread_fence(memory_order_acquire);
+        if (atomic_load_explicit(&s->ident, memory_order_relaxed) == id &&
+            strcmp(copy, name) == 0) {
+            *ret_ident = id;
+            return s;
+        }
+    }
+    return NULL;
+}
+
+/* Under h->lock: find this handle's slot in the current attachment. */
+static seg_upstream *resolve_slot(retryd_host *h, retryd_upstream *up,
+                                  attachment *a, uint64_t *ret_ident, int *err)
+{
+    uint32_t slot, gen;
+    int r = retryd__host_register_locked(h, up, &slot, &gen);
+
+    *err = 0;
+    if (r == 0) {
+        seg_upstream *s = retryd__segment_upstream(&a->view, slot);
+        uint64_t id = seg_ident(gen, SEG_ACTIVE);
+        if (s != NULL &&
+            atomic_load_explicit(&s->ident, memory_order_acquire) == id) {
+            *ret_ident = id;
+            return s;
+        }
+        return NULL; /* retired under our feet, or a lying reply */
+    }
+    if (r == RETRYD_ECONFLICT || r == RETRYD_EINVAL) {
+        *err = r;
+        return NULL;
+    }
+    /* The daemon did not answer: the segment we hold still decides. */
+    return up->has_params ? NULL : scan_for_name(a, up->name, ret_ident);
+}
+
+/*
+ * The slow path: bind @p up to a shared slot if the host can attach, else
+ * leave it local. Returns the binding to use (NULL: local), or sets *err for
+ * an error the caller must see.
+ */
+static binding *rebind(retryd_upstream *up, int *err)
+{
+    retryd_host *h = up->host;
+    binding *b = NULL;
+
+    *err = 0;
+    uint64_t now = retryd__clock_coarse_ns();
+    if (now < atomic_load_explicit(&up->next_bind_ns, memory_order_relaxed))
+        return NULL;
+    pthread_mutex_lock(&h->lock);
+    (void)retryd__host_attach_locked(h);
+    attachment *a = atomic_load_explicit(&h->att, memory_order_relaxed);
+    binding *cur = atomic_load_explicit(&up->bind, memory_order_relaxed);
+    if (a == NULL)
+        goto out;
+    uint64_t ident;
+    seg_upstream *s = resolve_slot(h, up, a, &ident, err);
+    if (s == NULL)
+        goto out;
+    if (cur != NULL && cur->att == a && cur->slot == s && cur->ident == ident) {
+        b = cur; /* another thread rebound it already */
+        goto out;
+    }
+    b = malloc(sizeof(*b));
+    if (b == NULL)
+        goto out;
+    uint32_t index = (uint32_t)(s - a->view.upstreams);
+    *b = (binding){
+        .att = a,
+        .slot = s,
+        .ident = ident,
+        .entry = claim_entry(a->proc, (uint64_t)(index + 1) << 32 |
+                                          seg_ident_generation(ident)),
+    };
+    if (cur != NULL) {
+        cur->next_old = up->old_bindings;
+        up->old_bindings = cur;
+    }
+    atomic_store_explicit(&up->bind, b, memory_order_release);
+out:
+    if (b == NULL)
+        atomic_store_explicit(&up->next_bind_ns, now + REBIND_INTERVAL_NS,
+                              memory_order_relaxed);
+    pthread_mutex_unlock(&h->lock);
+    return b;
+}
+
+int retryd_upstream_open(retryd_host *host, const char *name,
+                         const retryd_budget_params *params,
+                         retryd_upstream **ret)
+{
+    retryd_upstream *up, *found;
+    int r, err;
+
+    if (host == NULL || ret == NULL || name_validate(name) < 0)
+        return RETRYD_EINVAL;
+    up = calloc(1, sizeof(*up));
+    if (up == NULL)
+        return RETRYD_ENOMEM;
+    r = params_to_micro(params ? params : &retryd_budget_defaults, up);
+    if (r < 0) {
+        free(up);
+        return r;
+    }
+    up->has_params = params != NULL;
+
+    found = lookup(host, name);
+    if (found != NULL) {
+        bool same = !up->has_params ||
+                    (found->ratio_micro == up->ratio_micro &&
+                     found->floor_micro_per_s == up->floor_micro_per_s &&
+                     found->cap_micro == up->cap_micro);
+        free(up);
+        if (!same)
+            return RETRYD_ECONFLICT;
+        *ret = found;
+        return 0;
+    }
+
+    up->host = host;
+    memcpy(up->name, name, strlen(name) + 1);
+    cds_lfht_node_init(&up->node);
+    uint64_t now = retryd__clock_coarse_ns();
+    atomic_store_explicit(&up->local.ident, seg_ident(1, SEG_ACTIVE),
+                          memory_order_relaxed);
+    /* The local bucket starts with one second of floor, like a new shared
+     * slot (docs/budget.md). */
+    retryd__bucket_init(&up->local, 1, up->ratio_micro, up->floor_micro_per_s,
+                        up->cap_micro, up->floor_micro_per_s, now);
+
+    pthread_mutex_lock(&host->lock);
+    struct cds_lfht_node *prev = cds_lfht_add_unique(
+        host->names, name_hash(name), name_match, up->name, &up->node);
+    if (prev != &up->node) {
+        /* Another thread opened it first. */
+        pthread_mutex_unlock(&host->lock);
+        free(up);
+        return retryd_upstream_open(host, name, params, ret);
+    }
+    up->next_all = host->all;
+    host->all = up;
+    pthread_mutex_unlock(&host->lock);
+
+    (void)rebind(up, &err);
+    if (err == RETRYD_ECONFLICT) {
+        /* Unlist the handle so the next open asks again; its memory stays
+         * on the host's list, since a racing opener may hold it. */
+        pthread_mutex_lock(&host->lock);
+        cds_lfht_del(host->names, &up->node);
+        pthread_mutex_unlock(&host->lock);
+        return err;
+    }
+    *ret = up;
+    return 0;
+}
+
+/* The binding to use now, or NULL for the slow path. */
+static inline binding *current(retryd_upstream *up)
+{
+    binding *b = atomic_load_explicit(&up->bind, memory_order_acquire);
+    if (__builtin_expect(b != NULL, 1) &&
+        __builtin_expect(b->att == atomic_load_explicit(&up->host->att,
+                                                        memory_order_acquire),
+                         1))
+        return b;
+    return NULL;
+}
+
+static inline bucket_tally tally_of(const binding *b)
+{
+    if (b->entry < 0)
+        return (bucket_tally){b->slot->counters, false};
+    int lane = retryd__thread_lane();
+    return (bucket_tally){b->att->proc->counters[lane][b->entry], lane != 0};
+}
+
+static inline bucket_tally local_tally(retryd_upstream *up)
+{
+    return (bucket_tally){up->local_counters, false};
+}
+
+/* Run @p op on the shared slot when bound, else on the local bucket; one
+ * rebind when the binding is missing or stale. */
+#define ON_BUCKET(up, op_shared, op_local)                                     \
+    do {                                                                       \
+        binding *b_ = current(up);                                             \
+        int r_ = RETRYD_ESTALE, e_;                                            \
+        if (b_ != NULL) {                                                      \
+            bucket_tally t_ = tally_of(b_);                                    \
+            r_ = op_shared;                                                    \
+        }                                                                      \
+        if (r_ == RETRYD_ESTALE) {                                             \
+            b_ = rebind(up, &e_);                                              \
+            if (b_ != NULL) {                                                  \
+                bucket_tally t_ = tally_of(b_);                                \
+                r_ = op_shared;                                                \
+            }                                                                  \
+            if (b_ == NULL || r_ == RETRYD_ESTALE) {                           \
+                bucket_tally t_ = local_tally(up);                             \
+                r_ = op_local;                                                 \
+            }                                                                  \
+        }                                                                      \
+        return r_;                                                             \
+    } while (0)
+
+int retryd_upstream_deposit(retryd_upstream *up)
+{
+    if (up == NULL)
+        return RETRYD_EINVAL;
+    ON_BUCKET(
+        up, retryd__bucket_deposit(b_->slot, b_->ident, &t_),
+        retryd__bucket_deposit(&up->local, seg_ident(1, SEG_ACTIVE), &t_));
+}
+
+int retryd_upstream_withdraw(retryd_upstream *up)
+{
+    if (up == NULL)
+        return RETRYD_EINVAL;
+    ON_BUCKET(up,
+              retryd__bucket_withdraw(b_->slot, b_->ident,
+                                      &retryd__coarse_clock, &t_),
+              retryd__bucket_withdraw(&up->local, seg_ident(1, SEG_ACTIVE),
+                                      &retryd__coarse_clock, &t_));
+}
+
+static int peek_impl(retryd_upstream *up)
+{
+    ON_BUCKET(
+        up,
+        retryd__bucket_peek(b_->slot, b_->ident, &retryd__coarse_clock, &t_),
+        retryd__bucket_peek(&up->local, seg_ident(1, SEG_ACTIVE),
+                            &retryd__coarse_clock, &t_));
+}
+
+bool retryd_upstream_peek(retryd_upstream *up)
+{
+    return up != NULL && peek_impl(up) == 1;
+}
+
+static int balance_impl(retryd_upstream *up, uint64_t *micro)
+{
+    ON_BUCKET(up,
+              retryd__bucket_balance(b_->slot, b_->ident, &retryd__coarse_clock,
+                                     &t_, micro),
+              retryd__bucket_balance(&up->local, seg_ident(1, SEG_ACTIVE),
+                                     &retryd__coarse_clock, &t_, micro));
+}
+
+int retryd_upstream_balance(retryd_upstream *up, double *ret_tokens)
+{
+    uint64_t micro = 0;
+    if (up == NULL || ret_tokens == NULL)
+        return RETRYD_EINVAL;
+    int r = balance_impl(up, &micro);
+    if (r == 0)
+        *ret_tokens = (double)micro / 1e6;
+    return r;
+}
+
+bool retryd_upstream_shared(retryd_upstream *up)
+{
+    return up != NULL && current(up) != NULL;
+}
+
+const char *retryd_upstream_name(const retryd_upstream *up)
+{
+    return up ? up->name : NULL;
+}
+
+void retryd_upstream_record(retryd_upstream *up,
+                            const retryd_decision *decision,
+                            retryd_evidence evidence)
+{
+    if (up == NULL)
+        return;
+    binding *b = current(up);
+    bucket_tally t = b ? tally_of(b) : local_tally(up);
+    _Atomic uint64_t *c = t.counters;
+
+#define BUMP(i) atomic_fetch_add_explicit(&c[(i)], 1, memory_order_relaxed)
+    if ((unsigned)evidence < RETRYD_EVIDENCE_COUNT)
+        BUMP(SEG_C_EVIDENCE_FIRST + (int)evidence);
+    if (decision == NULL)
+        return;
+    if (decision->verdict == RETRYD_VERDICT_AMBIGUOUS)
+        BUMP(SEG_C_AMBIGUOUS);
+    /* Failed takes were counted by the withdrawal itself. */
+    if (decision->verdict != RETRYD_VERDICT_RETRY &&
+        decision->reason > RETRYD_DENIAL_NONE &&
+        decision->reason < RETRYD_DENIAL_COUNT &&
+        decision->rule != RETRYD_RULE_BUDGET_TAKE_FAILED)
+        BUMP(SEG_C_DENIED_FIRST + (int)decision->reason - 1);
+#undef BUMP
+}
+
+static bool budget_peek(void *ctx)
+{
+    return retryd_upstream_peek(ctx);
+}
+
+static bool budget_take(void *ctx)
+{
+    return retryd_upstream_withdraw(ctx) == 0;
+}
+
+const retryd_budget_iface retryd_upstream_budget = {budget_peek, budget_take};
