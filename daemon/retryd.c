@@ -296,13 +296,24 @@ static bool on_signal(server *d)
     return stop;
 }
 
-static void run(server *d)
+/* Tell whoever started us that the sockets accept connections. */
+static void notify_ready(int fd)
+{
+    if (fd < 0)
+        return;
+    if (write(fd, "READY\n", 6) != 6)
+        log_warn("--notify-fd %d: %s", fd, strerror(errno));
+    close(fd);
+}
+
+static void run(server *d, int notify_fd)
 {
     struct epoll_event evs[64];
     bool stop = false;
 
     log_info("serving: control %s, stats %s", d->cfg->control_socket,
              d->cfg->stats_socket);
+    notify_ready(notify_fd);
     while (!stop) {
         int n = epoll_wait(d->epfd, evs, 64, -1);
         if (n < 0 && errno == EINTR)
@@ -365,10 +376,12 @@ static void teardown(server *d)
 static void usage(FILE *out)
 {
     fprintf(out,
-            "usage: retryd [--config FILE] [--check-config] [--version]\n"
+            "usage: retryd [--config FILE] [--check-config] [--notify-fd FD]\n"
+            "              [--version]\n"
             "  --config FILE    configuration (default %s; when that file\n"
             "                   does not exist, built-in defaults)\n"
             "  --check-config   validate the configuration and exit\n"
+            "  --notify-fd FD   write READY to FD once serving, then close it\n"
             "signals: SIGHUP reloads the configuration, SIGTERM stops\n",
             DEFAULT_CONFIG);
 }
@@ -393,11 +406,13 @@ int main(int argc, char **argv)
         {"config", required_argument, NULL, 'c'},
         {"check-config", no_argument, NULL, 'k'},
         {"version", no_argument, NULL, 'V'},
+        {"notify-fd", required_argument, NULL, 'n'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     const char *path = DEFAULT_CONFIG;
     bool explicit_path = false, check = false;
+    int notify_fd = -1;
     server d = {.control_fd = -1,
                 .stats_fd = -1,
                 .lock_fd = -1,
@@ -415,6 +430,17 @@ int main(int argc, char **argv)
             break;
         case 'k':
             check = true;
+            break;
+        case 'n':
+            notify_fd = atoi(optarg);
+            if (notify_fd < 3 || fcntl(notify_fd, F_GETFD) < 0) {
+                fprintf(stderr,
+                        "retryd: --notify-fd %s is not an open "
+                        "descriptor\n",
+                        optarg);
+                return 64;
+            }
+            fcntl(notify_fd, F_SETFD, FD_CLOEXEC);
             break;
         case 'V':
             printf("retryd %s\n", RETRYD_DAEMON_VERSION);
@@ -438,7 +464,7 @@ int main(int argc, char **argv)
     urcu_memb_register_thread();
     int rc = setup(&d) == 0 ? 0 : 1;
     if (rc == 0)
-        run(&d);
+        run(&d, notify_fd);
     teardown(&d);
     urcu_memb_unregister_thread();
     return rc;

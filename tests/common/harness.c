@@ -1,0 +1,130 @@
+#include "harness.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static long long now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int rd_daemon_write_config(rd_daemon *d, const char *extra)
+{
+    FILE *f = fopen(d->config, "we");
+    if (f == NULL)
+        return -errno;
+    fprintf(f, "[retryd]\nruntime_dir = %s\nlog_level = debug\n%s\n",
+            d->runtime, extra ? extra : "");
+    return fclose(f) == 0 ? 0 : -errno;
+}
+
+int rd_daemon_init(rd_daemon *d, const char *extra)
+{
+    memset(d, 0, sizeof(*d));
+    snprintf(d->dir, sizeof(d->dir), "/tmp/retryd-test-XXXXXX");
+    if (mkdtemp(d->dir) == NULL)
+        return -errno;
+    snprintf(d->config, sizeof(d->config), "%s/retryd.conf", d->dir);
+    snprintf(d->runtime, sizeof(d->runtime), "%s/run", d->dir);
+    snprintf(d->control, sizeof(d->control), "%s/control.sock", d->runtime);
+    snprintf(d->stats, sizeof(d->stats), "%s/stats.sock", d->runtime);
+    snprintf(d->segment, sizeof(d->segment), "%s/segment", d->runtime);
+    snprintf(d->log, sizeof(d->log), "%s/retryd.log", d->dir);
+    /* The harness's directory is traversable so tests that drop
+     * privileges reach the runtime directory's own permission check. */
+    chmod(d->dir, 0755);
+    return rd_daemon_write_config(d, extra);
+}
+
+int rd_daemon_start(rd_daemon *d)
+{
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) < 0)
+        return -errno;
+    pid_t pid = fork();
+    if (pid < 0)
+        return -errno;
+    if (pid == 0) {
+        char fdarg[16];
+        int log = open(d->log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+        if (log >= 0)
+            dup2(log, 2);
+        int wfd = dup(p[1]); /* without O_CLOEXEC: it survives exec */
+        snprintf(fdarg, sizeof(fdarg), "%d", wfd);
+        execl(RETRYD_PATH, "retryd", "--config", d->config, "--notify-fd",
+              fdarg, (char *)NULL);
+        _exit(127);
+    }
+    close(p[1]);
+    d->pid = pid;
+    char buf[8] = {0};
+    struct pollfd pf = {.fd = p[0], .events = POLLIN};
+    int ready = poll(&pf, 1, 10000) == 1 && read(p[0], buf, 6) == 6 &&
+                memcmp(buf, "READY\n", 6) == 0;
+    close(p[0]);
+    if (!ready) {
+        rd_daemon_stop(d, SIGKILL);
+        return -ETIMEDOUT;
+    }
+    return 0;
+}
+
+int rd_daemon_stop(rd_daemon *d, int sig)
+{
+    int status = 0;
+    if (d->pid <= 0)
+        return 0;
+    kill(d->pid, sig);
+    long long deadline = now_ms() + 10000;
+    for (;;) {
+        pid_t r = waitpid(d->pid, &status, WNOHANG);
+        if (r == d->pid)
+            break;
+        if (now_ms() > deadline) {
+            kill(d->pid, SIGKILL);
+            waitpid(d->pid, &status, 0);
+            break;
+        }
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+    d->pid = 0;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+}
+
+static int rm_one(const char *path, const struct stat *st, int flag,
+                  struct FTW *ftw)
+{
+    (void)st, (void)flag, (void)ftw;
+    return remove(path);
+}
+
+void rd_daemon_cleanup(rd_daemon *d)
+{
+    rd_daemon_stop(d, SIGTERM);
+    if (d->dir[0] != '\0')
+        nftw(d->dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+bool rd_wait_until(bool (*cond)(void *), void *arg, int timeout_ms)
+{
+    long long deadline = now_ms() + timeout_ms;
+    while (!cond(arg)) {
+        if (now_ms() > deadline)
+            return cond(arg);
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+    return true;
+}

@@ -1,0 +1,90 @@
+/*
+ * retryd-test-client: a real client process the integration tests drive
+ * through stdin, one command per line, one reply line each. It uses only
+ * the public budget API, as a service would.
+ *
+ *   open NAME [ratio floor cap]   -> ok shared=0|1 | err CODE
+ *   deposit N                     -> ok
+ *   withdraw N                    -> granted G denied D
+ *   balance                       -> balance TOKENS
+ *   shared                        -> shared 0|1
+ *   attached                      -> attached 0|1
+ *   draining                      -> draining 0|1
+ *   pid                           -> pid PID
+ *   exit
+ *
+ * usage: retryd-test-client CONTROL_SOCKET
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "retryd/retryd.h"
+
+static retryd_upstream *up;
+
+static void run(retryd_host *h, char *line)
+{
+    char name[128];
+    long n;
+    retryd_budget_params p;
+
+    if (sscanf(line, "open %127s %lf %lf %lf", name, &p.ratio,
+               &p.min_retries_per_sec, &p.cap) == 4 ||
+        sscanf(line, "open %127s", name) == 1) {
+        bool with = sscanf(line, "open %*s %lf %lf %lf", &p.ratio,
+                           &p.min_retries_per_sec, &p.cap) == 3;
+        int r = retryd_upstream_open(h, name, with ? &p : NULL, &up);
+        if (r < 0)
+            printf("err %s\n", retryd_err_name(r));
+        else
+            printf("ok shared=%d\n", retryd_upstream_shared(up));
+    } else if (sscanf(line, "deposit %ld", &n) == 1) {
+        for (long i = 0; i < n; i++)
+            retryd_upstream_deposit(up);
+        printf("ok\n");
+    } else if (sscanf(line, "withdraw %ld", &n) == 1) {
+        long granted = 0;
+        for (long i = 0; i < n; i++)
+            granted += retryd_upstream_withdraw(up) == 0;
+        printf("granted %ld denied %ld\n", granted, n - granted);
+    } else if (strncmp(line, "balance", 7) == 0) {
+        double b = -1;
+        retryd_upstream_balance(up, &b);
+        printf("balance %.6f\n", b);
+    } else if (strncmp(line, "shared", 6) == 0) {
+        printf("shared %d\n", retryd_upstream_shared(up));
+    } else if (strncmp(line, "attached", 8) == 0) {
+        printf("attached %d\n", retryd_host_attached(h));
+    } else if (strncmp(line, "draining", 8) == 0) {
+        printf("draining %d\n", retryd_host_draining(h));
+    } else if (strncmp(line, "pid", 3) == 0) {
+        printf("pid %d\n", (int)getpid());
+    } else {
+        printf("err unknown command\n");
+    }
+}
+
+int main(int argc, char **argv)
+{
+    retryd_host_opts o = {.sz = sizeof(o), .client_name = "test-client"};
+    retryd_host *h;
+    char line[512];
+
+    if (argc != 2) {
+        fprintf(stderr, "usage: retryd-test-client CONTROL_SOCKET\n");
+        return 64;
+    }
+    o.control_socket = argv[1];
+    if (retryd_host_open(&o, &h) < 0)
+        return 1;
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    while (fgets(line, sizeof(line), stdin) != NULL) {
+        if (strncmp(line, "exit", 4) == 0)
+            break;
+        run(h, line);
+    }
+    retryd_host_close(h);
+    return 0;
+}

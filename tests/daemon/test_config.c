@@ -1,0 +1,96 @@
+/* retryd --check-config: a good file passes; each mistake is reported with
+ * the file, the line and the key, and the exit code says "configuration". */
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+
+#include "run.h"
+
+static char path[] = "/tmp/retryd-config-XXXXXX";
+static run_result res;
+
+static void check(const char *text)
+{
+    int fd = mkstemp(path);
+    cr_assert(fd >= 0);
+    FILE *f = fdopen(fd, "w");
+    fputs(text, f);
+    fclose(f);
+    char *argv[] = {RETRYD_PATH, "--config", path, "--check-config", NULL};
+    cr_assert_eq(run_program(argv, 10000, &res), 0);
+    unlink(path);
+    strcpy(path, "/tmp/retryd-config-XXXXXX");
+}
+
+static void expect_error(const char *text, int line, const char *what)
+{
+    char where[64];
+    check(text);
+    cr_expect_eq(res.exit_code, 78, "exit code for:\n%s", text);
+    /* "retryd: <path>:<line>: ..." */
+    snprintf(where, sizeof(where), ":%d: ", line);
+    cr_expect(strstr(res.err, where) != NULL, "expected line %d in '%s'", line,
+              res.err);
+    cr_expect(strstr(res.err, what) != NULL, "expected '%s' in '%s'", what,
+              res.err);
+}
+
+Test(config, a_complete_file_is_valid)
+{
+    check("[retryd]\nruntime_dir = /run/retryd\ngroup = root\n"
+          "allow_users = root 0\nupstream_capacity = 128\n"
+          "process_capacity = 64\nlog_level = warning\n"
+          "[defaults]\nratio = 0.2\nmin_retries_per_sec = 5\ncap = 50\n"
+          "[upstream payments]\ncap = 10\n");
+    cr_expect_eq(res.exit_code, 0, "%s", res.err);
+    cr_expect(strstr(res.out, "ok (1 upstreams configured)") != NULL);
+}
+
+Test(config, each_mistake_names_line_section_and_key)
+{
+    expect_error("[defaults]\n\nratio = lots\n", 3,
+                 "[defaults] ratio: 'lots' is not a number >= 0");
+    expect_error("[defaults]\ncap = 0.5\n", 2,
+                 "[defaults] cap: '0.5' is not a number >= 1");
+    expect_error("[retryd]\nlisten = here\n", 2,
+                 "[retryd] listen: unknown key");
+    expect_error("[elsewhere]\nx = 1\n", 2, "unknown section [elsewhere]");
+    expect_error("[retryd]\ngroup = no-such-group-here\n", 2,
+                 "[retryd] group: unknown group 'no-such-group-here'");
+    expect_error("[retryd]\nupstream_capacity = 70000\n", 2,
+                 "is not in 1..65536");
+    expect_error("[retryd]\nruntime_dir = relative\n", 2,
+                 "is not an absolute path");
+    expect_error("[retryd]\nlog_level = chatty\n", 2, "log_level: 'chatty'");
+    expect_error("[retryd]\nthis line has no equals sign\n", 2, "syntax error");
+    expect_error("[upstream  ]\nratio = 1\n", 2, "upstream name");
+    expect_error("[defaults]\nratio = -1\n", 2, "is not a number >= 0");
+    expect_error("[defaults]\nratio = nan\n", 2, "is not a number >= 0");
+}
+
+Test(config, first_of_several_mistakes_is_reported)
+{
+    expect_error("[retryd]\nbogus = 1\n[defaults]\nratio = x\n", 2,
+                 "[retryd] bogus: unknown key");
+    expect_error("[retryd]\nno equals\nbogus = 1\n", 2, "syntax error");
+}
+
+Test(config, overlong_lines_are_refused_not_cut)
+{
+    char text[1024] = "[defaults]\nratio = 0.";
+    memset(text + strlen(text), '1', 600);
+    strcat(text, "\n");
+    expect_error(text, 2, "line longer than");
+}
+
+Test(config, missing_file_is_a_clear_error)
+{
+    char *argv[] = {RETRYD_PATH, "--config", "/nonexistent/retryd.conf",
+                    "--check-config", NULL};
+    cr_assert_eq(run_program(argv, 10000, &res), 0);
+    cr_expect_eq(res.exit_code, 78);
+    cr_expect(strstr(res.err, "/nonexistent/retryd.conf: cannot open") != NULL,
+              "%s", res.err);
+}

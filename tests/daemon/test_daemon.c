@@ -1,0 +1,511 @@
+/*
+ * A real retryd in a temporary directory, real client processes, and the
+ * operator's CLI: attach, register, stats in three formats, drain, reload,
+ * restart, kill -9 of a client and of the daemon, hostile frames, the local
+ * fallback, another user, fork, retirement, conflicting parameters.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+
+#include "child.h"
+#include "harness.h"
+#include "retryd/retryd.h"
+#include "run.h"
+
+#define ASK_MS 10000
+
+/* Floor 0 keeps balances exact: nothing refills behind the test's back. */
+static const char *const base_config =
+    "[upstream payments]\nratio = 0.5\nmin_retries_per_sec = 0\ncap = 20\n"
+    "[upstream orders]\nratio = 1\nmin_retries_per_sec = 0\ncap = 100\n";
+
+static rd_daemon D;
+static run_result res;
+
+static void setup(void)
+{
+    cr_assert_eq(rd_daemon_init(&D, base_config), 0);
+    cr_assert_eq(rd_daemon_start(&D), 0, "daemon did not start; see %s", D.log);
+}
+
+static void teardown(void)
+{
+    rd_daemon_cleanup(&D);
+}
+
+TestSuite(daemon, .init = setup, .fini = teardown, .timeout = 60);
+
+/* --- helpers ------------------------------------------------------------- */
+
+static void start_client(child *c)
+{
+    char *argv[] = {TEST_CLIENT_PATH, D.control, NULL};
+    cr_assert_eq(child_start(c, argv), 0);
+}
+
+static void ask(child *c, const char *cmd, const char *expect)
+{
+    char reply[256];
+    cr_assert_eq(child_ask(c, cmd, reply, sizeof(reply), ASK_MS), 0,
+                 "client did not answer '%s'", cmd);
+    cr_assert_str_eq(reply, expect, "after '%s'", cmd);
+}
+
+/* retrydctl with the test daemon's sockets; output lands in res. */
+static void ctl(const char *a, const char *b)
+{
+    char cmd[32], arg[64];
+    snprintf(cmd, sizeof(cmd), "%s", a);
+    snprintf(arg, sizeof(arg), "%s", b ? b : "");
+    char *argv[] = {RETRYDCTL_PATH,   cmd,     "--control-socket", D.control,
+                    "--stats-socket", D.stats, b ? arg : NULL,     NULL};
+    cr_assert_eq(run_program(argv, 10000, &res), 0);
+}
+
+/* The number after "key": in the JSON object that follows @p anchor. */
+static double json_number(const char *json, const char *anchor, const char *key)
+{
+    const char *p = anchor ? strstr(json, anchor) : json;
+    cr_assert(p != NULL, "'%s' not in %s", anchor, json);
+    char pat[64];
+    snprintf(pat, sizeof(pat), "\"%s\":", key);
+    p = strstr(p, pat);
+    cr_assert(p != NULL, "'%s' not after '%s'", key, anchor);
+    return strtod(p + strlen(pat), NULL);
+}
+
+static double stat_of(const char *upstream, const char *key)
+{
+    char anchor[128];
+    ctl("stats", "--json");
+    cr_assert_eq(res.exit_code, 0, "retrydctl: %s", res.err);
+    snprintf(anchor, sizeof(anchor), "\"name\":\"%s\"", upstream);
+    return json_number(res.out, anchor, key);
+}
+
+static double daemon_stat(const char *key)
+{
+    ctl("stats", "--json");
+    cr_assert_eq(res.exit_code, 0, "retrydctl: %s", res.err);
+    return json_number(res.out, "\"daemon\"", key);
+}
+
+/* --- the tests ----------------------------------------------------------- */
+
+Test(daemon, attach_register_and_stats_in_three_formats)
+{
+    child c;
+    start_client(&c);
+    ask(&c, "attached", "attached 1");
+    ask(&c, "open payments", "ok shared=1");
+    ask(&c, "deposit 10", "ok");
+    ask(&c, "balance", "balance 5.000000");
+    ask(&c, "withdraw 7", "granted 5 denied 2");
+
+    cr_expect_eq(stat_of("payments", "deposits"), 10);
+    cr_expect_eq(stat_of("payments", "retries_granted"), 5);
+    cr_expect_eq(stat_of("payments", "budget_exhausted"), 2);
+    cr_expect_eq(stat_of("payments", "balance"), 0);
+    cr_expect_eq(stat_of("payments", "cap"), 20);
+    cr_expect_eq(daemon_stat("attached_processes"), 1);
+    cr_expect(strstr(res.out, "\"processes\":[{\"pid\":") != NULL);
+
+    ctl("stats", NULL);
+    cr_expect(strstr(res.out, "payments") != NULL, "%s", res.out);
+    cr_expect(strstr(res.out, "denied: budget_exhausted=2") != NULL, "%s",
+              res.out);
+
+    ctl("stats", "--prometheus");
+    cr_expect(strstr(res.out, "# TYPE retryd_upstream_deposits_total "
+                              "counter\n") != NULL);
+    cr_expect(strstr(res.out, "retryd_upstream_deposits_total{upstream=\""
+                              "payments\"} 10\n") != NULL,
+              "%s", res.out);
+    cr_expect(strstr(res.out,
+                     "retryd_upstream_retries_denied_total{upstream="
+                     "\"payments\",reason=\"budget_exhausted\"} 2\n") != NULL);
+    cr_expect(strstr(res.out, "# HELP retryd_upstream_balance_tokens ") !=
+              NULL);
+
+    ctl("upstreams", NULL);
+    cr_expect(strstr(res.out, "payments") && strstr(res.out, "orders"));
+    child_stop(&c);
+}
+
+Test(daemon, drain_reaches_every_client)
+{
+    child c;
+    start_client(&c);
+    ask(&c, "draining", "draining 0");
+    ctl("drain", "on");
+    cr_assert_eq(res.exit_code, 0, "%s", res.err);
+    ask(&c, "draining", "draining 1");
+    cr_expect_eq(daemon_stat("draining"), 0, "JSON says true, not a number");
+    cr_expect(strstr(res.out, "\"draining\":true") != NULL);
+    ctl("drain", "off");
+    ask(&c, "draining", "draining 0");
+    child_stop(&c);
+}
+
+static bool cap_is_30(void *arg)
+{
+    (void)arg;
+    ctl("stats", "--json");
+    const char *p = strstr(res.out, "\"name\":\"payments\"");
+    return p != NULL && strstr(p, "\"cap\":30.000000") != NULL;
+}
+
+Test(daemon, sighup_reloads_parameters_and_refuses_a_broken_file)
+{
+    cr_assert_eq(rd_daemon_write_config(&D,
+                                        "[upstream payments]\nratio = 0.5\n"
+                                        "min_retries_per_sec = 0\ncap = 30\n"),
+                 0);
+    kill(D.pid, SIGHUP);
+    cr_expect(rd_wait_until(cap_is_30, NULL, 5000), "reload not applied");
+
+    cr_assert_eq(rd_daemon_write_config(&D, "[defaults]\nratio = lots\n"), 0);
+    kill(D.pid, SIGHUP);
+    /* Still serving, with the last good configuration. */
+    cr_expect(cap_is_30(NULL));
+    cr_expect(kill(D.pid, 0) == 0);
+}
+
+Test(daemon, restart_preserves_balances_and_counters)
+{
+    child c;
+    start_client(&c);
+    ask(&c, "open payments", "ok shared=1");
+    ask(&c, "deposit 10", "ok");
+    ask(&c, "withdraw 1", "granted 1 denied 0");
+    cr_assert_eq(rd_daemon_stop(&D, SIGTERM), 0, "clean exit on SIGTERM");
+    cr_assert_eq(rd_daemon_start(&D), 0);
+    cr_expect_eq(stat_of("payments", "balance"), 4);
+    cr_expect_eq(stat_of("payments", "deposits"), 10);
+    cr_expect_eq(stat_of("payments", "retries_granted"), 1);
+    /* The client never noticed: same segment, same slot. */
+    ask(&c, "withdraw 1", "granted 1 denied 0");
+    cr_expect_eq(daemon_stat("attached_processes"), 1);
+    child_stop(&c);
+}
+
+static bool one_attached(void *arg)
+{
+    (void)arg;
+    ctl("stats", "--json");
+    return strstr(res.out, "\"attached_processes\":1,") != NULL;
+}
+
+Test(daemon, kill9_of_a_client_frees_its_slot_and_keeps_its_counts)
+{
+    child a, b;
+    start_client(&a);
+    start_client(&b);
+    ask(&a, "open payments", "ok shared=1");
+    ask(&b, "open payments", "ok shared=1");
+    ask(&a, "deposit 10", "ok");
+    ask(&b, "deposit 4", "ok");
+    cr_expect_eq(daemon_stat("attached_processes"), 2);
+    kill(a.pid, SIGKILL);
+    cr_expect_eq(child_stop(&a), -SIGKILL);
+    cr_expect(rd_wait_until(one_attached, NULL, 5000),
+              "the dead client's slot was not freed");
+    cr_expect_eq(stat_of("payments", "deposits"), 14,
+                 "its counts were folded into the upstream");
+    child c;
+    start_client(&c);
+    ask(&c, "attached", "attached 1");
+    child_stop(&c);
+    child_stop(&b);
+}
+
+Test(daemon, kill9_of_the_daemon_leaves_clients_deciding)
+{
+    child c, late;
+    start_client(&c);
+    ask(&c, "open payments", "ok shared=1");
+    ask(&c, "deposit 10", "ok");
+    rd_daemon_stop(&D, SIGKILL);
+    /* No daemon: the attached client keeps spending from the segment. */
+    ask(&c, "withdraw 3", "granted 3 denied 0");
+    ask(&c, "deposit 4", "ok");
+    ask(&c, "shared", "shared 1");
+    ask(&c, "open orders", "ok shared=1"); /* found in the segment itself */
+    /* A client that starts now falls back to a local budget, with the
+     * library's defaults (it cannot know the daemon's configuration):
+     * one second of a 10/s floor. */
+    start_client(&late);
+    ask(&late, "attached", "attached 0");
+    ask(&late, "open payments", "ok shared=0");
+    char reply[64];
+    long granted = -1, denied = -1;
+    cr_assert_eq(
+        child_ask(&late, "withdraw 1000", reply, sizeof(reply), ASK_MS), 0);
+    cr_assert_eq(sscanf(reply, "granted %ld denied %ld", &granted, &denied), 2);
+    /* 10 to start, plus whatever the floor refilled while we talked. */
+    cr_expect(granted >= 10 && granted <= 40 && granted + denied == 1000, "%s",
+              reply);
+
+    cr_assert_eq(rd_daemon_start(&D), 0);
+    cr_expect_eq(stat_of("payments", "deposits"), 14);
+    cr_expect_eq(stat_of("payments", "retries_granted"), 3);
+    cr_expect_eq(stat_of("payments", "balance"), 4);
+    child_stop(&late);
+    child_stop(&c);
+}
+
+static int raw_connect(const char *path)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    strcpy(sa.sun_path, path);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    cr_assert(fd >= 0);
+    cr_assert_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    struct timeval tv = {5, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    return fd;
+}
+
+/* Send @p bytes, then read until EOF: returns what came back. */
+static ssize_t exchange_raw(const char *path, const void *bytes, size_t n,
+                            char *out, size_t cap)
+{
+    int fd = raw_connect(path);
+    cr_assert_eq(write(fd, bytes, n), (ssize_t)n);
+    size_t got = 0;
+    ssize_t r;
+    while (got < cap && (r = read(fd, out + got, cap - got)) > 0)
+        got += (size_t)r;
+    close(fd);
+    return (ssize_t)got;
+}
+
+Test(daemon, malformed_and_oversized_frames_get_an_error_and_a_close)
+{
+    char out[512];
+    static const unsigned char oversized[] = {0xff, 0xff, 0xff, 0xff, 1, 2};
+    static const unsigned char garbage[] = {0,    0,    0,    5,   0xff,
+                                            0xff, 0xff, 0xff, 0xff};
+    /* A register request (field 3) before any hello. */
+    static const unsigned char no_hello[] = {0, 0, 0, 4, 0x1a, 2, 0x0a, 0};
+
+    ssize_t n =
+        exchange_raw(D.control, oversized, sizeof(oversized), out, sizeof(out));
+    cr_expect_gt(n, 4, "an error reply before the close");
+    n = exchange_raw(D.control, garbage, sizeof(garbage), out, sizeof(out));
+    cr_expect_gt(n, 4);
+    n = exchange_raw(D.control, no_hello, sizeof(no_hello), out, sizeof(out));
+    cr_expect_gt(n, 4);
+    n = exchange_raw(D.stats, oversized, sizeof(oversized), out, sizeof(out));
+    cr_expect_gt(n, 4);
+    n = exchange_raw(D.stats, garbage, sizeof(garbage), out, sizeof(out));
+    cr_expect_gt(n, 4);
+    /* Half a frame, then gone. */
+    int fd = raw_connect(D.control);
+    cr_assert_eq(write(fd, "\0\0\0\x10zz", 6), 6);
+    close(fd);
+
+    /* Still serving both sockets. */
+    child c;
+    start_client(&c);
+    ask(&c, "open payments", "ok shared=1");
+    cr_expect_eq(daemon_stat("attached_processes"), 1);
+    cr_expect(kill(D.pid, 0) == 0);
+    child_stop(&c);
+}
+
+static child *poll_child;
+static bool becomes_shared(void *arg)
+{
+    (void)arg;
+    char reply[64];
+    child_ask(poll_child, "deposit 1", reply, sizeof(reply), ASK_MS);
+    child_ask(poll_child, "shared", reply, sizeof(reply), ASK_MS);
+    return strcmp(reply, "shared 1") == 0;
+}
+
+Test(daemon, without_a_daemon_budgets_are_local_then_shared_again)
+{
+    child c;
+    rd_daemon_stop(&D, SIGTERM);
+    start_client(&c);
+    ask(&c, "attached", "attached 0");
+    ask(&c, "open payments", "ok shared=0");
+    /* The local bucket has the same semantics: defaults, floor 10/s,
+     * starting with one second of floor. */
+    ask(&c, "withdraw 10", "granted 10 denied 0");
+    cr_assert_eq(rd_daemon_start(&D), 0);
+    poll_child = &c;
+    cr_expect(rd_wait_until(becomes_shared, NULL, 5000),
+              "the client did not re-attach");
+    ask(&c, "attached", "attached 1");
+    cr_expect_eq(daemon_stat("attached_processes"), 1);
+    child_stop(&c);
+}
+
+Test(daemon, conflicting_parameters_are_a_clear_error)
+{
+    child c;
+    start_client(&c);
+    ask(&c, "open payments 0.1 10 100", "err ECONFLICT");
+    ask(&c, "open payments 0.5 0 20", "ok shared=1");
+    ask(&c, "open newcomer 0.2 5 50", "ok shared=1");
+    cr_expect_eq(stat_of("newcomer", "ratio"), 0.2);
+    child_stop(&c);
+}
+
+Test(daemon, retired_slot_cannot_be_spent_by_an_old_handle)
+{
+    child c;
+    start_client(&c);
+    ask(&c, "open orders", "ok shared=1");
+    ask(&c, "deposit 20", "ok");
+    double gen = stat_of("orders", "slot_generation");
+    ctl("retire", "orders");
+    cr_assert_eq(res.exit_code, 0, "%s", res.err);
+    /* The handle rebinds to a fresh registration: the 20 tokens of the
+     * retired generation are gone, the new bucket starts empty. */
+    ask(&c, "withdraw 1", "granted 0 denied 1");
+    ask(&c, "shared", "shared 1");
+    cr_expect_gt(stat_of("orders", "slot_generation") +
+                     stat_of("orders", "slot") * 0,
+                 gen - 1);
+    cr_expect_eq(stat_of("orders", "balance"), 0);
+    ask(&c, "deposit 2", "ok");
+    ask(&c, "withdraw 1", "granted 1 denied 0");
+    child_stop(&c);
+}
+
+Test(daemon, forked_child_takes_a_slot_of_its_own)
+{
+    retryd_host_opts o = {.sz = sizeof(o), .control_socket = D.control};
+    retryd_host *h;
+    retryd_upstream *up;
+    cr_assert_eq(retryd_host_open(&o, &h), 0);
+    cr_assert_eq(retryd_upstream_open(h, "payments", NULL, &up), 0);
+    cr_assert_eq(retryd_upstream_deposit(up), 0);
+    int go[2], done[2];
+    cr_assert_eq(pipe(go), 0);
+    cr_assert_eq(pipe(done), 0);
+    pid_t pid = fork();
+    cr_assert(pid >= 0);
+    if (pid == 0) {
+        char x;
+        for (int i = 0; i < 6; i++)
+            retryd_upstream_deposit(up);
+        x = retryd_host_attached(h) && retryd_upstream_shared(up) ? 'y' : 'n';
+        if (write(done[1], &x, 1) != 1 || read(go[0], &x, 1) != 1)
+            _exit(2);
+        _exit(0);
+    }
+    char x = 0;
+    cr_assert_eq(read(done[0], &x, 1), 1);
+    cr_expect_eq(x, 'y', "the child re-attached and shares the bucket");
+    cr_expect_eq(daemon_stat("attached_processes"), 2);
+    char mine[64], theirs[64];
+    snprintf(mine, sizeof(mine), "{\"pid\":%d,", (int)getpid());
+    snprintf(theirs, sizeof(theirs), "{\"pid\":%d,", (int)pid);
+    cr_expect_eq(json_number(res.out, mine, "deposits"), 1);
+    cr_expect_eq(json_number(res.out, theirs, "deposits"), 6);
+    cr_assert_eq(write(go[1], "x", 1), 1);
+    int status;
+    waitpid(pid, &status, 0);
+    cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    retryd_host_close(h);
+}
+
+/* Run @p fn as user and group nobody (65534), in a child; its exit code. */
+static int as_nobody(int (*fn)(void))
+{
+    pid_t pid = fork();
+    cr_assert(pid >= 0);
+    if (pid == 0) {
+        if (setgroups(0, NULL) < 0 || setgid(65534) < 0 || setuid(65534) < 0)
+            _exit(99);
+        _exit(fn());
+    }
+    int status;
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 100;
+}
+
+static int nobody_is_locked_out(void)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    strcpy(sa.sun_path, D.control);
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 || errno != EACCES)
+        return 1;
+    if (open(D.segment, O_RDWR) >= 0 || errno != EACCES)
+        return 2;
+    retryd_host_opts o = {.sz = sizeof(o), .control_socket = D.control};
+    retryd_host *h;
+    retryd_upstream *up;
+    if (retryd_host_open(&o, &h) < 0 || retryd_host_attached(h))
+        return 3;
+    /* It still works, on a budget of its own that nobody else sees. */
+    if (retryd_upstream_open(h, "payments", NULL, &up) < 0 ||
+        retryd_upstream_shared(up))
+        return 4;
+    retryd_host_close(h);
+    return 0;
+}
+
+Test(daemon, another_user_cannot_attach_register_or_write)
+{
+    if (geteuid() != 0)
+        cr_skip_test("needs root to run a process as another user");
+    cr_expect_eq(as_nobody(nobody_is_locked_out), 0);
+}
+
+static int nobody_in_the_socket_group_is_refused(void)
+{
+    retryd_host_opts o = {.sz = sizeof(o), .control_socket = D.control};
+    retryd_host *h;
+    retryd_upstream *up;
+    /* The socket lets it connect; the peer check refuses it. */
+    if (retryd_host_open(&o, &h) < 0 || retryd_host_attached(h))
+        return 1;
+    if (retryd_upstream_open(h, "payments", NULL, &up) < 0 ||
+        retryd_upstream_shared(up))
+        return 2;
+    retryd_host_close(h);
+    char *drain[] = {RETRYDCTL_PATH,     "drain",   "on",
+                     "--control-socket", D.control, NULL};
+    run_result r;
+    if (run_program(drain, 10000, &r) < 0 || r.exit_code != 70 ||
+        strstr(r.err, "not authorised") == NULL)
+        return 3;
+    if (open(D.segment, O_RDWR) >= 0)
+        return 4;
+    return 0;
+}
+
+Test(daemon, peer_credentials_refuse_a_user_outside_the_allow_lists)
+{
+    if (geteuid() != 0)
+        cr_skip_test("needs root to run a process as another user");
+    if (getgrnam("nogroup") == NULL)
+        cr_skip_test("no group 'nogroup' on this machine");
+    rd_daemon_stop(&D, SIGTERM);
+    char extra[512];
+    snprintf(extra, sizeof(extra), "group = nogroup\nallow_groups = root\n%s",
+             base_config);
+    cr_assert_eq(rd_daemon_write_config(&D, extra), 0);
+    cr_assert_eq(rd_daemon_start(&D), 0);
+    cr_expect_eq(as_nobody(nobody_in_the_socket_group_is_refused), 0);
+    cr_expect_eq(daemon_stat("draining"), 0);
+    cr_expect(strstr(res.out, "\"draining\":false") != NULL,
+              "nobody could not drain the host");
+}

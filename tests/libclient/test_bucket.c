@@ -1,0 +1,164 @@
+/*
+ * The bucket's arithmetic on one slot, with a simulated clock: deposits,
+ * withdrawals, floor refill, the cap, and generations.
+ */
+#include <criterion/criterion.h>
+
+#include "bucket.h"
+#include "retryd/common.h"
+
+#define M SEG_MICRO
+#define S UINT64_C(1000000000)
+
+static uint64_t fake_now;
+static uint64_t fake_clock(void *ctx)
+{
+    (void)ctx;
+    return fake_now;
+}
+static const bucket_clock clk = {fake_clock, NULL};
+
+static seg_upstream slot;
+static _Atomic uint64_t counters[SEG_COUNTERS];
+static const bucket_tally tally = {counters, false};
+static uint64_t ident;
+
+/* ratio 0.1, floor 10/s, cap 100, starting with @p balance tokens. */
+static void setup_with(uint64_t balance)
+{
+    memset(&slot, 0, sizeof(slot));
+    memset(counters, 0, sizeof(counters));
+    fake_now = 1000 * S;
+    ident = seg_ident(7, SEG_ACTIVE);
+    atomic_store(&slot.ident, ident);
+    retryd__bucket_init(&slot, 7, M / 10, 10 * M, 100 * M, balance * M,
+                        fake_now);
+}
+
+static void setup(void)
+{
+    setup_with(0);
+}
+
+static uint64_t balance(void)
+{
+    uint64_t b;
+    cr_assert_eq(retryd__bucket_balance(&slot, ident, &clk, &tally, &b), 0);
+    return b;
+}
+
+TestSuite(bucket, .init = setup);
+
+Test(bucket, ten_deposits_of_a_tenth_make_one_token)
+{
+    for (int i = 0; i < 9; i++)
+        cr_assert_eq(retryd__bucket_deposit(&slot, ident, &tally), 0);
+    cr_expect_eq(retryd__bucket_withdraw(&slot, ident, &clk, &tally),
+                 RETRYD_EBUDGET, "0.9 tokens is not a token");
+    cr_assert_eq(retryd__bucket_deposit(&slot, ident, &tally), 0);
+    cr_expect_eq(retryd__bucket_withdraw(&slot, ident, &clk, &tally), 0);
+    cr_expect_eq(balance(), 0);
+    cr_expect_eq(atomic_load(&counters[SEG_C_DEPOSITS]), 10);
+    cr_expect_eq(atomic_load(&counters[SEG_C_GRANTED]), 1);
+    cr_expect_eq(atomic_load(&counters[SEG_C_DENIED_FIRST + 1]), 1);
+}
+
+Test(bucket, withdrawal_is_all_or_nothing)
+{
+    setup_with(2);
+    cr_expect_eq(retryd__bucket_withdraw(&slot, ident, &clk, &tally), 0);
+    cr_expect_eq(retryd__bucket_withdraw(&slot, ident, &clk, &tally), 0);
+    cr_expect_eq(retryd__bucket_withdraw(&slot, ident, &clk, &tally),
+                 RETRYD_EBUDGET);
+    cr_expect_eq(balance(), 0, "never below zero");
+}
+
+Test(bucket, floor_refills_with_time)
+{
+    fake_now += S / 10; /* 100 ms at 10/s: exactly one token */
+    cr_expect_eq(retryd__bucket_withdraw(&slot, ident, &clk, &tally), 0);
+    cr_expect_eq(retryd__bucket_withdraw(&slot, ident, &clk, &tally),
+                 RETRYD_EBUDGET);
+    fake_now += S / 20; /* half a token */
+    cr_expect_eq(retryd__bucket_peek(&slot, ident, &clk, &tally), 0);
+    fake_now += S / 20;
+    cr_expect_eq(retryd__bucket_peek(&slot, ident, &clk, &tally), 1);
+    cr_expect_eq(atomic_load(&counters[SEG_C_REFILLED_MICRO]), 2 * M);
+}
+
+Test(bucket, time_standing_still_refills_nothing)
+{
+    cr_expect_eq(balance(), 0);
+    cr_expect_eq(balance(), 0);
+    fake_now -= S; /* a clock that steps back claims nothing either */
+    cr_expect_eq(balance(), 0);
+    cr_expect_eq(atomic_load(&counters[SEG_C_REFILLED_MICRO]), 0);
+}
+
+Test(bucket, cap_bounds_deposits_and_refill)
+{
+    setup_with(99);
+    for (int i = 0; i < 20; i++)
+        cr_assert_eq(retryd__bucket_deposit(&slot, ident, &tally), 0);
+    cr_expect_eq(balance(), 100 * M);
+    fake_now += 3600 * S; /* an hour of floor: 36000 tokens offered */
+    cr_expect_eq(balance(), 100 * M);
+    /* Everything offered beyond the cap is counted as discarded. */
+    cr_expect_eq(atomic_load(&counters[SEG_C_DISCARDED_MICRO]),
+                 99 * M + 20 * (M / 10) + 36000 * M - 100 * M);
+}
+
+Test(bucket, lowered_cap_clamps_on_the_next_credit)
+{
+    setup_with(100);
+    atomic_store(&slot.cap_micro, 50 * M);
+    cr_assert_eq(retryd__bucket_deposit(&slot, ident, &tally), 0);
+    cr_expect_eq(balance(), 50 * M);
+}
+
+Test(bucket, huge_elapsed_time_does_not_overflow)
+{
+    atomic_store(&slot.floor_micro_per_s, UINT64_C(1) << 40);
+    fake_now = UINT64_MAX - 1;
+    cr_expect_eq(balance(), 100 * M);
+}
+
+Test(bucket, stale_generation_cannot_spend)
+{
+    setup_with(10);
+    /* The daemon retires the slot and hands it to a new upstream. */
+    uint64_t fresh = seg_ident(8, SEG_ACTIVE);
+    atomic_store(&slot.ident, fresh);
+    atomic_store(&slot.tokens, seg_token_word(8, 50 * M));
+    cr_expect_eq(retryd__bucket_withdraw(&slot, ident, &clk, &tally),
+                 RETRYD_ESTALE);
+    cr_expect_eq(retryd__bucket_deposit(&slot, ident, &tally), RETRYD_ESTALE);
+    cr_expect_eq(retryd__bucket_peek(&slot, ident, &clk, &tally),
+                 RETRYD_ESTALE);
+    uint64_t b;
+    cr_expect_eq(retryd__bucket_balance(&slot, fresh, &clk, &tally, &b), 0);
+    cr_expect_eq(b, 50 * M, "the new occupant's tokens are untouched");
+}
+
+Test(bucket, token_word_generation_alone_stops_a_racing_handle)
+{
+    /* A handle that passed the ident check just before the retirement
+     * still fails its compare-and-swap: the token word's generation moved
+     * on. Simulated by changing only the token word. */
+    setup_with(10);
+    atomic_store(&slot.tokens, seg_token_word(8, 50 * M));
+    cr_expect_eq(retryd__bucket_withdraw(&slot, ident, &clk, &tally),
+                 RETRYD_ESTALE);
+    cr_expect_eq(atomic_load(&slot.tokens), seg_token_word(8, 50 * M));
+}
+
+Test(bucket, exclusive_tally_counts_like_the_shared_one)
+{
+    _Atomic uint64_t mine[SEG_COUNTERS] = {0};
+    bucket_tally own = {mine, true};
+    setup_with(3);
+    for (int i = 0; i < 5; i++)
+        retryd__bucket_withdraw(&slot, ident, &clk, &own);
+    cr_expect_eq(atomic_load(&mine[SEG_C_GRANTED]), 3);
+    cr_expect_eq(atomic_load(&mine[SEG_C_DENIED_FIRST + 1]), 2);
+}

@@ -1,0 +1,123 @@
+/*
+ * A corrupted segment is an error, never a crash: every header field a
+ * reader relies on is validated against the mapping.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+
+#include "retryd/common.h"
+#include "segment.h"
+
+static void *mem;
+static size_t size;
+
+static void setup(void)
+{
+    size = retryd__segment_size(8, 4);
+    mem = aligned_alloc(4096, size);
+    cr_assert(mem != NULL);
+    retryd__segment_format(mem, 8, 4, 42, 0);
+}
+
+static void teardown(void)
+{
+    free(mem);
+}
+
+TestSuite(segment, .init = setup, .fini = teardown);
+
+static seg_header *hdr(void)
+{
+    return mem;
+}
+
+Test(segment, fresh_segment_validates)
+{
+    seg_view v;
+    cr_assert_eq(retryd__segment_view(mem, size, &v), 0);
+    cr_expect_eq(v.upstream_capacity, 8);
+    cr_expect_eq(v.process_capacity, 4);
+    cr_expect_eq(v.hdr->generation, 42);
+    cr_expect((char *)(v.processes + 4) <= (char *)mem + size);
+}
+
+Test(segment, bad_magic_is_corrupt)
+{
+    seg_view v;
+    hdr()->magic ^= 1;
+    cr_expect_eq(retryd__segment_view(mem, size, &v), RETRYD_ECORRUPT);
+}
+
+Test(segment, other_layout_version_is_refused)
+{
+    seg_view v;
+    hdr()->layout_version = 2;
+    cr_expect_eq(retryd__segment_view(mem, size, &v), RETRYD_EVERSION);
+    hdr()->layout_version = SEG_LAYOUT_VERSION;
+    hdr()->upstream_slot_size += 64;
+    cr_expect_eq(retryd__segment_view(mem, size, &v), RETRYD_EVERSION);
+}
+
+Test(segment, offsets_and_sizes_outside_the_mapping_are_corrupt)
+{
+    seg_view v;
+    struct {
+        size_t off;
+        uint64_t value;
+        size_t width;
+    } bad[] = {
+        {offsetof(seg_header, total_size), 1, 8},
+        {offsetof(seg_header, upstream_capacity), 0, 4},
+        {offsetof(seg_header, upstream_capacity), 1000000, 4},
+        {offsetof(seg_header, process_capacity), 70000, 4},
+        {offsetof(seg_header, upstreams_offset), UINT64_MAX - 10, 8},
+        {offsetof(seg_header, processes_offset), 1u << 30, 8},
+        {offsetof(seg_header, processes_offset), 64, 8},
+        {offsetof(seg_header, upstreams_offset), 4097, 8},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        setup();
+        memcpy((char *)mem + bad[i].off, &bad[i].value, bad[i].width);
+        cr_expect_eq(retryd__segment_view(mem, size, &v), RETRYD_ECORRUPT,
+                     "case %zu", i);
+        teardown();
+    }
+    setup();
+}
+
+Test(segment, short_mapping_is_corrupt)
+{
+    seg_view v;
+    cr_expect_eq(retryd__segment_view(mem, 100, &v), RETRYD_ECORRUPT);
+    cr_expect_eq(retryd__segment_view(mem, size - 4096, &v), RETRYD_ECORRUPT);
+    cr_expect_eq(retryd__segment_view(NULL, size, &v), RETRYD_ECORRUPT);
+}
+
+Test(segment, slot_indexes_are_bounds_checked)
+{
+    seg_view v;
+    cr_assert_eq(retryd__segment_view(mem, size, &v), 0);
+    cr_expect(retryd__segment_upstream(&v, 7) != NULL);
+    cr_expect(retryd__segment_upstream(&v, 8) == NULL);
+    cr_expect(retryd__segment_upstream(&v, UINT32_MAX) == NULL);
+    cr_expect(retryd__segment_process(&v, 3) != NULL);
+    cr_expect(retryd__segment_process(&v, 4) == NULL);
+}
+
+Test(segment, token_word_keeps_generation_and_balance_apart)
+{
+    uint64_t w = seg_token_word(0x12345, SEG_BALANCE_MASK);
+    cr_expect_eq(w >> SEG_BALANCE_BITS, 0x2345, "low 16 bits of the gen");
+    cr_expect_eq(w & SEG_BALANCE_MASK, SEG_BALANCE_MASK);
+    cr_expect_eq(seg_token_word(1, SEG_BALANCE_MASK + 1) & SEG_BALANCE_MASK, 0,
+                 "a balance never spills into the generation");
+}
+
+Test(segment, start_time_tells_a_live_process)
+{
+    cr_expect_gt(retryd__process_start_time((uint64_t)getpid()), 0);
+    cr_expect_eq(retryd__process_start_time(UINT64_C(1) << 40), 0);
+}
