@@ -19,6 +19,7 @@
 #include "daemon.h"
 #include "frame.h"
 #include "log.h"
+#include "rcu.h"
 #include "retryd.pb-c.h"
 #include "retryd/common.h"
 
@@ -296,13 +297,13 @@ static int on_lookup(server *d, conn *c, const Retryd__Lookup *l)
     reg_entry e;
     bool found = false;
     if (l->name != NULL) {
-        urcu_memb_read_lock();
+        rd_rcu_read_lock();
         reg_entry *p = registry_lookup(d->reg, l->name);
         if (p != NULL) {
             e = *p;
             found = true;
         }
-        urcu_memb_read_unlock();
+        rd_rcu_read_unlock();
     }
     if (!found)
         return reply_error(c, RETRYD_ENOENT, "no such upstream");

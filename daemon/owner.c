@@ -10,7 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <urcu/urcu-memb.h>
+#include "rcu.h"
 
 #include "bucket.h"
 #include "log.h"
@@ -290,7 +290,7 @@ void owner_process_release(owner *o, uint32_t slot)
      * then move its counters into the upstreams: never counted twice. */
     atomic_store_explicit(&p->ident, seg_ident(gen, SEG_RETIRED),
                           memory_order_release);
-    urcu_memb_synchronize_rcu();
+    rd_rcu_synchronize();
     for (int e = 0; e < SEG_PROC_ENTRIES; e++) {
         seg_upstream *s = entry_upstream(o, atomic_load(&p->entry_upstream[e]));
         if (s == NULL)

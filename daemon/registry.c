@@ -1,5 +1,7 @@
 #include "registry.h"
 
+#include "rcu.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -40,6 +42,7 @@ int registry_new(registry **ret)
 
 static void entry_free_rcu(struct rcu_head *head)
 {
+    rd_rcu_reclaim();
     free(caa_container_of(head, reg_entry, rcu));
 }
 
@@ -50,15 +53,15 @@ void registry_free(registry *r)
 
     if (r == NULL)
         return;
-    urcu_memb_read_lock();
+    rd_rcu_read_lock();
     cds_lfht_for_each(r->ht, &it, node)
     {
         if (cds_lfht_del(r->ht, node) == 0)
-            urcu_memb_call_rcu(&caa_container_of(node, reg_entry, node)->rcu,
-                               entry_free_rcu);
+            rd_call_rcu(&caa_container_of(node, reg_entry, node)->rcu,
+                        entry_free_rcu);
     }
-    urcu_memb_read_unlock();
-    urcu_memb_barrier(); /* run the frees queued above */
+    rd_rcu_read_unlock();
+    rd_rcu_barrier(); /* run the frees queued above */
     cds_lfht_destroy(r->ht, NULL);
     free(r);
 }
@@ -98,10 +101,11 @@ int registry_add(registry *r, const reg_entry *e)
     reg_entry *n = copy_of(e);
     if (n == NULL)
         return RETRYD_ENOMEM;
-    urcu_memb_read_lock();
+    rd_rcu_publish();
+    rd_rcu_read_lock();
     struct cds_lfht_node *got = cds_lfht_add_unique(r->ht, name_hash(n->name),
                                                     match, n->name, &n->node);
-    urcu_memb_read_unlock();
+    rd_rcu_read_unlock();
     if (got != &n->node) {
         free(n);
         return RETRYD_ECONFLICT;
@@ -116,28 +120,29 @@ int registry_replace(registry *r, reg_entry *old, const reg_entry *e)
         return RETRYD_ENOMEM;
     struct cds_lfht_iter it;
     int rc = RETRYD_ENOENT;
-    urcu_memb_read_lock();
+    rd_rcu_publish();
+    rd_rcu_read_lock();
     cds_lfht_lookup(r->ht, name_hash(old->name), match, old->name, &it);
     if (cds_lfht_iter_get_node(&it) == &old->node)
         rc = cds_lfht_replace(r->ht, &it, name_hash(n->name), match, n->name,
                               &n->node);
-    urcu_memb_read_unlock();
+    rd_rcu_read_unlock();
     if (rc != 0) {
         free(n);
         return RETRYD_ENOENT;
     }
-    urcu_memb_call_rcu(&old->rcu, entry_free_rcu);
+    rd_call_rcu(&old->rcu, entry_free_rcu);
     return 0;
 }
 
 int registry_remove(registry *r, reg_entry *old)
 {
-    urcu_memb_read_lock();
+    rd_rcu_read_lock();
     int rc = cds_lfht_del(r->ht, &old->node);
-    urcu_memb_read_unlock();
+    rd_rcu_read_unlock();
     if (rc != 0)
         return RETRYD_ENOENT;
-    urcu_memb_call_rcu(&old->rcu, entry_free_rcu);
+    rd_call_rcu(&old->rcu, entry_free_rcu);
     return 0;
 }
 
@@ -145,8 +150,8 @@ unsigned long registry_count(registry *r)
 {
     long split1, split2;
     unsigned long count;
-    urcu_memb_read_lock();
+    rd_rcu_read_lock();
     cds_lfht_count_nodes(r->ht, &split1, &count, &split2);
-    urcu_memb_read_unlock();
+    rd_rcu_read_unlock();
     return count;
 }

@@ -11,7 +11,7 @@
 #include <stdint.h>
 
 #include <urcu/rculfhash.h>
-#include <urcu/urcu-memb.h>
+#include <urcu/urcu-memb.h> /* struct rcu_head */
 
 #include "config.h"
 

@@ -24,7 +24,7 @@
 #include <unistd.h>
 
 #include <sys/pidfd.h>
-#include <urcu/urcu-memb.h>
+#include "rcu.h"
 
 #include "daemon.h"
 #include "log.h"
@@ -173,6 +173,7 @@ static void on_pid_exit(server *d, uint32_t slot)
 
 static void free_config_rcu(struct rcu_head *head)
 {
+    rd_rcu_reclaim();
     config_free(caa_container_of(head, config, rcu));
 }
 
@@ -194,10 +195,11 @@ static void reload(server *d)
         n->process_capacity != o->process_capacity)
         log_warn("reload: paths and capacities change only at restart");
     config *old = d->cfg;
+    rd_rcu_publish();
     rcu_assign_pointer(d->cfg, n);
     log_set_level(n->log_level);
     daemon_apply_config(d);
-    urcu_memb_call_rcu(&old->rcu, free_config_rcu);
+    rd_call_rcu(&old->rcu, free_config_rcu);
     log_info("configuration reloaded from %s", n->path);
 }
 
@@ -367,7 +369,7 @@ static void teardown(server *d)
         registry_free(d->reg);
     owner_close(&d->seg);
     free(d->procs);
-    urcu_memb_barrier();
+    rd_rcu_barrier();
     config_free(d->cfg);
     if (d->lock_fd >= 0)
         close(d->lock_fd);

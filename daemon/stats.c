@@ -12,7 +12,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <urcu/urcu-memb.h>
+#include "rcu.h"
 
 #include "bucket.h"
 #include "daemon.h"
@@ -155,11 +155,11 @@ static int serve(server *d, int fd, bool processes)
         !b.params || !b.counters || !b.numbers)
         goto out;
 
-    urcu_memb_read_lock();
+    rd_rcu_read_lock();
     owner_collect(&d->seg, b.totals);
     registry_for_each(d->reg, add_upstream, &b);
     rep.n_processes = processes ? add_processes(d, ps, pptr, pcs, pnum) : 0;
-    urcu_memb_read_unlock();
+    rd_rcu_read_unlock();
 
     rep.generation = d->seg.generation;
     rep.uptime_ms = (daemon_now_ns() - d->started_ns) / 1000000;
@@ -187,7 +187,7 @@ static bool stats_allowed(const server *d, int fd)
         return false;
     if (cr.uid == 0 || cr.uid == geteuid())
         return true;
-    urcu_memb_read_lock();
+    rd_rcu_read_lock();
     const config *c = rcu_dereference(d->cfg);
     bool ok = false;
     for (size_t i = 0; i < c->n_allow_users; i++)
@@ -203,7 +203,7 @@ static bool stats_allowed(const server *d, int fd)
         for (size_t i = 0; i < c->n_allow_groups; i++)
             ok |= c->allow_groups[i] == gid;
     }
-    urcu_memb_read_unlock();
+    rd_rcu_read_unlock();
     return ok;
 }
 

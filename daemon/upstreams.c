@@ -6,7 +6,7 @@
  */
 #include <string.h>
 
-#include <urcu/urcu-memb.h>
+#include "rcu.h"
 
 #include "daemon.h"
 #include "log.h"
@@ -32,7 +32,7 @@ int daemon_register(server *d, const char *name, const budget_params *given,
 
     if (!config_name_valid(name))
         return RETRYD_EINVAL;
-    urcu_memb_read_lock();
+    rd_rcu_read_lock();
     reg_entry *found = registry_lookup(d->reg, name);
     if (found != NULL) {
         if (given != NULL && !params_equal(given, &found->params))
@@ -40,7 +40,7 @@ int daemon_register(server *d, const char *name, const budget_params *given,
         else
             *ret = *found;
     }
-    urcu_memb_read_unlock();
+    rd_rcu_read_unlock();
     if (found != NULL)
         return r;
 
@@ -73,9 +73,9 @@ int daemon_register(server *d, const char *name, const budget_params *given,
 
 int daemon_retire(server *d, const char *name)
 {
-    urcu_memb_read_lock();
+    rd_rcu_read_lock();
     reg_entry *found = registry_lookup(d->reg, name);
-    urcu_memb_read_unlock();
+    rd_rcu_read_unlock();
     if (found == NULL)
         return RETRYD_ENOENT;
     /* Only this thread removes entries, so found stays valid here. */
@@ -103,9 +103,9 @@ void daemon_apply_config(server *d)
     const config *c = d->cfg;
     for (size_t i = 0; i < c->n_upstreams; i++) {
         const upstream_conf *u = &c->upstreams[i];
-        urcu_memb_read_lock();
+        rd_rcu_read_lock();
         reg_entry *found = registry_lookup(d->reg, u->name);
-        urcu_memb_read_unlock();
+        rd_rcu_read_unlock();
         reg_entry ignored;
         if (found != NULL)
             update_params(d, found, &u->params);

@@ -99,6 +99,15 @@ static void ctl(const char *a, const char *b, run_result *r)
     CHECK(r->exit_code == 0, "retrydctl %s %s: %s", a, b, r->err);
 }
 
+/* A failed CHECK exits: take the daemon and its directory along (only
+ * in the process that started it, not in a forked client). */
+static pid_t main_pid;
+static void cleanup(void)
+{
+    if (getpid() == main_pid)
+        rd_daemon_cleanup(&D);
+}
+
 static bool none_attached(void *arg)
 {
     run_result *r = arg;
@@ -116,6 +125,8 @@ int main(void)
                          "[upstream payments]\nratio = 0.1\ncap = 1000\n") == 0,
           "init");
     CHECK(rd_daemon_start(&D) == 0, "start (log: %s)", D.log);
+    main_pid = getpid();
+    atexit(cleanup);
     CHECK(pipe(stop) == 0 && pipe(counts) == 0, "pipes");
     stop_fd = stop[0];
     for (int c = 0; c < CLIENTS; c++) {
@@ -161,6 +172,5 @@ int main(void)
     printf("daemon_stress: %d rounds of stats/reload/drain under load; "
            "all %ld deposits accounted for\n",
            ROUNDS, deposits);
-    rd_daemon_cleanup(&D);
     return 0;
 }
