@@ -509,3 +509,34 @@ Test(daemon, peer_credentials_refuse_a_user_outside_the_allow_lists)
     cr_expect(strstr(res.out, "\"draining\":false") != NULL,
               "nobody could not drain the host");
 }
+
+Test(daemon, corrupted_segment_is_retired_and_replaced)
+{
+    ctl("stats", "--json");
+    char before[32];
+    const char *g = strstr(res.out, "\"generation\":\"");
+    cr_assert(g != NULL);
+    memcpy(before, g + 14, 16);
+    before[16] = '\0';
+    cr_assert_eq(rd_daemon_stop(&D, SIGTERM), 0);
+
+    int fd = open(D.segment, O_RDWR);
+    cr_assert(fd >= 0);
+    char junk[4096];
+    memset(junk, 0xab, sizeof(junk));
+    cr_assert_eq(write(fd, junk, sizeof(junk)), (ssize_t)sizeof(junk));
+    close(fd);
+
+    cr_assert_eq(rd_daemon_start(&D), 0, "the daemon must not refuse to start");
+    ctl("stats", "--json");
+    cr_expect(strstr(res.out, before) == NULL, "a new generation");
+    cr_expect_eq(stat_of("payments", "cap"), 20, "configured upstreams again");
+    child c;
+    start_client(&c);
+    ask(&c, "open payments", "ok shared=1");
+    child_stop(&c);
+    run_result log;
+    char *cat[] = {"/bin/cat", D.log, NULL};
+    cr_assert_eq(run_program(cat, 5000, &log), 0);
+    cr_expect(strstr(log.out, "retiring segment") != NULL, "%s", log.out);
+}
