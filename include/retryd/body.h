@@ -5,6 +5,7 @@
 #define RETRYD_BODY_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "retryd/common.h"
 
@@ -55,6 +56,84 @@ RETRYD_EXPORT int retryd_body_kind_replayability(retryd_body_kind kind,
 /** The weaker of two replayabilities (a multipart body is its weakest part). */
 RETRYD_EXPORT retryd_replayability
 retryd_replayability_weakest(retryd_replayability a, retryd_replayability b);
+
+/** A request body, owned by the caller (retryd_body_free()). */
+typedef struct retryd_body retryd_body;
+
+/**
+ * One attempt's byte stream. read() returns the number of bytes written to
+ * @p buf (at most @p len), 0 at the end, or -1 on an error (the attempt then
+ * fails with the permanent category body_source). close() (may be NULL) is
+ * called once when the attempt is done with it.
+ */
+typedef struct retryd_body_reader {
+    long (*read)(void *ctx, void *buf, size_t len);
+    void (*close)(void *ctx);
+    void *ctx;
+    int64_t length; /**< bytes, or -1 when unknown (sent chunked) */
+} retryd_body_reader;
+
+/** Opens a fresh reader for one attempt; 0 or a negative code. */
+typedef int (*retryd_body_open_fn)(void *ctx, retryd_body_reader *ret);
+
+/** Encodes a DTO deterministically into a malloc'ed buffer the library
+ * frees; 0 or a negative code. */
+typedef int (*retryd_body_encode_fn)(const void *dto, void *ctx,
+                                     void **ret_data, size_t *ret_len);
+
+/** Immutable bytes, copied: REPLAYABLE. */
+RETRYD_EXPORT int retryd_body_new_bytes(const void *data, size_t len,
+                                        retryd_body **ret);
+
+/** A DTO and its deterministic encoder (called once, on first use; the
+ * bytes are then reused): REPLAYABLE. @p dto must outlive the body. */
+RETRYD_EXPORT int retryd_body_new_dto(const void *dto,
+                                      retryd_body_encode_fn encode, void *ctx,
+                                      retryd_body **ret);
+
+/** A reopenable resource: @p open is called for every attempt:
+ * REOPENABLE. */
+RETRYD_EXPORT int retryd_body_new_supplier(retryd_body_open_fn open, void *ctx,
+                                           retryd_body **ret);
+
+/** A file, reopened for every attempt (a supplier): REOPENABLE. */
+RETRYD_EXPORT int retryd_body_new_file(const char *path, retryd_body **ret);
+
+/** A single stream: it can be read once: ONE_SHOT. */
+RETRYD_EXPORT int retryd_body_new_stream(const retryd_body_reader *reader,
+                                         retryd_body **ret);
+
+/** A publisher factory: a fresh publisher per attempt, with the
+ * replayability the caller declares. */
+RETRYD_EXPORT int
+retryd_body_new_publisher_factory(retryd_body_open_fn create, void *ctx,
+                                  retryd_replayability declared,
+                                  retryd_body **ret);
+
+/** A publisher instance: ONE_SHOT. */
+RETRYD_EXPORT int retryd_body_new_publisher(const retryd_body_reader *reader,
+                                            retryd_body **ret);
+
+/**
+ * A multipart/form-data body made of @p n parts, each with a field name and
+ * a content type (NULL: application/octet-stream). Takes ownership of the
+ * parts, even on failure. Its replayability is the weakest part's.
+ */
+RETRYD_EXPORT int retryd_body_new_multipart(retryd_body *const *parts,
+                                            const char *const *names,
+                                            const char *const *content_types,
+                                            size_t n, retryd_body **ret);
+
+/** Frees the body (and a multipart's parts); closes nothing the caller
+ * still owns. Accepts NULL. */
+RETRYD_EXPORT void retryd_body_free(retryd_body *body);
+
+/** The body's replayability, from its kind (and its parts). */
+RETRYD_EXPORT retryd_replayability
+retryd_body_replayability(const retryd_body *body);
+
+/** The Content-Type the body implies (multipart's boundary), or NULL. */
+RETRYD_EXPORT const char *retryd_body_content_type(const retryd_body *body);
 
 /** Stable names: "replayable", "reopenable", "one_shot"; "unknown". */
 RETRYD_EXPORT const char *retryd_replayability_name(retryd_replayability r);

@@ -1,0 +1,221 @@
+/*
+ * retryd: the request executor.
+ *
+ * A service opens an upstream profile and executes requests through it.
+ * Each attempt goes over libcurl; what the attempt proves about whether the
+ * server received the request (its execution evidence) is read from the
+ * stages libcurl reports, never guessed from an error code; the decision
+ * engine decides every further attempt, the host budget pays for it, and
+ * libcurl is never allowed to re-send a request behind the engine's back.
+ * The answer is exactly one of: a response, a failure, or ambiguous.
+ */
+#ifndef RETRYD_CLIENT_H
+#define RETRYD_CLIENT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "retryd/backoff.h"
+#include "retryd/body.h"
+#include "retryd/budget.h"
+#include "retryd/common.h"
+#include "retryd/decision.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** A process's executor: the host budget and libcurl's global state. */
+typedef struct retryd_client retryd_client;
+/** An upstream profile: immutable after creation, shared by threads. */
+typedef struct retryd_profile retryd_profile;
+/** The outcome of one request, with its attempt log. */
+typedef struct retryd_result retryd_result;
+
+typedef struct retryd_client_opts {
+    size_t sz;             /**< sizeof(retryd_client_opts) */
+    retryd_host_opts host; /**< how to reach retryd; host.sz 0: defaults */
+} retryd_client_opts;
+
+/**
+ * Create an executor. Initialises libcurl once per process (call
+ * curl_global_init() yourself first if another thread may use libcurl at
+ * the same time) and attaches to the host budget (or goes local).
+ * @param opts  NULL for defaults. @return 0, RETRYD_EINVAL, RETRYD_ENOMEM,
+ *              RETRYD_ECURL.
+ */
+RETRYD_EXPORT int retryd_client_new(const retryd_client_opts *opts,
+                                    retryd_client **ret);
+
+/** Free it; every profile must be freed first. Accepts NULL. */
+RETRYD_EXPORT void retryd_client_free(retryd_client *client);
+
+/** The client's host budget (owned by the client). */
+RETRYD_EXPORT retryd_host *retryd_client_host(retryd_client *client);
+
+/** HTTP versions a profile can speak. */
+typedef enum retryd_http_version {
+    RETRYD_HTTP_1_1 = 0,
+    RETRYD_HTTP_2_TLS = 1, /**< HTTP/2 over TLS (ALPN), else HTTP/1.1 */
+    RETRYD_HTTP_2_PRIOR_KNOWLEDGE = 2, /**< h2c, cleartext HTTP/2 */
+} retryd_http_version;
+
+/** TLS options, passed to libcurl as they are. Strings are copied. */
+typedef struct retryd_tls_opts {
+    const char *ca_file;   /**< CURLOPT_CAINFO */
+    const char *ca_path;   /**< CURLOPT_CAPATH */
+    const char *cert_file; /**< CURLOPT_SSLCERT */
+    const char *key_file;  /**< CURLOPT_SSLKEY */
+    bool insecure;         /**< skip peer and host verification */
+} retryd_tls_opts;
+
+/** An upstream profile. Zero means "the default" for every number. */
+typedef struct retryd_profile_opts {
+    size_t sz;            /**< sizeof(retryd_profile_opts) */
+    const char *base_url; /**< required: scheme://host[:port][/prefix] */
+    /** The budget's name; NULL: the base URL's host[:port]. */
+    const char *upstream;
+    int64_t connect_timeout_ns; /**< default 2 s */
+    int64_t attempt_timeout_ns; /**< default 10 s */
+    int64_t min_attempt_ns;     /**< minimum attempt budget; default 50 ms */
+    uint32_t max_attempts;      /**< default 3 */
+    /** Backoff; base_ns 0: retryd_backoff_default. Its max_retry_after_ns
+     * is the largest Retry-After the profile honours. */
+    retryd_backoff_policy backoff;
+    bool transient_500; /**< 500 is transient for this upstream */
+    uint32_t bulkhead;  /**< concurrent attempts per process; default 64 */
+    /** Longest wait for a bulkhead permit; 0: until the deadline. A wait
+     * that runs out is a NOT_SENT attempt (pool_timeout). */
+    int64_t bulkhead_wait_ns;
+    retryd_http_version http_version;
+    retryd_tls_opts tls;
+    /** The upstream's budget parameters; NULL: the daemon's. */
+    const retryd_budget_params *budget;
+    size_t max_response_bytes; /**< a buffered body's bound; 16 MiB */
+} retryd_profile_opts;
+
+/**
+ * Create a profile: copies the options, opens the upstream's budget.
+ * @return 0, RETRYD_EINVAL (no or bad base URL, bad numbers),
+ *         RETRYD_ECONFLICT (budget parameters differ from the registered
+ *         ones), RETRYD_ENOMEM.
+ */
+RETRYD_EXPORT int retryd_profile_new(retryd_client *client,
+                                     const retryd_profile_opts *opts,
+                                     retryd_profile **ret);
+
+/** Free a profile no thread uses any more. Accepts NULL. */
+RETRYD_EXPORT void retryd_profile_free(retryd_profile *profile);
+
+/** The profile's budget handle (owned by the client's host). */
+RETRYD_EXPORT retryd_upstream *retryd_profile_budget(retryd_profile *profile);
+
+/**
+ * A response sink: receives the body as it arrives. Return @p len to go
+ * on; anything else stops the transfer. Once a byte has been handed to the
+ * sink, the request is not retried (rule 4).
+ */
+typedef size_t (*retryd_sink_fn)(const void *data, size_t len, void *ctx);
+
+/**
+ * Fresh credentials for the one 401 refresh-and-replay: write the new
+ * Authorization header value (without the name) into @p value (at most
+ * @p len bytes, NUL-terminated). Return 0, or a negative code to give up.
+ */
+typedef int (*retryd_refresh_fn)(void *ctx, char *value, size_t len);
+
+/** One request. Plain data, borrowed for the call. */
+typedef struct retryd_request {
+    size_t sz;                  /**< sizeof(retryd_request) */
+    const char *method;         /**< NULL: GET */
+    const char *path;           /**< appended to the base URL */
+    const char *const *headers; /**< NULL-terminated "Name: value" lines */
+    retryd_body *body;          /**< NULL: none; borrowed */
+    /** Declared idempotency. The method never decides it. */
+    retryd_idempotency idempotency;
+    /** Send a generated Idempotency-Key (a UUID), the same on every
+     * attempt; the request is then idempotent by key. */
+    bool idempotency_key;
+    /** Or send this key (implies idempotency_key). */
+    const char *idempotency_key_value;
+    int64_t deadline_ns; /**< for the whole call, from now; 0: 30 s */
+    retryd_sink_fn sink; /**< NULL: the body is kept in the result */
+    void *sink_ctx;
+    retryd_refresh_fn refresh; /**< NULL: a 401 is final */
+    void *refresh_ctx;
+} retryd_request;
+
+/**
+ * Execute @p req. Thread-safe: any number of threads may share a profile.
+ *
+ * @param ret  the result, whatever the outcome (a failure or an ambiguous
+ *             outcome is a result, not an error); freed with
+ *             retryd_result_free().
+ * @return 0, or RETRYD_EINVAL (bad request), RETRYD_ENOMEM.
+ */
+RETRYD_EXPORT int retryd_execute(retryd_profile *profile,
+                                 const retryd_request *req,
+                                 retryd_result **ret);
+
+/** The three answers. */
+typedef enum retryd_outcome {
+    /** Final headers arrived and no retry followed: status, headers, body. */
+    RETRYD_OUTCOME_RESPONSE = 0,
+    /** No response, and nothing may have executed that must not run twice:
+     * see the evidence, the denial and the error. */
+    RETRYD_OUTCOME_FAILURE = 1,
+    /** The request may or may not have executed; the caller must reconcile
+     * (query the upstream, or replay with an idempotency key). */
+    RETRYD_OUTCOME_AMBIGUOUS = 2,
+} retryd_outcome;
+
+/** One attempt in the log. */
+typedef struct retryd_attempt {
+    uint32_t number;
+    retryd_evidence evidence;
+    retryd_failure failure;
+    int status;             /**< 0 without final headers */
+    int http_version;       /**< 11 or 20; 0 when unknown */
+    int64_t wait_before_ns; /**< the backoff before this attempt */
+    int64_t duration_ns;
+    retryd_decision decision; /**< what the engine decided after it */
+    const char *error;        /**< transport error text, "" for none */
+} retryd_attempt;
+
+RETRYD_EXPORT retryd_outcome retryd_result_outcome(const retryd_result *r);
+/** The final status (last attempt), 0 when none arrived. */
+RETRYD_EXPORT int retryd_result_status(const retryd_result *r);
+/** The body of the final response (empty when streamed to a sink). */
+RETRYD_EXPORT const void *retryd_result_body(const retryd_result *r,
+                                             size_t *ret_len);
+/** The last value of a response header (case-insensitive), or NULL. */
+RETRYD_EXPORT const char *retryd_result_header(const retryd_result *r,
+                                               const char *name);
+RETRYD_EXPORT size_t retryd_result_header_count(const retryd_result *r);
+/** The i-th response header; 0 or RETRYD_ERANGE. */
+RETRYD_EXPORT int retryd_result_header_at(const retryd_result *r, size_t i,
+                                          const char **ret_name,
+                                          const char **ret_value);
+/** The last attempt's evidence. */
+RETRYD_EXPORT retryd_evidence retryd_result_evidence(const retryd_result *r);
+/** The last decision (why no further attempt followed). */
+RETRYD_EXPORT const retryd_decision *
+retryd_result_decision(const retryd_result *r);
+/** The last transport error text, "" when none. */
+RETRYD_EXPORT const char *retryd_result_error(const retryd_result *r);
+/** The Idempotency-Key sent, or NULL. */
+RETRYD_EXPORT const char *retryd_result_idempotency_key(const retryd_result *r);
+RETRYD_EXPORT size_t retryd_result_attempt_count(const retryd_result *r);
+/** The i-th attempt (0-based), owned by the result; NULL out of range. */
+RETRYD_EXPORT const retryd_attempt *
+retryd_result_attempt(const retryd_result *r, size_t i);
+RETRYD_EXPORT const char *retryd_outcome_name(retryd_outcome o);
+/** Accepts NULL. */
+RETRYD_EXPORT void retryd_result_free(retryd_result *r);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* RETRYD_CLIENT_H */

@@ -1,0 +1,438 @@
+/*
+ * Request bodies: the kinds of the specification's replayability table,
+ * each able to produce one byte stream per attempt (or, for a one-shot
+ * kind, exactly one).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "body_internal.h"
+
+#define MULTIPART_MAX_PARTS 1024
+
+struct retryd_body {
+    retryd_body_kind kind;
+    retryd_replayability replay;
+    /* bytes, and a DTO once encoded */
+    void *data;
+    size_t len;
+    /* dto */
+    const void *dto;
+    retryd_body_encode_fn encode;
+    /* supplier, publisher factory, file */
+    retryd_body_open_fn open;
+    void *ctx;
+    char *path;
+    /* stream, publisher */
+    retryd_body_reader reader;
+    bool used;
+    /* multipart */
+    retryd_body **parts;
+    char **names, **types;
+    size_t n_parts;
+    char boundary[40];
+    char content_type[80];
+};
+
+static int body_alloc(retryd_body_kind kind, retryd_replayability r,
+                      retryd_body **ret)
+{
+    retryd_body *b = calloc(1, sizeof(*b));
+    if (b == NULL)
+        return RETRYD_ENOMEM;
+    b->kind = kind;
+    b->replay = r;
+    *ret = b;
+    return 0;
+}
+
+int retryd_body_new_bytes(const void *data, size_t len, retryd_body **ret)
+{
+    retryd_body *b;
+    if (ret == NULL || (data == NULL && len > 0))
+        return RETRYD_EINVAL;
+    if (body_alloc(RETRYD_BODY_BYTES, RETRYD_REPLAYABLE, &b) < 0)
+        return RETRYD_ENOMEM;
+    b->data = malloc(len ? len : 1);
+    if (b->data == NULL) {
+        free(b);
+        return RETRYD_ENOMEM;
+    }
+    if (len)
+        memcpy(b->data, data, len);
+    b->len = len;
+    *ret = b;
+    return 0;
+}
+
+int retryd_body_new_dto(const void *dto, retryd_body_encode_fn encode,
+                        void *ctx, retryd_body **ret)
+{
+    retryd_body *b;
+    if (ret == NULL || encode == NULL)
+        return RETRYD_EINVAL;
+    if (body_alloc(RETRYD_BODY_DTO, RETRYD_REPLAYABLE, &b) < 0)
+        return RETRYD_ENOMEM;
+    b->dto = dto;
+    b->encode = encode;
+    b->ctx = ctx;
+    *ret = b;
+    return 0;
+}
+
+int retryd_body_new_supplier(retryd_body_open_fn open, void *ctx,
+                             retryd_body **ret)
+{
+    retryd_body *b;
+    if (ret == NULL || open == NULL)
+        return RETRYD_EINVAL;
+    if (body_alloc(RETRYD_BODY_SUPPLIER, RETRYD_REOPENABLE, &b) < 0)
+        return RETRYD_ENOMEM;
+    b->open = open;
+    b->ctx = ctx;
+    *ret = b;
+    return 0;
+}
+
+/* A file, reopened per attempt. */
+typedef struct file_reader {
+    int fd;
+} file_reader;
+
+static long file_read(void *ctx, void *buf, size_t len)
+{
+    file_reader *f = ctx;
+    for (;;) {
+        ssize_t n = read(f->fd, buf, len);
+        if (n >= 0 || errno != EINTR)
+            return n < 0 ? -1 : (long)n;
+    }
+}
+
+static void file_close(void *ctx)
+{
+    file_reader *f = ctx;
+    close(f->fd);
+    free(f);
+}
+
+static int file_open(void *ctx, retryd_body_reader *ret)
+{
+    const char *path = ctx;
+    struct stat st;
+    file_reader *f = malloc(sizeof(*f));
+    if (f == NULL)
+        return RETRYD_ENOMEM;
+    f->fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (f->fd < 0 || fstat(f->fd, &st) < 0) {
+        if (f->fd >= 0)
+            close(f->fd);
+        free(f);
+        return RETRYD_EIO;
+    }
+    *ret = (retryd_body_reader){file_read, file_close, f,
+                                S_ISREG(st.st_mode) ? st.st_size : -1};
+    return 0;
+}
+
+int retryd_body_new_file(const char *path, retryd_body **ret)
+{
+    retryd_body *b;
+    if (ret == NULL || path == NULL)
+        return RETRYD_EINVAL;
+    int r = retryd_body_new_supplier(file_open, NULL, &b);
+    if (r < 0)
+        return r;
+    b->path = strdup(path);
+    if (b->path == NULL) {
+        free(b);
+        return RETRYD_ENOMEM;
+    }
+    b->ctx = b->path;
+    *ret = b;
+    return 0;
+}
+
+static int new_reader_body(retryd_body_kind kind,
+                           const retryd_body_reader *reader, retryd_body **ret)
+{
+    retryd_body *b;
+    if (ret == NULL || reader == NULL || reader->read == NULL)
+        return RETRYD_EINVAL;
+    if (body_alloc(kind, RETRYD_ONE_SHOT, &b) < 0)
+        return RETRYD_ENOMEM;
+    b->reader = *reader;
+    *ret = b;
+    return 0;
+}
+
+int retryd_body_new_stream(const retryd_body_reader *reader, retryd_body **ret)
+{
+    return new_reader_body(RETRYD_BODY_STREAM, reader, ret);
+}
+
+int retryd_body_new_publisher(const retryd_body_reader *reader,
+                              retryd_body **ret)
+{
+    return new_reader_body(RETRYD_BODY_PUBLISHER, reader, ret);
+}
+
+int retryd_body_new_publisher_factory(retryd_body_open_fn create, void *ctx,
+                                      retryd_replayability declared,
+                                      retryd_body **ret)
+{
+    retryd_body *b;
+    retryd_replayability r;
+    if (ret == NULL || create == NULL ||
+        retryd_body_kind_replayability(RETRYD_BODY_PUBLISHER_FACTORY, declared,
+                                       &r) < 0)
+        return RETRYD_EINVAL;
+    if (body_alloc(RETRYD_BODY_PUBLISHER_FACTORY, r, &b) < 0)
+        return RETRYD_ENOMEM;
+    b->open = create;
+    b->ctx = ctx;
+    *ret = b;
+    return 0;
+}
+
+static bool header_safe(const char *s)
+{
+    for (; *s; s++)
+        if ((unsigned char)*s < 0x20 || *s == '"' || *s == 0x7f)
+            return false;
+    return true;
+}
+
+int retryd_body_new_multipart(retryd_body *const *parts,
+                              const char *const *names,
+                              const char *const *content_types, size_t n,
+                              retryd_body **ret)
+{
+    retryd_body *b = NULL;
+    int r = RETRYD_EINVAL;
+
+    if (ret == NULL || parts == NULL || names == NULL || n == 0 ||
+        n > MULTIPART_MAX_PARTS)
+        goto fail;
+    for (size_t i = 0; i < n; i++)
+        if (parts[i] == NULL || names[i] == NULL || !header_safe(names[i]) ||
+            (content_types && content_types[i] &&
+             !header_safe(content_types[i])))
+            goto fail;
+    r = RETRYD_ENOMEM;
+    if (body_alloc(RETRYD_BODY_MULTIPART, RETRYD_REPLAYABLE, &b) < 0)
+        goto fail;
+    b->parts = calloc(n, sizeof(*b->parts));
+    b->names = calloc(n, sizeof(*b->names));
+    b->types = calloc(n, sizeof(*b->types));
+    if (!b->parts || !b->names || !b->types)
+        goto fail;
+    for (size_t i = 0; i < n; i++) {
+        const char *ct = content_types && content_types[i]
+                             ? content_types[i]
+                             : "application/octet-stream";
+        b->names[i] = strdup(names[i]);
+        b->types[i] = strdup(ct);
+        if (!b->names[i] || !b->types[i])
+            goto fail;
+        b->parts[i] = parts[i];
+        b->n_parts = i + 1;
+        /* The algebra of the specification: the weakest part decides. */
+        b->replay = retryd_replayability_weakest(
+            b->replay, retryd_body_replayability(parts[i]));
+    }
+    uint64_t rnd[2] = {0, 0};
+    if (getrandom(rnd, sizeof(rnd), GRND_NONBLOCK) < 0)
+        rnd[0] = (uint64_t)(uintptr_t)b;
+    snprintf(b->boundary, sizeof(b->boundary), "retryd-%016llx%016llx",
+             (unsigned long long)rnd[0], (unsigned long long)rnd[1]);
+    snprintf(b->content_type, sizeof(b->content_type),
+             "multipart/form-data; boundary=%s", b->boundary);
+    *ret = b;
+    return 0;
+fail:
+    if (b != NULL) {
+        b->n_parts = 0; /* parts are freed below, once */
+        retryd_body_free(b);
+    }
+    for (size_t i = 0; parts && i < n; i++)
+        retryd_body_free(parts[i]);
+    return r;
+}
+
+void retryd_body_free(retryd_body *b)
+{
+    if (b == NULL)
+        return;
+    for (size_t i = 0; i < b->n_parts; i++) {
+        retryd_body_free(b->parts[i]);
+        free(b->names[i]);
+        free(b->types[i]);
+    }
+    free(b->parts);
+    free(b->names);
+    free(b->types);
+    free(b->data);
+    free(b->path);
+    free(b);
+}
+
+retryd_replayability retryd_body_replayability(const retryd_body *b)
+{
+    return b ? b->replay : RETRYD_REPLAYABLE; /* no body: nothing to lose */
+}
+
+const char *retryd_body_content_type(const retryd_body *b)
+{
+    return b && b->kind == RETRYD_BODY_MULTIPART ? b->content_type : NULL;
+}
+
+/* --- readers ------------------------------------------------------------- */
+
+typedef struct mem_reader {
+    const unsigned char *p;
+    size_t left;
+} mem_reader;
+
+static long mem_read(void *ctx, void *buf, size_t len)
+{
+    mem_reader *m = ctx;
+    size_t n = len < m->left ? len : m->left;
+    memcpy(buf, m->p, n);
+    m->p += n;
+    m->left -= n;
+    return (long)n;
+}
+
+static int open_memory(const void *data, size_t len, retryd_body_reader *ret)
+{
+    mem_reader *m = malloc(sizeof(*m));
+    if (m == NULL)
+        return RETRYD_ENOMEM;
+    *m = (mem_reader){data, len};
+    *ret = (retryd_body_reader){mem_read, free, m, (int64_t)len};
+    return 0;
+}
+
+/* Multipart: a sequence of segments (preamble text, part stream, ...). */
+typedef struct mp_reader {
+    retryd_body *b;
+    size_t part;    /* the part being sent */
+    int phase;      /* 0 head, 1 body, 2 tail */
+    char head[512]; /* the current head or tail text */
+    size_t head_len, head_off;
+    retryd_body_reader cur;
+    bool cur_open;
+} mp_reader;
+
+static void mp_head(mp_reader *m)
+{
+    retryd_body *b = m->b;
+    if (m->part < b->n_parts)
+        m->head_len = (size_t)snprintf(
+            m->head, sizeof(m->head),
+            "%s--%s\r\nContent-Disposition: form-data; name=\"%s\"\r\n"
+            "Content-Type: %s\r\n\r\n",
+            m->part ? "\r\n" : "", b->boundary, b->names[m->part],
+            b->types[m->part]);
+    else
+        m->head_len = (size_t)snprintf(m->head, sizeof(m->head),
+                                       "\r\n--%s--\r\n", b->boundary);
+    if (m->head_len >= sizeof(m->head))
+        m->head_len = sizeof(m->head) - 1;
+    m->head_off = 0;
+}
+
+static long mp_read(void *ctx, void *buf, size_t len)
+{
+    mp_reader *m = ctx;
+    for (;;) {
+        if (m->head_off < m->head_len) {
+            size_t n = m->head_len - m->head_off;
+            n = n < len ? n : len;
+            memcpy(buf, m->head + m->head_off, n);
+            m->head_off += n;
+            return (long)n;
+        }
+        if (m->part >= m->b->n_parts)
+            return 0;
+        if (!m->cur_open) {
+            if (retryd__body_open(m->b->parts[m->part], &m->cur) < 0)
+                return -1;
+            m->cur_open = true;
+        }
+        long n = m->cur.read(m->cur.ctx, buf, len);
+        if (n != 0)
+            return n;
+        retryd__body_close(&m->cur);
+        m->cur_open = false;
+        m->part++;
+        mp_head(m);
+    }
+}
+
+static void mp_close(void *ctx)
+{
+    mp_reader *m = ctx;
+    if (m->cur_open)
+        retryd__body_close(&m->cur);
+    free(m);
+}
+
+static int open_multipart(retryd_body *b, retryd_body_reader *ret)
+{
+    mp_reader *m = calloc(1, sizeof(*m));
+    if (m == NULL)
+        return RETRYD_ENOMEM;
+    m->b = b;
+    mp_head(m);
+    /* Sent chunked: a part's length is not always known in advance. */
+    *ret = (retryd_body_reader){mp_read, mp_close, m, -1};
+    return 0;
+}
+
+int retryd__body_open(retryd_body *b, retryd_body_reader *ret)
+{
+    switch (b->kind) {
+    case RETRYD_BODY_BYTES:
+        return open_memory(b->data, b->len, ret);
+    case RETRYD_BODY_DTO:
+        if (b->data == NULL) {
+            int r = b->encode(b->dto, b->ctx, &b->data, &b->len);
+            if (r < 0 || b->data == NULL) {
+                b->data = NULL;
+                return r < 0 ? r : RETRYD_EIO;
+            }
+        }
+        return open_memory(b->data, b->len, ret);
+    case RETRYD_BODY_SUPPLIER:
+    case RETRYD_BODY_PUBLISHER_FACTORY:
+        return b->open(b->ctx, ret);
+    case RETRYD_BODY_STREAM:
+    case RETRYD_BODY_PUBLISHER:
+        if (b->used)
+            return RETRYD_EINVAL;
+        b->used = true;
+        *ret = b->reader;
+        return 0;
+    case RETRYD_BODY_MULTIPART:
+        return open_multipart(b, ret);
+    default:
+        return RETRYD_EINVAL;
+    }
+}
+
+void retryd__body_close(retryd_body_reader *r)
+{
+    if (r->close != NULL)
+        r->close(r->ctx);
+    r->close = NULL;
+    r->read = NULL;
+}

@@ -1,0 +1,259 @@
+/*
+ * The executor's long-lived parts: the client (libcurl's global state and
+ * the host budget) and profiles (options, the bulkhead, the pool of easy
+ * handles whose connection caches keep connections alive between calls).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "executor.h"
+
+#define DEFAULT_CONNECT_NS (2 * INT64_C(1000000000))
+#define DEFAULT_ATTEMPT_NS (10 * INT64_C(1000000000))
+#define DEFAULT_MIN_ATTEMPT_NS (50 * INT64_C(1000000))
+#define DEFAULT_MAX_ATTEMPTS 3
+#define DEFAULT_BULKHEAD 64
+#define DEFAULT_MAX_RESPONSE (16u << 20)
+#define MAX_ATTEMPTS_LIMIT 100
+
+int64_t retryd__now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+static CURLcode curl_init_result;
+
+static void curl_init(void)
+{
+    curl_init_result = curl_global_init(CURL_GLOBAL_DEFAULT);
+}
+
+int retryd_client_new(const retryd_client_opts *opts, retryd_client **ret)
+{
+    retryd_client_opts o = {0};
+    retryd_client *c;
+    int r;
+
+    if (ret == NULL)
+        return RETRYD_EINVAL;
+    if (opts != NULL) {
+        if (opts->sz < sizeof(size_t) || opts->sz > 4 * sizeof(o))
+            return RETRYD_EINVAL;
+        memcpy(&o, opts, opts->sz < sizeof(o) ? opts->sz : sizeof(o));
+    }
+    pthread_once(&curl_once, curl_init);
+    if (curl_init_result != CURLE_OK)
+        return RETRYD_ECURL;
+    c = calloc(1, sizeof(*c));
+    if (c == NULL)
+        return RETRYD_ENOMEM;
+    r = retryd_host_open(o.host.sz ? &o.host : NULL, &c->host);
+    if (r < 0) {
+        free(c);
+        return r;
+    }
+    *ret = c;
+    return 0;
+}
+
+void retryd_client_free(retryd_client *c)
+{
+    if (c == NULL)
+        return;
+    retryd_host_close(c->host);
+    free(c);
+}
+
+retryd_host *retryd_client_host(retryd_client *c)
+{
+    return c ? c->host : NULL;
+}
+
+/* host[:port] of an http(s) URL, for the default budget name. */
+static char *upstream_from_url(const char *url)
+{
+    CURLU *u = curl_url();
+    char *host = NULL, *port = NULL, *name = NULL;
+    if (u == NULL)
+        return NULL;
+    if (curl_url_set(u, CURLUPART_URL, url, 0) == CURLUE_OK &&
+        curl_url_get(u, CURLUPART_HOST, &host, 0) == CURLUE_OK) {
+        curl_url_get(u, CURLUPART_PORT, &port, 0);
+        size_t n = strlen(host) + (port ? strlen(port) + 1 : 0) + 1;
+        name = malloc(n);
+        if (name != NULL)
+            snprintf(name, n, "%s%s%s", host, port ? ":" : "",
+                     port ? port : "");
+    }
+    curl_free(host);
+    curl_free(port);
+    curl_url_cleanup(u);
+    return name;
+}
+
+static bool url_ok(const char *url)
+{
+    CURLU *u = curl_url();
+    char *scheme = NULL;
+    bool ok = u && curl_url_set(u, CURLUPART_URL, url, 0) == CURLUE_OK &&
+              curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) == CURLUE_OK &&
+              (strcmp(scheme, "http") == 0 || strcmp(scheme, "https") == 0);
+    curl_free(scheme);
+    curl_url_cleanup(u);
+    return ok;
+}
+
+static char *dup_or_null(const char *s, bool *oom)
+{
+    char *d = s ? strdup(s) : NULL;
+    if (s && !d)
+        *oom = true;
+    return d;
+}
+
+static int apply_defaults(retryd_profile *p, const retryd_profile_opts *o)
+{
+    p->connect_timeout_ns =
+        o->connect_timeout_ns ? o->connect_timeout_ns : DEFAULT_CONNECT_NS;
+    p->attempt_timeout_ns =
+        o->attempt_timeout_ns ? o->attempt_timeout_ns : DEFAULT_ATTEMPT_NS;
+    p->min_attempt_ns =
+        o->min_attempt_ns ? o->min_attempt_ns : DEFAULT_MIN_ATTEMPT_NS;
+    p->max_attempts = o->max_attempts ? o->max_attempts : DEFAULT_MAX_ATTEMPTS;
+    p->backoff = o->backoff.base_ns ? o->backoff : retryd_backoff_default;
+    p->bulkhead = o->bulkhead ? o->bulkhead : DEFAULT_BULKHEAD;
+    p->bulkhead_wait_ns = o->bulkhead_wait_ns;
+    p->max_response_bytes =
+        o->max_response_bytes ? o->max_response_bytes : DEFAULT_MAX_RESPONSE;
+    p->transient_500 = o->transient_500;
+    p->http_version = o->http_version;
+    p->insecure = o->tls.insecure;
+    if (p->connect_timeout_ns < 0 || p->attempt_timeout_ns <= 0 ||
+        p->min_attempt_ns < 0 || p->bulkhead_wait_ns < 0 ||
+        p->max_attempts > MAX_ATTEMPTS_LIMIT || p->bulkhead > 100000 ||
+        p->backoff.max_ns < 0 || p->backoff.max_retry_after_ns < 0 ||
+        (unsigned)p->backoff.jitter > RETRYD_JITTER_DECORRELATED ||
+        (unsigned)p->http_version > RETRYD_HTTP_2_PRIOR_KNOWLEDGE)
+        return RETRYD_EINVAL;
+    return 0;
+}
+
+int retryd_profile_new(retryd_client *c, const retryd_profile_opts *opts,
+                       retryd_profile **ret)
+{
+    retryd_profile_opts o = {0};
+    retryd_profile *p;
+    bool oom = false;
+    int r;
+
+    if (c == NULL || opts == NULL || ret == NULL || opts->sz < sizeof(size_t) ||
+        opts->sz > 4 * sizeof(o))
+        return RETRYD_EINVAL;
+    memcpy(&o, opts, opts->sz < sizeof(o) ? opts->sz : sizeof(o));
+    if (o.base_url == NULL || !url_ok(o.base_url))
+        return RETRYD_EINVAL;
+    p = calloc(1, sizeof(*p));
+    if (p == NULL)
+        return RETRYD_ENOMEM;
+    p->client = c;
+    r = apply_defaults(p, &o);
+    if (r < 0)
+        goto fail;
+    p->base_url = dup_or_null(o.base_url, &oom);
+    p->upstream_name = o.upstream ? dup_or_null(o.upstream, &oom)
+                                  : upstream_from_url(o.base_url);
+    p->ca_file = dup_or_null(o.tls.ca_file, &oom);
+    p->ca_path = dup_or_null(o.tls.ca_path, &oom);
+    p->cert_file = dup_or_null(o.tls.cert_file, &oom);
+    p->key_file = dup_or_null(o.tls.key_file, &oom);
+    p->idle = calloc(p->bulkhead, sizeof(*p->idle));
+    r = RETRYD_ENOMEM;
+    if (oom || p->upstream_name == NULL || p->idle == NULL)
+        goto fail;
+    r = retryd_upstream_open(c->host, p->upstream_name, o.budget, &p->budget);
+    if (r < 0)
+        goto fail;
+    pthread_mutex_init(&p->lock, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&p->freed, &ca);
+    pthread_condattr_destroy(&ca);
+    *ret = p;
+    return 0;
+fail:
+    free(p->base_url), free(p->upstream_name), free(p->ca_file);
+    free(p->ca_path), free(p->cert_file), free(p->key_file), free(p->idle);
+    free(p);
+    return r;
+}
+
+void retryd_profile_free(retryd_profile *p)
+{
+    if (p == NULL)
+        return;
+    for (size_t i = 0; i < p->n_idle; i++)
+        curl_easy_cleanup(p->idle[i]);
+    pthread_cond_destroy(&p->freed);
+    pthread_mutex_destroy(&p->lock);
+    free(p->base_url), free(p->upstream_name), free(p->ca_file);
+    free(p->ca_path), free(p->cert_file), free(p->key_file), free(p->idle);
+    free(p);
+}
+
+retryd_upstream *retryd_profile_budget(retryd_profile *p)
+{
+    return p ? p->budget : NULL;
+}
+
+int retryd__permit_take(retryd_profile *p, int64_t deadline_ns)
+{
+    struct timespec ts = {.tv_sec = deadline_ns / 1000000000,
+                          .tv_nsec = deadline_ns % 1000000000};
+    int r = 0;
+    pthread_mutex_lock(&p->lock);
+    while (p->in_flight >= p->bulkhead && r == 0)
+        if (pthread_cond_timedwait(&p->freed, &p->lock, &ts) == ETIMEDOUT)
+            r = p->in_flight >= p->bulkhead ? RETRYD_ETIMEDOUT : 0;
+    if (r == 0)
+        p->in_flight++;
+    pthread_mutex_unlock(&p->lock);
+    return r;
+}
+
+void retryd__permit_give(retryd_profile *p)
+{
+    pthread_mutex_lock(&p->lock);
+    p->in_flight--;
+    pthread_cond_signal(&p->freed);
+    pthread_mutex_unlock(&p->lock);
+}
+
+CURL *retryd__handle_take(retryd_profile *p)
+{
+    CURL *h = NULL;
+    pthread_mutex_lock(&p->lock);
+    if (p->n_idle > 0)
+        h = p->idle[--p->n_idle];
+    pthread_mutex_unlock(&p->lock);
+    return h ? h : curl_easy_init();
+}
+
+void retryd__handle_give(retryd_profile *p, CURL *h, bool tainted)
+{
+    if (!tainted) {
+        pthread_mutex_lock(&p->lock);
+        if (p->n_idle < p->bulkhead) {
+            p->idle[p->n_idle++] = h;
+            h = NULL;
+        }
+        pthread_mutex_unlock(&p->lock);
+    }
+    if (h != NULL)
+        curl_easy_cleanup(h);
+}

@@ -1,0 +1,464 @@
+/*
+ * The executor against a real fault-injecting HTTP/1.1 server: for every
+ * fault x idempotency (safe, idempotent, non-idempotent, keyed) x body kind,
+ * the outcome, the number of attempts, the evidence, and the number of
+ * executions the server saw. The property above all: a non-idempotent
+ * request is never executed twice.
+ */
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+
+#include "retryd/retryd.h"
+#include "testsrv.h"
+
+#define MS INT64_C(1000000)
+#define S INT64_C(1000000000)
+
+static testsrv *srv;
+static retryd_client *client;
+
+static void setup(void)
+{
+    retryd_client_opts co = {.sz = sizeof(co)};
+    co.host.sz = sizeof(co.host);
+    co.host.flags = RETRYD_HOST_LOCAL_ONLY; /* budgets are tested apart */
+    cr_assert_eq(testsrv_start(FAULTSRV_PATH, NULL, &srv), 0);
+    cr_assert_eq(retryd_client_new(&co, &client), 0);
+}
+
+static void teardown(void)
+{
+    retryd_client_free(client);
+    testsrv_stop(srv);
+}
+
+TestSuite(executor, .init = setup, .fini = teardown, .timeout = 120);
+
+/* A budget that never runs dry: the matrix is about safety, not money. */
+static const retryd_budget_params plenty = {1, 1e6, 1e6};
+
+static retryd_profile *profile_at(int port, int64_t attempt_ns)
+{
+    char base[64], name[32];
+    retryd_profile *p;
+    snprintf(base, sizeof(base), "http://127.0.0.1:%d", port);
+    snprintf(name, sizeof(name), "matrix-%d", port);
+    retryd_profile_opts o = {
+        .sz = sizeof(o),
+        .base_url = base,
+        .upstream = name,
+        .attempt_timeout_ns = attempt_ns,
+        .min_attempt_ns = 10 * MS,
+        .max_attempts = 3,
+        .backoff = {RETRYD_JITTER_FULL, 1 * MS, 4 * MS, 2 * S},
+        .budget = &plenty,
+    };
+    cr_assert_eq(retryd_profile_new(client, &o, &p), 0);
+    return p;
+}
+
+/* --- bodies -------------------------------------------------------------- */
+
+typedef struct mem {
+    const char *data;
+    size_t len, off;
+} mem;
+
+static long mem_read(void *ctx, void *buf, size_t len)
+{
+    mem *m = ctx;
+    size_t n = m->len - m->off < len ? m->len - m->off : len;
+    memcpy(buf, m->data + m->off, n);
+    m->off += n;
+    return (long)n;
+}
+
+static int open_fresh(void *ctx, retryd_body_reader *ret)
+{
+    mem *m = malloc(sizeof(*m));
+    *m = (mem){ctx, strlen(ctx), 0};
+    *ret = (retryd_body_reader){mem_read, free, m, (int64_t)m->len};
+    return 0;
+}
+
+static int encode_amount(const void *dto, void *ctx, void **data, size_t *len)
+{
+    (void)ctx;
+    char *s = malloc(32);
+    *len = (size_t)snprintf(s, 32, "amount=%d", *(const int *)dto);
+    *data = s;
+    return 0;
+}
+
+enum { N_BODIES = 9 };
+static const char *const body_names[N_BODIES] = {
+    "bytes",  "dto",       "supplier",         "file", "factory", "multipart",
+    "stream", "publisher", "multipart_oneshot"};
+static const int amount = 42;
+static mem one_shot_source;
+static char file_path[64];
+
+/* Body @p k, and the bytes the server must see (NULL: not checked). */
+static retryd_body *make_body(int k, const char **expect)
+{
+    retryd_body *b = NULL, *parts[2];
+    const char *names[2] = {"a", "b"};
+    *expect = NULL;
+    switch (k) {
+    case 0:
+        *expect = "hello payment";
+        cr_assert_eq(retryd_body_new_bytes(*expect, strlen(*expect), &b), 0);
+        break;
+    case 1:
+        *expect = "amount=42";
+        cr_assert_eq(retryd_body_new_dto(&amount, encode_amount, NULL, &b), 0);
+        break;
+    case 2:
+        *expect = "supplied body";
+        cr_assert_eq(retryd_body_new_supplier(open_fresh, "supplied body", &b),
+                     0);
+        break;
+    case 3: {
+        *expect = "from a file";
+        snprintf(file_path, sizeof(file_path), "/tmp/retryd-body-XXXXXX");
+        int fd = mkstemp(file_path);
+        cr_assert(fd >= 0 && write(fd, *expect, 11) == 11);
+        close(fd);
+        cr_assert_eq(retryd_body_new_file(file_path, &b), 0);
+        break;
+    }
+    case 4:
+        *expect = "published";
+        cr_assert_eq(retryd_body_new_publisher_factory(open_fresh, "published",
+                                                       RETRYD_REPLAYABLE, &b),
+                     0);
+        break;
+    case 5:
+    case 8:
+        cr_assert_eq(retryd_body_new_bytes("part one", 8, &parts[0]), 0);
+        if (k == 5) {
+            cr_assert_eq(
+                retryd_body_new_supplier(open_fresh, "part two", &parts[1]), 0);
+        } else {
+            one_shot_source = (mem){"part two", 8, 0};
+            retryd_body_reader r = {mem_read, NULL, &one_shot_source, 8};
+            cr_assert_eq(retryd_body_new_stream(&r, &parts[1]), 0);
+        }
+        cr_assert_eq(retryd_body_new_multipart(parts, names, NULL, 2, &b), 0);
+        break;
+    case 6:
+    case 7: {
+        *expect = "streamed once";
+        one_shot_source = (mem){*expect, strlen(*expect), 0};
+        retryd_body_reader r = {mem_read, NULL, &one_shot_source,
+                                (int64_t)one_shot_source.len};
+        cr_assert_eq(k == 6 ? retryd_body_new_stream(&r, &b)
+                            : retryd_body_new_publisher(&r, &b),
+                     0);
+        break;
+    }
+    }
+    return b;
+}
+
+/* --- the matrix ---------------------------------------------------------- */
+
+typedef struct expect {
+    retryd_outcome outcome;
+    int executions, attempts, status; /* status 0: none expected */
+} expect;
+
+/* Per class: safe or idempotent (or keyed) with a replayable body;
+ * non-idempotent with a replayable body; and the same with a one-shot
+ * body. */
+enum { SAFE_REPLAY, UNSAFE_REPLAY, SAFE_ONESHOT, UNSAFE_ONESHOT };
+
+typedef struct fault {
+    const char *name;
+    const char *path; /* the request id is appended as id=... */
+    bool refused;     /* connect to a port nobody listens on */
+    /* The status says "not processed" (429, 425): the server answers each
+     * attempt, so its count is of answers, not of executions. */
+    bool refusal;
+    int64_t attempt_ns;
+    uint32_t evidence_mask; /* evidences the last attempt may show */
+    expect per_class[4];
+} fault;
+
+#define EV(e) (1u << RETRYD_EVIDENCE_##e)
+#define RESP RETRYD_OUTCOME_RESPONSE
+#define FAIL RETRYD_OUTCOME_FAILURE
+#define AMB RETRYD_OUTCOME_AMBIGUOUS
+
+static const fault faults[] = {
+    {"ok",
+     "/echo",
+     false,
+     false,
+     2 * S,
+     EV(RESPONSE_RECEIVED),
+     {{RESP, 1, 1, 200},
+      {RESP, 1, 1, 200},
+      {RESP, 1, 1, 200},
+      {RESP, 1, 1, 200}}},
+    {"connection_refused",
+     "/ok",
+     true,
+     false,
+     2 * S,
+     EV(NOT_SENT),
+     {{FAIL, 0, 3, 0}, {FAIL, 0, 3, 0}, {FAIL, 0, 1, 0}, {FAIL, 0, 1, 0}}},
+    {"close_after_read",
+     "/close-after-read",
+     false,
+     false,
+     2 * S,
+     EV(SENT_NO_RESPONSE),
+     {{FAIL, 3, 3, 0}, {AMB, 1, 1, 0}, {FAIL, 1, 1, 0}, {AMB, 1, 1, 0}}},
+    {"reset_after_read",
+     "/reset-after-read",
+     false,
+     false,
+     2 * S,
+     EV(SENT_NO_RESPONSE),
+     {{FAIL, 3, 3, 0}, {AMB, 1, 1, 0}, {FAIL, 1, 1, 0}, {AMB, 1, 1, 0}}},
+    {"headers_past_the_timeout",
+     "/hold?ms=5000",
+     false,
+     false,
+     150 * MS,
+     EV(SENT_NO_RESPONSE),
+     {{FAIL, 3, 3, 0}, {AMB, 1, 1, 0}, {FAIL, 1, 1, 0}, {AMB, 1, 1, 0}}},
+    {"headers_then_part_of_the_body",
+     "/partial",
+     false,
+     false,
+     2 * S,
+     EV(PARTIAL_RESPONSE),
+     {{FAIL, 3, 3, 200},
+      {AMB, 1, 1, 200},
+      {FAIL, 1, 1, 200},
+      {AMB, 1, 1, 200}}},
+    {"interim_response_then_close",
+     "/interim-then-close",
+     false,
+     false,
+     2 * S,
+     EV(SENT_NO_RESPONSE),
+     {{FAIL, 3, 3, 0}, {AMB, 1, 1, 0}, {FAIL, 1, 1, 0}, {AMB, 1, 1, 0}}},
+    {"status_503",
+     "/status?code=503",
+     false,
+     false,
+     2 * S,
+     EV(RESPONSE_RECEIVED),
+     {{RESP, 3, 3, 503},
+      {AMB, 1, 1, 503},
+      {RESP, 1, 1, 503},
+      {AMB, 1, 1, 503}}},
+    {"status_503_then_200",
+     "/seq?codes=503,200",
+     false,
+     false,
+     2 * S,
+     EV(RESPONSE_RECEIVED),
+     {{RESP, 2, 2, 200},
+      {AMB, 1, 1, 503},
+      {RESP, 1, 1, 503},
+      {AMB, 1, 1, 503}}},
+    {"status_429_retry_after_0",
+     "/status?code=429&retry_after=0",
+     false,
+     true,
+     2 * S,
+     EV(RESPONSE_RECEIVED),
+     {{RESP, 3, 3, 429},
+      {RESP, 3, 3, 429},
+      {RESP, 1, 1, 429},
+      {RESP, 1, 1, 429}}},
+    {"status_425_once",
+     "/once425",
+     false,
+     true,
+     2 * S,
+     EV(RESPONSE_RECEIVED),
+     {{RESP, 2, 2, 200},
+      {RESP, 2, 2, 200},
+      {RESP, 1, 1, 425},
+      {RESP, 1, 1, 425}}},
+    {"status_500",
+     "/status?code=500",
+     false,
+     false,
+     2 * S,
+     EV(RESPONSE_RECEIVED),
+     {{RESP, 1, 1, 500},
+      {RESP, 1, 1, 500},
+      {RESP, 1, 1, 500},
+      {RESP, 1, 1, 500}}},
+    {"status_404",
+     "/status?code=404",
+     false,
+     false,
+     2 * S,
+     EV(RESPONSE_RECEIVED),
+     {{RESP, 1, 1, 404},
+      {RESP, 1, 1, 404},
+      {RESP, 1, 1, 404},
+      {RESP, 1, 1, 404}}},
+};
+#define N_FAULTS (sizeof(faults) / sizeof(faults[0]))
+
+static const retryd_idempotency idems[] = {
+    RETRYD_IDEMPOTENCY_SAFE, RETRYD_IDEMPOTENCY_IDEMPOTENT,
+    RETRYD_IDEMPOTENCY_NON_IDEMPOTENT, RETRYD_IDEMPOTENCY_BY_KEY};
+
+/* The keys the server saw for @p id all equal @p key. */
+static void expect_same_key(const char *id, const char *key, int executions)
+{
+    char cmd[96], reply[4096];
+    snprintf(cmd, sizeof(cmd), "LOG %s", id);
+    cr_assert_eq(testsrv_command(srv, cmd, reply, sizeof(reply)), 0);
+    int seen = 0;
+    for (const char *p = reply; (p = strstr(p, key)) != NULL; p++)
+        seen++;
+    cr_expect_eq(seen, executions, "key %s in %s", key, reply);
+}
+
+static void run_case(const fault *f, retryd_profile *p, size_t i, int body)
+{
+    retryd_idempotency idem = idems[i];
+    const char *want_body;
+    retryd_body *b = make_body(body, &want_body);
+    bool one_shot = retryd_body_replayability(b) == RETRYD_ONE_SHOT;
+    bool unsafe = idem == RETRYD_IDEMPOTENCY_NON_IDEMPOTENT;
+    const expect *e = &f->per_class[(one_shot ? 2 : 0) + (unsafe ? 1 : 0)];
+    char id[64], path[128];
+    snprintf(id, sizeof(id), "%s-%zu-%s", f->name, i, body_names[body]);
+    snprintf(path, sizeof(path), "%s%cid=%s", f->path,
+             strchr(f->path, '?') ? '&' : '?', id);
+    retryd_request req = {
+        .sz = sizeof(req),
+        .method = "POST",
+        .path = path,
+        .body = b,
+        .idempotency = idem == RETRYD_IDEMPOTENCY_BY_KEY
+                           ? RETRYD_IDEMPOTENCY_NON_IDEMPOTENT
+                           : idem,
+        .idempotency_key = idem == RETRYD_IDEMPOTENCY_BY_KEY,
+        .deadline_ns = 20 * S,
+    };
+    retryd_result *r;
+    cr_assert_eq(retryd_execute(p, &req, &r), 0);
+    const char *what = id;
+
+    long executions = testsrv_count(srv, id);
+    if (unsafe && !f->refusal)
+        cr_assert_leq(executions, 1,
+                      "%s: a non-idempotent request ran %ld "
+                      "times",
+                      what, executions);
+    cr_expect_eq(retryd_result_outcome(r), e->outcome, "%s: outcome %s", what,
+                 retryd_outcome_name(retryd_result_outcome(r)));
+    cr_expect_eq(executions, e->executions, "%s: executions", what);
+    cr_expect_eq(retryd_result_attempt_count(r), (size_t)e->attempts,
+                 "%s: attempts", what);
+    cr_expect_eq(retryd_result_status(r), e->status, "%s: status", what);
+    cr_expect(f->evidence_mask & (1u << retryd_result_evidence(r)),
+              "%s: evidence %s", what,
+              retryd_evidence_name(retryd_result_evidence(r)));
+    if (req.idempotency_key && executions > 0)
+        expect_same_key(id, retryd_result_idempotency_key(r), (int)executions);
+    if (want_body && e->outcome == RESP && e->status == 200 &&
+        f->path[1] == 'e') {
+        size_t len;
+        const void *got = retryd_result_body(r, &len);
+        cr_expect(len == strlen(want_body) && !memcmp(got, want_body, len),
+                  "%s: the server got the body intact", what);
+    }
+    retryd_result_free(r);
+    retryd_body_free(b);
+    if (body == 3)
+        unlink(file_path);
+}
+
+static void run_fault(const fault *f, bool all_bodies)
+{
+    int port = f->refused ? testsrv_unused_port() : testsrv_port(srv);
+    retryd_profile *p = profile_at(port, f->attempt_ns);
+    for (size_t i = 0; i < 4; i++)
+        for (int body = 0; body < N_BODIES; body++)
+            if (all_bodies || body == 0 || body == 6)
+                run_case(f, p, i, body);
+    retryd_profile_free(p);
+}
+
+Test(executor, ok_delivers_every_body_kind_once)
+{
+    run_fault(&faults[0], true);
+}
+
+Test(executor, refused_connection_is_not_sent_and_retried_for_everyone)
+{
+    run_fault(&faults[1], true);
+}
+
+Test(executor, close_after_read_is_ambiguous_for_a_payment)
+{
+    run_fault(&faults[2], true);
+}
+
+Test(executor, reset_after_read_is_ambiguous_for_a_payment)
+{
+    run_fault(&faults[3], true);
+}
+
+Test(executor, headers_past_the_timeout_are_sent_no_response)
+{
+    run_fault(&faults[4], false); /* slow: two body kinds suffice */
+}
+
+Test(executor, partial_body_is_partial_response)
+{
+    run_fault(&faults[5], true);
+}
+
+Test(executor, interim_1xx_is_not_a_final_response)
+{
+    run_fault(&faults[6], true);
+}
+
+Test(executor, gateway_503_retries_idempotent_only)
+{
+    run_fault(&faults[7], true);
+}
+
+Test(executor, sequence_503_then_200_recovers_idempotent)
+{
+    run_fault(&faults[8], true);
+}
+
+Test(executor, status_429_is_retried_whatever_the_idempotency)
+{
+    run_fault(&faults[9], true);
+}
+
+Test(executor, status_425_is_retried_once)
+{
+    run_fault(&faults[10], true);
+}
+
+Test(executor, status_500_not_registered_transient_is_final)
+{
+    run_fault(&faults[11], true);
+}
+
+Test(executor, other_4xx_is_final)
+{
+    run_fault(&faults[12], true);
+}
