@@ -1,0 +1,606 @@
+/*
+ * The executor's rules one at a time, against the real fault server:
+ * libcurl's silent re-send on a dead keep-alive connection (and the veto),
+ * Retry-After, the 401 refresh, response sinks, the bulkhead and its
+ * release during backoff, draining, the deadline, keep-alive reuse, body
+ * sources that fail, and hostile responses.
+ */
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+#include <curl/curl.h>
+
+#include "retryd/retryd.h"
+#include "testsrv.h"
+
+#define MS INT64_C(1000000)
+#define S INT64_C(1000000000)
+
+static testsrv *srv;
+static retryd_client *client;
+static const retryd_budget_params plenty = {1, 1e6, 1e6};
+
+static void setup(void)
+{
+    retryd_client_opts co = {.sz = sizeof(co)};
+    co.host.sz = sizeof(co.host);
+    co.host.flags = RETRYD_HOST_LOCAL_ONLY;
+    cr_assert_eq(testsrv_start(FAULTSRV_PATH, NULL, &srv), 0);
+    cr_assert_eq(retryd_client_new(&co, &client), 0);
+}
+
+static void teardown(void)
+{
+    retryd_client_free(client);
+    testsrv_stop(srv);
+}
+
+TestSuite(executor_rules, .init = setup, .fini = teardown, .timeout = 60);
+
+static retryd_profile *profile(retryd_profile_opts o)
+{
+    char base[64];
+    retryd_profile *p;
+    snprintf(base, sizeof(base), "http://127.0.0.1:%d", testsrv_port(srv));
+    o.sz = sizeof(o);
+    o.base_url = base;
+    if (o.backoff.base_ns == 0)
+        o.backoff =
+            (retryd_backoff_policy){RETRYD_JITTER_FULL, 1 * MS, 4 * MS, 5 * S};
+    if (o.budget == NULL)
+        o.budget = &plenty;
+    cr_assert_eq(retryd_profile_new(client, &o, &p), 0);
+    return p;
+}
+
+static retryd_result *run(retryd_profile *p, retryd_request q)
+{
+    retryd_result *r;
+    q.sz = sizeof(q);
+    if (q.deadline_ns == 0)
+        q.deadline_ns = 20 * S;
+    cr_assert_eq(retryd_execute(p, &q, &r), 0);
+    return r;
+}
+
+/* --- libcurl's own re-send ----------------------------------------------- */
+
+static size_t discard(char *d, size_t s, size_t n, void *ctx)
+{
+    (void)d, (void)ctx;
+    return s * n;
+}
+
+/* The problem, shown with plain libcurl: a POST on a reused keep-alive
+ * connection that dies after the request was written is sent again on a
+ * fresh connection, and the server executes it twice. */
+Test(executor_rules, raw_libcurl_resends_a_post_on_a_dead_keepalive_connection)
+{
+    char url[96];
+    CURL *h = curl_easy_init();
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d/drop-second?id=raw",
+             testsrv_port(srv));
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_POSTFIELDS, "pay 10");
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, discard);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, 5000L);
+    cr_assert_eq(curl_easy_perform(h), CURLE_OK); /* opens the connection */
+    cr_assert_eq(curl_easy_perform(h), CURLE_OK); /* dropped, re-sent */
+    curl_easy_cleanup(h);
+    cr_expect_eq(testsrv_count(srv, "raw"), 3,
+                 "the second POST was executed twice by the server");
+}
+
+Test(executor_rules, executor_vetoes_the_resend_and_answers_ambiguous)
+{
+    retryd_profile *p = profile((retryd_profile_opts){0});
+    retryd_body *b;
+    cr_assert_eq(retryd_body_new_bytes("pay 10", 6, &b), 0);
+    retryd_request q = {.method = "POST",
+                        .path = "/drop-second?id=veto",
+                        .body = b,
+                        .idempotency = RETRYD_IDEMPOTENCY_NON_IDEMPOTENT};
+    retryd_result *r = run(p, q); /* opens the connection */
+    cr_expect_eq(retryd_result_outcome(r), RETRYD_OUTCOME_RESPONSE);
+    retryd_result_free(r);
+    r = run(p, q); /* the same connection, dropped after the request */
+    cr_expect_eq(retryd_result_outcome(r), RETRYD_OUTCOME_AMBIGUOUS);
+    cr_expect_eq(retryd_result_evidence(r), RETRYD_EVIDENCE_SENT_NO_RESPONSE);
+    cr_expect(strstr(retryd_result_error(r), "re-send was vetoed") != NULL,
+              "%s", retryd_result_error(r));
+    cr_expect_eq(testsrv_count(srv, "veto"), 2, "once per call, never twice");
+    retryd_result_free(r);
+    retryd_body_free(b);
+    retryd_profile_free(p);
+}
+
+Test(executor_rules, idempotent_request_is_retried_by_the_engine_instead)
+{
+    retryd_profile *p = profile((retryd_profile_opts){0});
+    retryd_request q = {.path = "/drop-second?id=idem",
+                        .idempotency = RETRYD_IDEMPOTENCY_SAFE};
+    retryd_result_free(run(p, q));
+    retryd_result *r = run(p, q);
+    cr_expect_eq(retryd_result_outcome(r), RETRYD_OUTCOME_RESPONSE);
+    cr_assert_eq(retryd_result_attempt_count(r), 2);
+    const retryd_attempt *a = retryd_result_attempt(r, 0);
+    cr_expect_eq(a->evidence, RETRYD_EVIDENCE_SENT_NO_RESPONSE);
+    cr_expect_eq(a->decision.verdict, RETRYD_VERDICT_RETRY, "in the log");
+    retryd_result_free(r);
+    retryd_profile_free(p);
+}
+
+Test(executor_rules, closed_before_reading_is_never_executed)
+{
+    retryd_profile *p = profile((retryd_profile_opts){0});
+    cr_assert_eq(testsrv_mode(srv, "accept-close"), 0);
+    retryd_request q = {.method = "POST",
+                        .path = "/ok?id=acc",
+                        .idempotency = RETRYD_IDEMPOTENCY_NON_IDEMPOTENT};
+    retryd_result *r = run(p, q);
+    retryd_evidence e = retryd_result_evidence(r);
+    /* Whether the write beat the close decides what can be proven; either
+     * way nothing executed, and a write that may have arrived is
+     * ambiguous, never a silent retry. */
+    cr_expect(e == RETRYD_EVIDENCE_NOT_SENT ||
+              e == RETRYD_EVIDENCE_SENT_NO_RESPONSE);
+    if (e == RETRYD_EVIDENCE_SENT_NO_RESPONSE)
+        cr_expect_eq(retryd_result_outcome(r), RETRYD_OUTCOME_AMBIGUOUS);
+    cr_expect_eq(testsrv_count(srv, "acc"), 0);
+    retryd_result_free(r);
+    retryd_profile_free(p);
+}
+
+Test(executor_rules, keepalive_connection_is_reused)
+{
+    retryd_profile *p = profile((retryd_profile_opts){0});
+    for (int i = 0; i < 20; i++) {
+        retryd_result *r = run(p, (retryd_request){.path = "/ok?id=ka"});
+        cr_assert_eq(retryd_result_status(r), 200);
+        retryd_result_free(r);
+    }
+    cr_expect_eq(testsrv_conns(srv), 1, "20 requests, one connection");
+    retryd_profile_free(p);
+}
+
+/* --- Retry-After --------------------------------------------------------- */
+
+Test(executor_rules, retry_after_seconds_is_the_wait)
+{
+    retryd_profile *p = profile((retryd_profile_opts){.max_attempts = 2});
+    int64_t t0 = (int64_t)time(NULL);
+    retryd_result *r = run(
+        p, (retryd_request){.path = "/status?code=429&retry_after=1&id=ra"});
+    cr_assert_eq(retryd_result_attempt_count(r), 2);
+    const retryd_attempt *a = retryd_result_attempt(r, 0);
+    cr_expect_eq(a->decision.delay_ns, 1 * S);
+    cr_expect(a->decision.flags & RETRYD_RETRY_HONOURS_RETRY_AFTER);
+    cr_expect_eq(retryd_result_attempt(r, 1)->wait_before_ns, 1 * S);
+    cr_expect_geq((int64_t)time(NULL) - t0, 1);
+    retryd_result_free(r);
+    retryd_profile_free(p);
+}
+
+Test(executor_rules, retry_after_http_date_is_the_wait)
+{
+    retryd_profile *p = profile((retryd_profile_opts){.max_attempts = 2});
+    char date[64], path[160];
+    time_t when = time(NULL) + 2;
+    strftime(date, sizeof(date), "%a,%%20%d%%20%b%%20%Y%%20%H:%M:%S%%20GMT",
+             gmtime(&when));
+    snprintf(path, sizeof(path), "/status?code=503&retry_after=%s&id=rd", date);
+    retryd_result *r = run(p, (retryd_request){.path = path});
+    const retryd_attempt *a = retryd_result_attempt(r, 0);
+    cr_expect(a->decision.flags & RETRYD_RETRY_HONOURS_RETRY_AFTER);
+    cr_expect(a->decision.delay_ns > 0 && a->decision.delay_ns <= 2 * S, "%lld",
+              (long long)a->decision.delay_ns);
+    retryd_result_free(r);
+    retryd_profile_free(p);
+}
+
+Test(executor_rules, retry_after_past_the_deadline_is_not_waited_for)
+{
+    retryd_profile *p = profile((retryd_profile_opts){0});
+    retryd_result *r =
+        run(p, (retryd_request){.path = "/status?code=503&retry_after=30&id=rl",
+                                .deadline_ns = 2 * S});
+    cr_expect_eq(retryd_result_attempt_count(r), 1);
+    cr_expect_eq(retryd_result_decision(r)->reason, RETRYD_DENIAL_DEADLINE);
+    cr_expect_eq(retryd_result_decision(r)->rule,
+                 RETRYD_RULE_WAIT_EXCEEDS_DEADLINE);
+    cr_expect_eq(testsrv_count(srv, "rl"), 1);
+    retryd_result_free(r);
+    retryd_profile_free(p);
+}
+
+/* --- 401 ----------------------------------------------------------------- */
+
+static int refreshes;
+static int refresh_good(void *ctx, char *value, size_t len)
+{
+    (void)ctx;
+    refreshes++;
+    snprintf(value, len, "Bearer fresh");
+    return 0;
+}
+
+Test(executor_rules, status_401_refreshes_credentials_once_then_succeeds)
+{
+    retryd_profile *p = profile((retryd_profile_opts){0});
+    static const char *const hdrs[] = {"Authorization: Bearer stale", NULL};
+    refreshes = 0;
+    retryd_result *r =
+        run(p, (retryd_request){.path = "/auth?token=fresh&id=au",
+                                .headers = hdrs,
+                                .idempotency = RETRYD_IDEMPOTENCY_IDEMPOTENT,
+                                .refresh = refresh_good});
+    cr_expect_eq(retryd_result_status(r), 200);
+    cr_expect_eq(refreshes, 1);
+    cr_expect_eq(testsrv_rejects(srv, "au"), 1);
+    cr_expect_eq(testsrv_count(srv, "au"), 1);
+    retryd_result_free(r);
+    retryd_profile_free(p);
+}
+
+Test(executor_rules, status_401_after_the_refresh_is_final)
+{
+    retryd_profile *p = profile((retryd_profile_opts){.max_attempts = 5});
+    refreshes = 0;
+    retryd_result *r =
+        run(p, (retryd_request){.path = "/auth?token=never&id=au2",
+                                .idempotency = RETRYD_IDEMPOTENCY_SAFE,
+                                .refresh = refresh_good});
+    cr_expect_eq(retryd_result_status(r), 401);
+    cr_expect_eq(refreshes, 1, "one refresh-and-replay, no more");
+    cr_expect_eq(testsrv_rejects(srv, "au2"), 2);
+    cr_expect_eq(retryd_result_decision(r)->rule,
+                 RETRYD_RULE_STATUS_401_DENIED);
+    retryd_result_free(r);
+    retryd_profile_free(p);
+}
+
+Test(executor_rules, status_401_is_not_replayed_for_a_payment)
+{
+    retryd_profile *p = profile((retryd_profile_opts){0});
+    refreshes = 0;
+    retryd_result *r = run(
+        p, (retryd_request){.method = "POST",
+                            .path = "/auth?token=fresh&id=au3",
+                            .idempotency = RETRYD_IDEMPOTENCY_NON_IDEMPOTENT,
+                            .refresh = refresh_good});
+    cr_expect_eq(retryd_result_status(r), 401);
+    cr_expect_eq(refreshes, 0);
+    cr_expect_eq(testsrv_rejects(srv, "au3"), 1);
+    retryd_result_free(r);
+    retryd_profile_free(p);
+}
+
+/* --- sinks --------------------------------------------------------------- */
+
+typedef struct sink_buf {
+    char data[8192];
+    size_t len;
+    int calls;
+} sink_buf;
+
+static size_t to_sink(const void *d, size_t len, void *ctx)
+{
+    sink_buf *s = ctx;
+    if (s->len + len > sizeof(s->data))
+        return 0;
+    memcpy(s->data + s->len, d, len);
+    s->len += len;
+    s->calls++;
+    return len;
+}
+
+Test(executor_rules, success_streams_into_the_sink)
+{
+    retryd_profile *p = profile((retryd_profile_opts){0});
+    sink_buf s = {0};
+    retryd_result *r =
+        run(p, (retryd_request){.path = "/slow-body?len=64&chunk=8&ms=5&id=sk",
+                                .sink = to_sink,
+                                .sink_ctx = &s});
+    cr_expect_eq(retryd_result_status(r), 200);
+    cr_expect_eq(s.len, 64);
+    cr_expect_gt(s.calls, 1, "delivered as it arrived");
+    size_t len;
+    retryd_result_body(r, &len);
+    cr_expect_eq(len, 0, "streamed, not kept");
+    retryd_result_free(r);
+    retryd_profile_free(p);
+}
+
+Test(executor_rules, delivered_bytes_forbid_a_retry)
+{
+    retryd_profile *p = profile((retryd_profile_opts){0});
+    sink_buf s = {0};
+    retryd_result *r =
+        run(p, (retryd_request){.path = "/partial?len=100&sent=40&id=sp",
+                                .idempotency = RETRYD_IDEMPOTENCY_SAFE,
+                                .sink = to_sink,
+                                .sink_ctx = &s});
+    cr_expect_eq(retryd_result_outcome(r), RETRYD_OUTCOME_FAILURE);
+    cr_expect_eq(retryd_result_evidence(r), RETRYD_EVIDENCE_PARTIAL_RESPONSE);
+    cr_expect_eq(retryd_result_decision(r)->reason,
+                 RETRYD_DENIAL_RESPONSE_ALREADY_DELIVERED);
+    cr_expect_eq(s.len, 40);
+    cr_expect_eq(testsrv_count(srv, "sp"), 1);
+    retryd_result_free(r);
+    retryd_profile_free(p);
+}
+
+Test(executor_rules, retried_error_bodies_never_reach_the_sink)
+{
+    retryd_profile *p = profile((retryd_profile_opts){0});
+    sink_buf s = {0};
+    retryd_result *r =
+        run(p, (retryd_request){.path = "/seq?codes=503,200&id=se",
+                                .idempotency = RETRYD_IDEMPOTENCY_SAFE,
+                                .sink = to_sink,
+                                .sink_ctx = &s});
+    cr_expect_eq(retryd_result_status(r), 200);
+    cr_expect_eq(retryd_result_attempt_count(r), 2);
+    s.data[s.len] = '\0';
+    /* The server numbers its answers: "seq <n> <code>". */
+    cr_expect_str_eq(s.data, "seq 2 200\n", "only the final response's body");
+    retryd_result_free(r);
+    retryd_profile_free(p);
+}
+
+Test(executor_rules, oversized_response_is_refused_not_buffered)
+{
+    retryd_profile *p =
+        profile((retryd_profile_opts){.max_response_bytes = 1000});
+    retryd_result *r =
+        run(p, (retryd_request){.path = "/ok?len=100000&id=big"});
+    cr_expect_eq(retryd_result_outcome(r), RETRYD_OUTCOME_FAILURE);
+    cr_expect_eq(retryd_result_decision(r)->reason,
+                 RETRYD_DENIAL_PERMANENT_FAILURE);
+    cr_expect_eq(testsrv_count(srv, "big"), 1);
+    retryd_result_free(r);
+    retryd_profile_free(p);
+}
+
+/* --- bulkhead ------------------------------------------------------------ */
+
+typedef struct bg {
+    retryd_profile *p;
+    retryd_request q;
+    retryd_result *r;
+    int64_t done_ns;
+} bg;
+
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * S + ts.tv_nsec;
+}
+
+static void *bg_run(void *arg)
+{
+    bg *b = arg;
+    b->q.sz = sizeof(b->q);
+    retryd_execute(b->p, &b->q, &b->r);
+    b->done_ns = now_ns();
+    return NULL;
+}
+
+Test(executor_rules, bulkhead_wait_that_runs_out_is_not_sent)
+{
+    retryd_profile *p = profile((retryd_profile_opts){
+        .bulkhead = 1, .bulkhead_wait_ns = 50 * MS, .max_attempts = 2});
+    bg hold = {.p = p,
+               .q = {.path = "/hold?ms=1500&id=hold", .deadline_ns = 10 * S}};
+    pthread_t t;
+    cr_assert_eq(pthread_create(&t, NULL, bg_run, &hold), 0);
+    cr_assert_eq(testsrv_wait_count(srv, "hold", 1, 5000), 1);
+    retryd_result *r = run(
+        p, (retryd_request){.method = "POST",
+                            .path = "/ok?id=late",
+                            .idempotency = RETRYD_IDEMPOTENCY_NON_IDEMPOTENT});
+    const retryd_attempt *a = retryd_result_attempt(r, 0);
+    cr_expect_eq(a->evidence, RETRYD_EVIDENCE_NOT_SENT);
+    cr_expect_eq(a->failure, RETRYD_FAILURE_POOL_TIMEOUT);
+    cr_expect_eq(retryd_result_outcome(r), RETRYD_OUTCOME_FAILURE,
+                 "proven not sent: a plain failure even for a payment");
+    cr_expect_eq(testsrv_count(srv, "late"), 0);
+    retryd_result_free(r);
+    pthread_join(t, NULL);
+    retryd_result_free(hold.r);
+    retryd_profile_free(p);
+}
+
+Test(executor_rules, backoff_holds_no_permit)
+{
+    /* One permit. A retries a 503 with 300 ms waits; B, started during
+     * A's first wait, may wait only 100 ms for the permit. B gets it: a
+     * waiting retry holds nothing. */
+    retryd_profile *p = profile((retryd_profile_opts){
+        .bulkhead = 1,
+        .bulkhead_wait_ns = 100 * MS,
+        .backoff = {RETRYD_JITTER_DECORRELATED, 300 * MS, 300 * MS, 5 * S}});
+    bg a = {.p = p,
+            .q = {.path = "/status?code=503&id=A",
+                  .idempotency = RETRYD_IDEMPOTENCY_SAFE,
+                  .deadline_ns = 10 * S}};
+    pthread_t t;
+    cr_assert_eq(pthread_create(&t, NULL, bg_run, &a), 0);
+    cr_assert_eq(testsrv_wait_count(srv, "A", 1, 5000), 1);
+    retryd_result *r = run(p, (retryd_request){.path = "/ok?id=B"});
+    int64_t b_done = now_ns();
+    cr_expect_eq(retryd_result_status(r), 200);
+    cr_expect_eq(retryd_result_attempt_count(r), 1, "no pool timeout");
+    pthread_join(t, NULL);
+    cr_expect_eq(retryd_result_attempt_count(a.r), 3);
+    cr_expect_lt(b_done, a.done_ns, "B finished while A was still waiting");
+    retryd_result_free(r);
+    retryd_result_free(a.r);
+    retryd_profile_free(p);
+}
+
+/* --- draining, deadline, budget ------------------------------------------ */
+
+Test(executor_rules, draining_process_denies_retries)
+{
+    retryd_profile *p = profile((retryd_profile_opts){0});
+    retryd_host_set_draining(retryd_client_host(client), true);
+    retryd_result *r =
+        run(p, (retryd_request){.path = "/status?code=503&id=dr"});
+    cr_expect_eq(retryd_result_decision(r)->reason,
+                 RETRYD_DENIAL_RUNTIME_DRAINING);
+    cr_expect_eq(testsrv_count(srv, "dr"), 1);
+    retryd_result_free(r);
+    retryd_host_set_draining(retryd_client_host(client), false);
+    retryd_profile_free(p);
+}
+
+Test(executor_rules, attempt_timeout_is_bounded_by_the_deadline)
+{
+    retryd_profile *p = profile((retryd_profile_opts){
+        .attempt_timeout_ns = 5 * S, .min_attempt_ns = 100 * MS});
+    int64_t t0 = now_ns();
+    retryd_result *r = run(p, (retryd_request){.path = "/hold?ms=3000&id=dl",
+                                               .deadline_ns = 400 * MS});
+    int64_t took = now_ns() - t0;
+    cr_expect_lt(took, 2 * S, "took %lld ns", (long long)took);
+    cr_expect_eq(retryd_result_attempt_count(r), 1);
+    cr_expect_eq(retryd_result_decision(r)->reason, RETRYD_DENIAL_DEADLINE);
+    cr_expect_eq(retryd_result_attempt(r, 0)->failure, RETRYD_FAILURE_TIMEOUT);
+    retryd_result_free(r);
+    retryd_profile_free(p);
+}
+
+Test(executor_rules, empty_budget_denies_the_retry)
+{
+    static const retryd_budget_params dry = {0, 0, 1};
+    retryd_profile *p =
+        profile((retryd_profile_opts){.budget = &dry, .upstream = "dry"});
+    retryd_result *r =
+        run(p, (retryd_request){.path = "/status?code=503&id=bu"});
+    cr_expect_eq(retryd_result_decision(r)->reason,
+                 RETRYD_DENIAL_BUDGET_EXHAUSTED);
+    cr_expect_eq(testsrv_count(srv, "bu"), 1);
+    retryd_result_free(r);
+    retryd_profile_free(p);
+}
+
+/* --- bad bodies and hostile input ---------------------------------------- */
+
+static long failing_read(void *ctx, void *buf, size_t len)
+{
+    (void)ctx, (void)buf, (void)len;
+    return -1;
+}
+
+static int open_failing(void *ctx, retryd_body_reader *ret)
+{
+    (void)ctx;
+    *ret = (retryd_body_reader){failing_read, NULL, NULL, 10};
+    return 0;
+}
+
+Test(executor_rules, failing_body_source_is_permanent)
+{
+    retryd_profile *p = profile((retryd_profile_opts){0});
+    retryd_body *b;
+    cr_assert_eq(retryd_body_new_supplier(open_failing, NULL, &b), 0);
+    retryd_result *r =
+        run(p, (retryd_request){.method = "PUT",
+                                .path = "/echo?id=bs",
+                                .body = b,
+                                .idempotency = RETRYD_IDEMPOTENCY_IDEMPOTENT});
+    cr_expect_eq(retryd_result_attempt_count(r), 1);
+    cr_expect_eq(retryd_result_attempt(r, 0)->failure,
+                 RETRYD_FAILURE_BODY_SOURCE);
+    cr_expect_eq(retryd_result_decision(r)->reason,
+                 RETRYD_DENIAL_PERMANENT_FAILURE);
+    cr_expect_eq(testsrv_count(srv, "bs"), 0);
+    retryd_result_free(r);
+    retryd_body_free(b);
+    retryd_profile_free(p);
+}
+
+Test(executor_rules, request_smuggling_is_refused_before_sending)
+{
+    retryd_profile *p = profile((retryd_profile_opts){0});
+    retryd_result *r = NULL;
+    static const char *const bad_header[] = {"X-A: 1\r\nX-B: 2", NULL};
+    static const char *const bad_name[] = {"X A: 1", NULL};
+    retryd_request q = {.sz = sizeof(q), .path = "/ok?id=x\r\nHost: evil"};
+    cr_expect_eq(retryd_execute(p, &q, &r), RETRYD_EINVAL);
+    q.path = "/ok";
+    q.method = "GET /x";
+    cr_expect_eq(retryd_execute(p, &q, &r), RETRYD_EINVAL);
+    q.method = NULL;
+    q.headers = bad_header;
+    cr_expect_eq(retryd_execute(p, &q, &r), RETRYD_EINVAL);
+    q.headers = bad_name;
+    cr_expect_eq(retryd_execute(p, &q, &r), RETRYD_EINVAL);
+    q.headers = NULL;
+    q.idempotency_key_value = "a\nb";
+    cr_expect_eq(retryd_execute(p, &q, &r), RETRYD_EINVAL);
+    cr_expect(r == NULL);
+    retryd_profile_free(p);
+}
+
+/* A server that answers with an endless header block. */
+static void *hostile_server(void *arg)
+{
+    int lfd = *(int *)arg;
+    int fd = accept(lfd, NULL, NULL);
+    char buf[4096];
+    if (fd < 0 || read(fd, buf, sizeof(buf)) <= 0)
+        return NULL;
+    const char *head = "HTTP/1.1 200 OK\r\n";
+    if (write(fd, head, strlen(head)) < 0)
+        return NULL;
+    for (int i = 0; i < 5000; i++) {
+        char line[64];
+        int n = snprintf(line, sizeof(line), "X-Junk-%d: %0*d\r\n", i, 30, i);
+        if (write(fd, line, (size_t)n) < 0)
+            break;
+    }
+    close(fd);
+    return NULL;
+}
+
+Test(executor_rules, endless_response_headers_are_cut_off)
+{
+    int lfd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET,
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(sa);
+    cr_assert_eq(bind(lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    cr_assert_eq(listen(lfd, 1), 0);
+    getsockname(lfd, (struct sockaddr *)&sa, &len);
+    pthread_t t;
+    cr_assert_eq(pthread_create(&t, NULL, hostile_server, &lfd), 0);
+    char base[64];
+    snprintf(base, sizeof(base), "http://127.0.0.1:%d", ntohs(sa.sin_port));
+    retryd_profile_opts o = {.sz = sizeof(o),
+                             .base_url = base,
+                             .max_attempts = 1,
+                             .budget = &plenty};
+    retryd_profile *p;
+    cr_assert_eq(retryd_profile_new(client, &o, &p), 0);
+    retryd_result *r = run(
+        p, (retryd_request){.method = "POST",
+                            .idempotency = RETRYD_IDEMPOTENCY_NON_IDEMPOTENT});
+    cr_expect_eq(retryd_result_attempt(r, 0)->failure, RETRYD_FAILURE_ABORTED);
+    cr_expect_eq(retryd_result_outcome(r), RETRYD_OUTCOME_AMBIGUOUS,
+                 "no final header block: whether it ran is unknown");
+    retryd_result_free(r);
+    retryd_profile_free(p);
+    pthread_join(t, NULL);
+    close(lfd);
+}
