@@ -150,7 +150,8 @@ static int reply(conn *c, Retryd__ControlReply *rep, int pass_fd)
 
 static int reply_error(conn *c, int err, const char *message)
 {
-    Retryd__ControlReply rep = RETRYD__CONTROL_REPLY__INIT;
+    Retryd__ControlReply rep;
+    retryd__control_reply__init(&rep);
     rep.error = err;
     rep.message = (char *)(uintptr_t)message;
     return reply(c, &rep, -1);
@@ -160,8 +161,10 @@ static int reply_error(conn *c, int err, const char *message)
 
 static int on_hello(server *d, conn *c, const Retryd__Hello *h)
 {
-    Retryd__ControlReply rep = RETRYD__CONTROL_REPLY__INIT;
-    Retryd__HelloReply hr = RETRYD__HELLO_REPLY__INIT;
+    Retryd__ControlReply rep;
+    retryd__control_reply__init(&rep);
+    Retryd__HelloReply hr;
+    retryd__hello_reply__init(&hr);
 
     if (h->protocol_version != RETRYD_PROTOCOL_VERSION) {
         reply_error(c, RETRYD_EVERSION, "unsupported protocol version");
@@ -220,8 +223,10 @@ static int attach_slot(server *d, conn *c, const Retryd__Attach *a,
 
 static int on_attach(server *d, conn *c, const Retryd__Attach *a)
 {
-    Retryd__ControlReply rep = RETRYD__CONTROL_REPLY__INIT;
-    Retryd__AttachReply ar = RETRYD__ATTACH_REPLY__INIT;
+    Retryd__ControlReply rep;
+    retryd__control_reply__init(&rep);
+    Retryd__AttachReply ar;
+    retryd__attach_reply__init(&ar);
     uint32_t slot;
 
     if (c->slot >= 0)
@@ -258,9 +263,12 @@ static int params_from_wire(const Retryd__Params *w, budget_params *p)
 
 static int upstream_reply(conn *c, const reg_entry *e)
 {
-    Retryd__ControlReply rep = RETRYD__CONTROL_REPLY__INIT;
-    Retryd__UpstreamReply ur = RETRYD__UPSTREAM_REPLY__INIT;
-    Retryd__Params p = RETRYD__PARAMS__INIT;
+    Retryd__ControlReply rep;
+    retryd__control_reply__init(&rep);
+    Retryd__UpstreamReply ur;
+    retryd__upstream_reply__init(&ur);
+    Retryd__Params p;
+    retryd__params__init(&p);
     p.ratio_micro = e->params.ratio_micro;
     p.floor_micro_per_s = e->params.floor_micro_per_s;
     p.cap_micro = e->params.cap_micro;
@@ -312,7 +320,8 @@ static int on_lookup(server *d, conn *c, const Retryd__Lookup *l)
 
 static int on_drain(server *d, conn *c, const Retryd__Drain *dr)
 {
-    Retryd__ControlReply rep = RETRYD__CONTROL_REPLY__INIT;
+    Retryd__ControlReply rep;
+    retryd__control_reply__init(&rep);
     owner_set_draining(&d->seg, dr->on);
     log_info("host-wide draining %s (by pid %d)", dr->on ? "on" : "off",
              (int)c->pid);
@@ -321,7 +330,8 @@ static int on_drain(server *d, conn *c, const Retryd__Drain *dr)
 
 static int on_retire(server *d, conn *c, const Retryd__Retire *rt)
 {
-    Retryd__ControlReply rep = RETRYD__CONTROL_REPLY__INIT;
+    Retryd__ControlReply rep;
+    retryd__control_reply__init(&rep);
     int r = rt->name ? daemon_retire(d, rt->name) : RETRYD_EINVAL;
     if (r < 0)
         return reply_error(c, r, "no such upstream");

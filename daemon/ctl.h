@@ -10,5 +10,6 @@ enum {
 };
 
 int ctl_decide_main(int argc, char **argv);
+int ctl_request_main(int argc, char **argv);
 
 #endif /* RETRYD_CTL_H */

@@ -53,10 +53,29 @@ static int connect_to(const char *path)
     return fd;
 }
 
+/* Every part the printers read is there: a reply that decodes but omits
+ * a submessage is refused here, once, rather than dereferenced later. */
+static bool reply_complete(const Retryd__StatsReply *r)
+{
+    if (r->error < 0)
+        return true; /* an error reply carries nothing else */
+    if (r->daemon_version == NULL)
+        return false;
+    for (size_t i = 0; i < r->n_upstreams; i++)
+        if (!r->upstreams[i]->name || !r->upstreams[i]->params ||
+            !r->upstreams[i]->counters)
+            return false;
+    for (size_t i = 0; i < r->n_processes; i++)
+        if (!r->processes[i]->counters)
+            return false;
+    return true;
+}
+
 int ctl_fetch_stats(const ctl_sockets *s, bool processes,
                     Retryd__StatsReply **ret)
 {
-    Retryd__StatsRequest req = RETRYD__STATS_REQUEST__INIT;
+    Retryd__StatsRequest req;
+    retryd__stats_request__init(&req);
     uint8_t *body;
     size_t len;
     int fd = connect_to(s->stats), r;
@@ -77,6 +96,11 @@ int ctl_fetch_stats(const ctl_sockets *s, bool processes,
     free(body);
     if (*ret == NULL) {
         fprintf(stderr, "retrydctl: stats: malformed reply\n");
+        return RETRYD_EPROTO;
+    }
+    if (!reply_complete(*ret)) {
+        fprintf(stderr, "retrydctl: stats: incomplete reply\n");
+        retryd__stats_reply__free_unpacked(*ret, NULL);
         return RETRYD_EPROTO;
     }
     if ((*ret)->error < 0) {
@@ -131,8 +155,10 @@ static int ask(int fd, const Retryd__ControlRequest *req)
 
 int ctl_control(const ctl_sockets *s, const Retryd__ControlRequest *req)
 {
-    Retryd__Hello hello = RETRYD__HELLO__INIT;
-    Retryd__ControlRequest hreq = RETRYD__CONTROL_REQUEST__INIT;
+    Retryd__Hello hello;
+    retryd__hello__init(&hello);
+    Retryd__ControlRequest hreq;
+    retryd__control_request__init(&hreq);
     int fd = connect_to(s->control), r;
 
     if (fd < 0)

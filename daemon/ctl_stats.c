@@ -348,8 +348,10 @@ int ctl_upstreams_main(int argc, char **argv)
 int ctl_drain_main(int argc, char **argv)
 {
     ctl_sockets s;
-    Retryd__Drain dr = RETRYD__DRAIN__INIT;
-    Retryd__ControlRequest req = RETRYD__CONTROL_REQUEST__INIT;
+    Retryd__Drain dr;
+    retryd__drain__init(&dr);
+    Retryd__ControlRequest req;
+    retryd__control_request__init(&req);
 
     ctl_sockets_from_args(&argc, argv, &s);
     if (argc != 2 || (strcmp(argv[1], "on") && strcmp(argv[1], "off"))) {
@@ -369,8 +371,10 @@ int ctl_drain_main(int argc, char **argv)
 int ctl_retire_main(int argc, char **argv)
 {
     ctl_sockets s;
-    Retryd__Retire rt = RETRYD__RETIRE__INIT;
-    Retryd__ControlRequest req = RETRYD__CONTROL_REQUEST__INIT;
+    Retryd__Retire rt;
+    retryd__retire__init(&rt);
+    Retryd__ControlRequest req;
+    retryd__control_request__init(&req);
 
     ctl_sockets_from_args(&argc, argv, &s);
     if (argc != 2) {

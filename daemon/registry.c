@@ -1,6 +1,7 @@
 #include "registry.h"
 
 #include "rcu.h"
+#include "macros.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -21,7 +22,7 @@ static unsigned long name_hash(const char *s)
 
 static int match(struct cds_lfht_node *node, const void *key)
 {
-    return strcmp(caa_container_of(node, reg_entry, node)->name, key) == 0;
+    return strcmp(RETRYD_CONTAINER_OF(node, reg_entry, node)->name, key) == 0;
 }
 
 int registry_new(registry **ret)
@@ -43,7 +44,7 @@ int registry_new(registry **ret)
 static void entry_free_rcu(struct rcu_head *head)
 {
     rd_rcu_reclaim();
-    free(caa_container_of(head, reg_entry, rcu));
+    free(RETRYD_CONTAINER_OF(head, reg_entry, rcu));
 }
 
 void registry_free(registry *r)
@@ -57,7 +58,7 @@ void registry_free(registry *r)
     cds_lfht_for_each(r->ht, &it, node)
     {
         if (cds_lfht_del(r->ht, node) == 0)
-            rd_call_rcu(&caa_container_of(node, reg_entry, node)->rcu,
+            rd_call_rcu(&RETRYD_CONTAINER_OF(node, reg_entry, node)->rcu,
                         entry_free_rcu);
     }
     rd_rcu_read_unlock();
@@ -71,7 +72,7 @@ reg_entry *registry_lookup(registry *r, const char *name)
     struct cds_lfht_iter it;
     cds_lfht_lookup(r->ht, name_hash(name), match, name, &it);
     struct cds_lfht_node *node = cds_lfht_iter_get_node(&it);
-    return node ? caa_container_of(node, reg_entry, node) : NULL;
+    return node ? RETRYD_CONTAINER_OF(node, reg_entry, node) : NULL;
 }
 
 void registry_for_each(registry *r, int (*fn)(const reg_entry *, void *),
@@ -81,7 +82,7 @@ void registry_for_each(registry *r, int (*fn)(const reg_entry *, void *),
     struct cds_lfht_node *node;
     cds_lfht_for_each(r->ht, &it, node)
     {
-        if (fn(caa_container_of(node, reg_entry, node), arg) != 0)
+        if (fn(RETRYD_CONTAINER_OF(node, reg_entry, node), arg) != 0)
             break;
     }
 }

@@ -28,6 +28,7 @@
 
 #include "daemon.h"
 #include "log.h"
+#include "macros.h"
 #include "retryd/common.h"
 
 #define DEFAULT_CONFIG "/etc/retryd/retryd.conf"
@@ -174,7 +175,7 @@ static void on_pid_exit(server *d, uint32_t slot)
 static void free_config_rcu(struct rcu_head *head)
 {
     rd_rcu_reclaim();
-    config_free(caa_container_of(head, config, rcu));
+    config_free(RETRYD_CONTAINER_OF(head, config, rcu));
 }
 
 static void reload(server *d)

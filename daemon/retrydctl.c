@@ -14,6 +14,8 @@ typedef struct subcommand {
 static const subcommand subcommands[] = {
     {"decide", ctl_decide_main,
      "decide whether an attempt with the given facts may be retried"},
+    {"request", ctl_request_main,
+     "one HTTP request through the library and the host budget"},
     {"stats", ctl_stats_main,
      "budgets and counters per upstream (--json, --prometheus, --processes)"},
     {"upstreams", ctl_upstreams_main, "registered upstreams and parameters"},
@@ -28,7 +30,8 @@ static void usage(FILE *out)
         fprintf(out, "  %-10s %s\n", subcommands[i].name,
                 subcommands[i].summary);
     fprintf(out, "\n'retrydctl <command> --help' describes a command.\n"
-                 "exit codes: 0 done, 64 bad usage, 70 could not be done\n");
+                 "exit codes: 0 done, 64 bad usage, 70 could not be done\n"
+                 "(request: 0 response, 1 failure, 2 ambiguous)\n");
 }
 
 int main(int argc, char **argv)

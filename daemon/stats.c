@@ -139,7 +139,8 @@ static int serve(server *d, int fd, bool processes)
     size_t ucap = d->seg.view.upstream_capacity;
     size_t pcap = processes ? d->seg.view.process_capacity : 0;
     stats_build b = {.d = d, .cap = ucap};
-    Retryd__StatsReply rep = RETRYD__STATS_REPLY__INIT;
+    Retryd__StatsReply rep;
+    retryd__stats_reply__init(&rep);
     Retryd__ProcessStats *ps = calloc(pcap + 1, sizeof(*ps));
     Retryd__ProcessStats **pptr = calloc(pcap + 1, sizeof(*pptr));
     Retryd__Counters *pcs = calloc(pcap + 1, sizeof(*pcs));
@@ -213,7 +214,8 @@ static void serve_client(server *d, int fd)
     size_t len;
 
     if (!stats_allowed(d, fd)) {
-        Retryd__StatsReply rep = RETRYD__STATS_REPLY__INIT;
+        Retryd__StatsReply rep;
+        retryd__stats_reply__init(&rep);
         rep.error = RETRYD_EPERM;
         rep.message = "not authorised";
         retryd__frame_send(fd, &rep.base, -1, STATS_TIMEOUT_MS);
@@ -223,7 +225,8 @@ static void serve_client(server *d, int fd)
                                &len, NULL);
     if (r < 0) {
         if (r == RETRYD_EPROTO) {
-            Retryd__StatsReply rep = RETRYD__STATS_REPLY__INIT;
+            Retryd__StatsReply rep;
+            retryd__stats_reply__init(&rep);
             rep.error = RETRYD_EPROTO;
             rep.message = "frame length out of bounds";
             retryd__frame_send(fd, &rep.base, -1, STATS_TIMEOUT_MS);
@@ -233,7 +236,8 @@ static void serve_client(server *d, int fd)
     Retryd__StatsRequest *req = retryd__stats_request__unpack(NULL, len, body);
     free(body);
     if (req == NULL) {
-        Retryd__StatsReply rep = RETRYD__STATS_REPLY__INIT;
+        Retryd__StatsReply rep;
+        retryd__stats_reply__init(&rep);
         rep.error = RETRYD_EPROTO;
         rep.message = "malformed request";
         retryd__frame_send(fd, &rep.base, -1, STATS_TIMEOUT_MS);

@@ -187,8 +187,10 @@ static void drop_connection(retryd_host *h)
 
 static int say_hello(retryd_host *h)
 {
-    Retryd__Hello hello = RETRYD__HELLO__INIT;
-    Retryd__ControlRequest req = RETRYD__CONTROL_REQUEST__INIT;
+    Retryd__Hello hello;
+    retryd__hello__init(&hello);
+    Retryd__ControlRequest req;
+    retryd__control_request__init(&req);
     Retryd__ControlReply *rep;
     int r;
 
@@ -258,8 +260,10 @@ static int map_attachment(const Retryd__AttachReply *ar, int seg_fd,
 static int request_attach(retryd_host *h, const attachment *prev,
                           attachment **ret)
 {
-    Retryd__Attach at = RETRYD__ATTACH__INIT;
-    Retryd__ControlRequest req = RETRYD__CONTROL_REQUEST__INIT;
+    Retryd__Attach at;
+    retryd__attach__init(&at);
+    Retryd__ControlRequest req;
+    retryd__control_request__init(&req);
     Retryd__ControlReply *rep;
     int seg_fd = -1, r;
 
@@ -332,9 +336,12 @@ int retryd__host_attach_locked(retryd_host *h)
 int retryd__host_register_locked(retryd_host *h, retryd_upstream *up,
                                  uint32_t *ret_slot, uint32_t *ret_gen)
 {
-    Retryd__Register reg = RETRYD__REGISTER__INIT;
-    Retryd__Params params = RETRYD__PARAMS__INIT;
-    Retryd__ControlRequest req = RETRYD__CONTROL_REQUEST__INIT;
+    Retryd__Register reg;
+    retryd__register__init(&reg);
+    Retryd__Params params;
+    retryd__params__init(&params);
+    Retryd__ControlRequest req;
+    retryd__control_request__init(&req);
     Retryd__ControlReply *rep;
     int r;
 

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "host.h"
+#include "macros.h"
 
 #define NS_PER_S UINT64_C(1000000000)
 /* How long a handle on its local bucket waits before asking again. */
@@ -30,7 +31,8 @@ static unsigned long name_hash(const char *s)
 
 static int name_match(struct cds_lfht_node *node, const void *key)
 {
-    const retryd_upstream *up = caa_container_of(node, retryd_upstream, node);
+    const retryd_upstream *up =
+        RETRYD_CONTAINER_OF(node, retryd_upstream, node);
     return strcmp(up->name, key) == 0;
 }
 
@@ -76,7 +78,7 @@ static retryd_upstream *lookup(retryd_host *h, const char *name)
     urcu_bp_read_unlock();
     /* Handles are freed only with the host, so the pointer outlives the
      * read-side section. */
-    return node ? caa_container_of(node, retryd_upstream, node) : NULL;
+    return node ? RETRYD_CONTAINER_OF(node, retryd_upstream, node) : NULL;
 }
 
 /* The entry of this process slot that counts for @p key, claiming a free

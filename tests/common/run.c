@@ -53,6 +53,11 @@ int run_program(char *const argv[], int timeout_ms, run_result *ret)
         return e;
     }
     if (pid == 0) {
+        /* Never the test's own stdin: a program that reads it would wait
+         * for the test runner's terminal. */
+        int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        if (null >= 0)
+            dup2(null, 0);
         dup2(out[1], 1);
         dup2(err[1], 2);
         execv(argv[0], argv);

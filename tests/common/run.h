@@ -13,7 +13,8 @@ typedef struct run_result {
 } run_result;
 
 /*
- * fork+exec argv[0] (a path) with argv, wait for it at most timeout_ms
+ * fork+exec argv[0] (a path) with argv and stdin from /dev/null, wait for
+ * it at most timeout_ms
  * (then SIGKILL), and capture stdout and stderr (NUL-terminated, truncated
  * at the buffer sizes). Returns 0, or a negative errno when the child could
  * not be started or waited for.

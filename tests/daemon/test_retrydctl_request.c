@@ -1,0 +1,178 @@
+/*
+ * retrydctl request from a shell's point of view: the body on stdout, the
+ * outcome on stderr, exit codes 0 / 1 / 2 for response / failure /
+ * ambiguous, and the same host budget as every other process.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+
+#include "harness.h"
+#include "run.h"
+#include "testsrv.h"
+
+static testsrv *srv;
+static run_result res;
+static char url[256];
+
+static void setup(void)
+{
+    cr_assert_eq(testsrv_start(FAULTSRV_PATH, NULL, &srv), 0);
+}
+
+static void teardown(void)
+{
+    testsrv_stop(srv);
+}
+
+TestSuite(retrydctl_request, .init = setup, .fini = teardown, .timeout = 60);
+
+static char *at(const char *path)
+{
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d%s", testsrv_port(srv),
+             path);
+    return url;
+}
+
+/* retrydctl request <args...> URL, without a daemon (local budget). */
+#define REQUEST(...)                                                           \
+    do {                                                                       \
+        char *argv_[] = {RETRYDCTL_PATH, "request", __VA_ARGS__, NULL};        \
+        cr_assert_eq(run_program(argv_, 20000, &res), 0);                      \
+    } while (0)
+
+Test(retrydctl_request, response_body_goes_to_stdout_and_exit_is_0)
+{
+    REQUEST("--safe", at("/ok?id=a"));
+    cr_expect_eq(res.exit_code, 0, "%s", res.err);
+    cr_expect_str_eq(res.out, "ok");
+    cr_expect(strstr(res.err, "retrydctl: response 200") != NULL, "%s",
+              res.err);
+}
+
+Test(retrydctl_request, error_status_is_still_a_response)
+{
+    REQUEST("--max-attempts", "1", at("/status?code=404&id=b"));
+    cr_expect_eq(res.exit_code, 0);
+    cr_expect(strstr(res.err, "response 404") != NULL, "%s", res.err);
+}
+
+Test(retrydctl_request, timed_out_payment_is_ambiguous_and_exit_is_2)
+{
+    REQUEST("-d", "amount=10", "--attempt-timeout", "200ms",
+            at("/hold?ms=3000&id=c"));
+    cr_expect_eq(res.exit_code, 2, "%s", res.err);
+    cr_expect(strstr(res.err, "ambiguous") != NULL);
+    cr_expect(strstr(res.err, "reconcile before replaying") != NULL);
+    cr_expect_eq(testsrv_count(srv, "c"), 1, "never sent twice");
+}
+
+Test(retrydctl_request, refused_connection_is_a_failure_and_exit_is_1)
+{
+    char target[64];
+    snprintf(target, sizeof(target), "http://127.0.0.1:%d/",
+             testsrv_unused_port());
+    REQUEST("-d", "x", "--max-attempts", "2", target);
+    cr_expect_eq(res.exit_code, 1, "%s", res.err);
+    cr_expect(strstr(res.err, "failure (evidence not_sent, 2 attempts") != NULL,
+              "%s", res.err);
+}
+
+Test(retrydctl_request, trace_prints_every_attempt_with_its_rule)
+{
+    REQUEST("--idempotent", "--trace", "--max-attempts", "3",
+            at("/seq?codes=503,503,200&id=d"));
+    cr_expect_eq(res.exit_code, 0);
+    cr_expect(strstr(res.err, "attempt 1: response_received/none status 503") &&
+                  strstr(res.err, "retry (status_gateway_idempotent)") &&
+                  strstr(res.err, "attempt 3: response_received/none status "
+                                  "200"),
+              "%s", res.err);
+    cr_expect_eq(testsrv_count(srv, "d"), 3);
+}
+
+Test(retrydctl_request, idempotency_key_is_the_same_on_every_attempt)
+{
+    REQUEST("-d", "pay", "--idempotency-key=order-77", "--max-attempts", "3",
+            at("/close-after-read?id=e"));
+    cr_expect_eq(res.exit_code, 1, "keyed: retried, then a plain failure");
+    cr_expect_eq(testsrv_count(srv, "e"), 3);
+    char reply[1024];
+    cr_assert_eq(testsrv_command(srv, "LOG e", reply, sizeof(reply)), 0);
+    int n = 0;
+    for (const char *p = reply; (p = strstr(p, "order-77")); p++)
+        n++;
+    cr_expect_eq(n, 3, "%s", reply);
+}
+
+Test(retrydctl_request, data_file_is_reopened_stdin_is_not)
+{
+    char path[] = "/tmp/retryd-data-XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert(fd >= 0 && write(fd, "from file", 9) == 9);
+    close(fd);
+    REQUEST("--data-file", path, "--idempotent", "--max-attempts", "2",
+            at("/close-after-read?id=f"));
+    cr_expect_eq(testsrv_count(srv, "f"), 2, "a file can be sent again");
+    unlink(path);
+    REQUEST("--data-file", "-", "--idempotent", "--max-attempts", "2",
+            at("/close-after-read?id=g"));
+    cr_expect_eq(testsrv_count(srv, "g"), 1, "stdin cannot");
+    cr_expect(strstr(res.err, "body_not_replayable") != NULL, "%s", res.err);
+}
+
+Test(retrydctl_request, headers_and_method_reach_the_server)
+{
+    REQUEST("-X", "PUT", "-H", "X-Trace: 42", "-d", "v=1", "--idempotent",
+            at("/echo?id=h"));
+    cr_expect_eq(res.exit_code, 0);
+    cr_expect_str_eq(res.out, "v=1");
+    char reply[512];
+    cr_assert_eq(testsrv_command(srv, "LOG h", reply, sizeof(reply)), 0);
+    cr_expect(strstr(reply, " PUT 3 ") != NULL, "%s", reply);
+}
+
+Test(retrydctl_request, bad_usage_exits_64)
+{
+    REQUEST("--deadline", "soon", at("/ok"));
+    cr_expect_eq(res.exit_code, 64);
+    REQUEST("--max-attempts", "0", at("/ok"));
+    cr_expect_eq(res.exit_code, 64);
+    REQUEST("not a url");
+    cr_expect_eq(res.exit_code, 64);
+    REQUEST("-H", "Bad\r\nHeader: x", at("/ok"));
+    cr_expect_eq(res.exit_code, 64);
+}
+
+/* Scripts take part in the host budget: with a daemon, a request's
+ * deposit and retries show in its statistics. */
+Test(retrydctl_request, shell_requests_share_the_host_budget)
+{
+    rd_daemon d;
+    char config[256];
+    snprintf(config, sizeof(config),
+             "[upstream script-upstream]\nratio = 1\nmin_retries_per_sec = "
+             "0\ncap = 10\n");
+    cr_assert_eq(rd_daemon_init(&d, config), 0);
+    cr_assert_eq(rd_daemon_start(&d), 0);
+    for (int i = 0; i < 2; i++)
+        REQUEST("--safe", "--upstream", "script-upstream", "--control-socket",
+                d.control, "--max-attempts", "3", at("/status?code=503&id=s"));
+    char *stats[] = {RETRYDCTL_PATH,   "stats", "--json",
+                     "--stats-socket", d.stats, NULL};
+    cr_assert_eq(run_program(stats, 10000, &res), 0);
+    const char *u = strstr(res.out, "\"name\":\"script-upstream\"");
+    cr_assert(u != NULL, "%s", res.out);
+    /* Each request deposits 1 token: the first pays one retry, the second
+     * one more; the third attempt of each finds the bucket empty. */
+    cr_expect(strstr(u, "\"deposits\":2,\"retries_granted\":2,") != NULL, "%s",
+              u);
+    cr_expect(strstr(u, "\"budget_exhausted\":2") != NULL, "%s", u);
+    cr_expect(strstr(u, "\"response_received\":4") != NULL, "%s", u);
+    cr_expect_eq(testsrv_count(srv, "s"), 4);
+    rd_daemon_cleanup(&d);
+}
