@@ -11,7 +11,7 @@ libcurl4-openssl-dev
 libcriterion-dev
 libinih-dev
 uuid-dev
-libnghttp2-dev
+libnghttp2-dev libssl-dev
 clang libclang-rt-14-dev
 nginx redis-server
 "
