@@ -25,6 +25,8 @@
 
 struct conn {
     conn *prev, *next; /* d->conns */
+    conn *next_dead;   /* d->dead: closed, freed after the epoll batch */
+    bool dead;
     int fd;
     watch w;
     pid_t pid;
@@ -78,8 +80,27 @@ static void conn_free(server *d, conn *c)
     epoll_ctl(d->epfd, EPOLL_CTL_DEL, c->fd, NULL);
     close(c->fd);
     free(c->buf);
-    free(c);
+    c->buf = NULL;
+    /* Other events of the current epoll batch may still point at it: it
+     * is freed when the batch is done (control_reap). */
+    c->dead = true;
+    c->next_dead = d->dead;
+    d->dead = c;
     d->n_conns--;
+}
+
+void control_reap(server *d)
+{
+    while (d->dead != NULL) {
+        conn *c = d->dead;
+        d->dead = c->next_dead;
+        free(c);
+    }
+}
+
+bool control_dead(const conn *c)
+{
+    return c->dead;
 }
 
 static void conn_close(server *d, conn *c)
@@ -451,6 +472,7 @@ void control_close_all(server *d)
 {
     while (d->conns != NULL)
         conn_free(d, d->conns);
+    control_reap(d);
     for (uint32_t i = 0; i < d->seg.view.process_capacity; i++) {
         d->procs[i].conn = NULL;
         if (d->procs[i].pidfd >= 0) {

@@ -11,18 +11,6 @@
 #include "ctl_client.h"
 #include "retryd/decision.h"
 
-static const char *const denial_names[9] = {"none",
-                                            "max_attempts",
-                                            "budget_exhausted",
-                                            "body_not_replayable",
-                                            "response_already_delivered",
-                                            "runtime_draining",
-                                            "deadline",
-                                            "permanent_failure",
-                                            "status_not_retryable"};
-static const char *const evidence_names[4] = {
-    "not_sent", "sent_no_response", "response_received", "partial_response"};
-
 static double tokens(uint64_t micro)
 {
     return (double)micro / 1e6;
@@ -50,8 +38,8 @@ static void print_breakdown(const Retryd__Counters *c)
         uint64_t n = at(c->denied, c->n_denied, i);
         if (n == 0)
             continue;
-        printf("%s%s=%" PRIu64, any ? " " : "      denied: ", denial_names[i],
-               n);
+        printf("%s%s=%" PRIu64, any ? " " : "      denied: ",
+               retryd_denial_name((retryd_denial)i), n);
         any = true;
     }
     if (any)
@@ -120,11 +108,13 @@ static void json_counters(const Retryd__Counters *c)
            ",\"retries_denied\":{",
            c->deposits, c->retries_granted);
     for (size_t i = 1; i < 9; i++)
-        printf("%s\"%s\":%" PRIu64, i > 1 ? "," : "", denial_names[i],
+        printf("%s\"%s\":%" PRIu64, i > 1 ? "," : "",
+               retryd_denial_name((retryd_denial)i),
                at(c->denied, c->n_denied, i));
     printf("},\"ambiguous\":%" PRIu64 ",\"evidence\":{", c->ambiguous);
     for (size_t i = 0; i < 4; i++)
-        printf("%s\"%s\":%" PRIu64, i ? "," : "", evidence_names[i],
+        printf("%s\"%s\":%" PRIu64, i ? "," : "",
+               retryd_evidence_name((retryd_evidence)i),
                at(c->evidence, c->n_evidence, i));
     printf("},\"refilled_tokens\":%.6f,\"discarded_tokens\":%.6f",
            tokens(c->refilled_micro), tokens(c->discarded_micro));
@@ -247,7 +237,8 @@ static void prom_labelled(const Retryd__StatsReply *r, bool denied)
             prom_label(r->upstreams[i]->name);
             printf("\",%s=\"%s\"} %" PRIu64 "\n",
                    denied ? "reason" : "evidence",
-                   denied ? denial_names[k] : evidence_names[k],
+                   denied ? retryd_denial_name((retryd_denial)k)
+                          : retryd_evidence_name((retryd_evidence)k),
                    denied ? at(c->denied, c->n_denied, k)
                           : at(c->evidence, c->n_evidence, k));
         }

@@ -56,6 +56,7 @@ typedef struct server {
     int signal_fd;
     int timer_fd;
     conn *conns; /* every open control connection */
+    conn *dead;  /* closed during this epoll batch, freed after it */
     unsigned n_conns;
     uint64_t started_ns;
     pthread_t stats_thread;
@@ -66,6 +67,10 @@ typedef struct server {
 int control_accept(server *d);
 void control_ready(server *d, conn *c, uint32_t events);
 void control_close_all(server *d);
+/* Connections closed during an epoll batch stay allocated (events of the
+ * same batch may name them) until control_reap() after the batch. */
+bool control_dead(const conn *c);
+void control_reap(server *d);
 /* A process slot's owner is gone (pidfd) or detached (hang-up). */
 void daemon_release_process(server *d, uint32_t slot);
 

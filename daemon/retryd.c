@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <poll.h>
 #include <grp.h>
 #include <signal.h>
 #include <stdio.h>
@@ -165,6 +166,12 @@ static void on_timer(server *d)
 static void on_pid_exit(server *d, uint32_t slot)
 {
     seg_process *p = &d->seg.view.processes[slot];
+    /* The event may be stale: earlier in this batch the slot may have been
+     * released (hang-up) and even given to another process. Only a pidfd
+     * that is readable now says this slot's process exited. */
+    struct pollfd pf = {.fd = d->procs[slot].pidfd, .events = POLLIN};
+    if (pf.fd < 0 || poll(&pf, 1, 0) != 1)
+        return;
     log_info("pid %llu exited: freeing process slot %u",
              (unsigned long long)atomic_load(&p->pid), slot);
     daemon_release_process(d, slot);
@@ -332,15 +339,11 @@ static void run(server *d, int notify_fd)
                 control_accept(d);
                 break;
             case WATCH_CONN:
-                control_ready(d, w->ptr, evs[i].events);
-                /* The connection may be gone: later events in this batch
-                 * for it were queued before; epoll_ctl(DEL) dropped the
-                 * rest. Stop processing this batch to be safe. */
-                i = n;
+                if (!control_dead(w->ptr))
+                    control_ready(d, w->ptr, evs[i].events);
                 break;
             case WATCH_PIDFD:
                 on_pid_exit(d, w->slot);
-                i = n;
                 break;
             case WATCH_SIGNAL:
                 stop = on_signal(d);
@@ -350,6 +353,7 @@ static void run(server *d, int notify_fd)
                 break;
             }
         }
+        control_reap(d);
     }
 }
 
