@@ -185,6 +185,6 @@ void h2_note(const struct h2_conn *c, const struct h2_request *r,
 void h2_conn_serve(struct h2_conn *c);
 
 /* --- h2srv_http1.c: HTTP/1.1 fallback (downgrades, ALPN http/1.1) ------ */
-void h2_http1_serve(struct h2_conn *c);
+bool h2_http1_serve(struct h2_conn *c);
 
 #endif

@@ -106,8 +106,10 @@ ssize_t h2_io_recv(struct h2_conn *c, void *buf, size_t len)
         errno = 0;
         int n = SSL_read(c->ssl, buf, (int)len);
 
-        if (n > 0)
+        if (n > 0) {
+            c->rd_wait = POLLIN; /* whatever the last WANT_* was */
             return n;
+        }
         return tls_result(c, n, &c->rd_wait);
     }
     for (;;) {
@@ -136,8 +138,10 @@ ssize_t h2_io_send(struct h2_conn *c, const void *buf, size_t len)
         errno = 0;
         int n = SSL_write(c->ssl, buf, (int)len);
 
-        if (n > 0)
+        if (n > 0) {
+            c->wr_wait = POLLOUT;
             return n;
+        }
         ssize_t r = tls_result(c, n, &c->wr_wait);
         return r == 0 ? -EPIPE : r;
     }

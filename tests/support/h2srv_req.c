@@ -58,6 +58,8 @@ const char *h2_reason(int status)
         return "Service Unavailable";
     case 504:
         return "Gateway Timeout";
+    case 505:
+        return "HTTP Version Not Supported";
     default:
         return "Status";
     }
@@ -254,16 +256,18 @@ int h2_request_resolve_id(struct h2_request *r)
 {
     int rc = query_get(r->query, "id", r->id, sizeof r->id);
 
-    if (rc < 0)
-        return -EINVAL;
     if (rc == 0) {
         const char *h = r->request_id_hdr ? r->request_id_hdr : "-";
 
-        if (strlen(h) >= sizeof r->id)
-            return -EINVAL;
-        strcpy(r->id, h);
+        if (strlen(h) < sizeof r->id)
+            strcpy(r->id, h);
+        else
+            rc = -1;
     }
-    return valid_id(r->id) ? 0 : -EINVAL;
+    if (rc >= 0 && valid_id(r->id))
+        return 0;
+    strcpy(r->id, "?"); /* for stderr notes: a failed decode leaves junk */
+    return -EINVAL;
 }
 
 /* Records the execution. Returns its ordinal among those of the id, or

@@ -538,7 +538,7 @@ void h2_control_serve(struct h2_conn *c)
 {
     for (;;) {
         struct sbuf out = {0};
-        char *line;
+        char *line = NULL;
         int r = read_line(c, &line);
 
         if (r == -EMSGSIZE) {

@@ -1,0 +1,896 @@
+/* Tests of retryd-h2srv, driven by real libcurl (the client retryd uses)
+ * over cleartext HTTP/2 with prior knowledge (suite h2c) and HTTP/2 over
+ * TLS with ALPN (suite tls), plus the --http11-only server (suite
+ * tls_http11). Each test runs in its own process with its own server,
+ * started through testsrv; results are checked from both sides: libcurl's
+ * return code and response, and the server's counters (COUNT, REFUSED,
+ * STREAMS, CONNS, LOG).
+ *
+ * The libcurl results asserted here are those of libcurl 7.88.1 (Debian
+ * 12), e.g. for a refused stream it retries internally and gives up with
+ * CURLE_RECV_ERROR after six attempts. Every transfer has a time bound
+ * (CURLOPT_TIMEOUT_MS), and waits on the server use its bounded IDLE
+ * command: no sleeps.
+ *
+ * libcurl 7.88.1 cannot reuse an h2c prior-knowledge connection (curl
+ * #10634, fixed in 8.0.0): tests that need several streams on one
+ * connection run over TLS only. */
+#include "testsrv.h"
+
+#include <criterion/criterion.h>
+#include <curl/curl.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef H2SRV_PATH
+#error "H2SRV_PATH must be defined to the path of retryd-h2srv"
+#endif
+
+#define WAIT_MS 5000
+#define TRANSFER_MS 10000 /* bound on every libcurl transfer */
+
+enum transport { H2C, TLS, TLS_HTTP11_ONLY };
+
+static testsrv *srv;
+static enum transport transport;
+static char cert_dir[64] = "";
+static char cert_path[128] = "";
+
+/* --- server lifecycle ------------------------------------------------------
+ */
+
+static void start_server(enum transport t)
+{
+    char *argv[6];
+    size_t n = 0;
+    int rc;
+
+    cr_assert_eq(curl_global_init(CURL_GLOBAL_DEFAULT), CURLE_OK);
+    transport = t;
+    if (t == H2C) {
+        argv[n++] = "--h2c";
+    } else {
+        snprintf(cert_dir, sizeof cert_dir, "/tmp/test_h2srv.XXXXXX");
+        cr_assert_not_null(mkdtemp(cert_dir), "mkdtemp: %s", strerror(errno));
+        snprintf(cert_path, sizeof cert_path, "%s/cert.pem", cert_dir);
+        argv[n++] = "--tls";
+        argv[n++] = "--cert-out";
+        argv[n++] = cert_path;
+        if (t == TLS_HTTP11_ONLY)
+            argv[n++] = "--http11-only";
+    }
+    argv[n] = NULL;
+    rc = testsrv_start(H2SRV_PATH, argv, &srv);
+    cr_assert_eq(rc, 0, "testsrv_start(%s): %s", H2SRV_PATH, strerror(-rc));
+}
+
+static void start_h2c(void)
+{
+    start_server(H2C);
+}
+
+static void start_tls(void)
+{
+    start_server(TLS);
+}
+
+static void start_tls_http11_only(void)
+{
+    start_server(TLS_HTTP11_ONLY);
+}
+
+static void stop_server(void)
+{
+    testsrv_stop(srv); /* NULL-safe; a no-op after expect_clean_exit() */
+    srv = NULL;
+    if (cert_path[0])
+        unlink(cert_path);
+    if (cert_dir[0])
+        rmdir(cert_dir);
+    cert_path[0] = cert_dir[0] = '\0';
+    curl_global_cleanup();
+}
+
+/* The server must exit with status 0 when asked to: under sanitizers that
+ * is what turns a report inside the server (a leak, a race) into a failed
+ * test. Not done in .fini: criterion 2.4 ignores assertion failures there. */
+static void expect_clean_exit(void)
+{
+    int st = -1;
+    int rc = testsrv_terminate(srv, WAIT_MS, &st);
+
+    cr_assert_eq(rc, 0, "server did not exit: %s", strerror(-rc));
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+              "server exit status %#x (sanitizer report on stderr?)", st);
+    stop_server();
+}
+
+TestSuite(h2c, .init = start_h2c, .fini = stop_server, .timeout = 30);
+TestSuite(tls, .init = start_tls, .fini = stop_server, .timeout = 30);
+TestSuite(tls_http11, .init = start_tls_http11_only, .fini = stop_server,
+          .timeout = 30);
+
+/* A behaviour checked over both transports: one Test() per suite, each
+ * followed by expect_clean_exit() so that no test can forget it. */
+#define BOTH_TEST(name)                                                        \
+    static void name##_body(void);                                             \
+    Test(h2c, name)                                                            \
+    {                                                                          \
+        name##_body();                                                         \
+        expect_clean_exit();                                                   \
+    }                                                                          \
+    Test(tls, name)                                                            \
+    {                                                                          \
+        name##_body();                                                         \
+        expect_clean_exit();                                                   \
+    }                                                                          \
+    static void name##_body(void)
+
+#define ONE_TEST(suite, name)                                                  \
+    static void suite##_##name##_body(void);                                   \
+    Test(suite, name)                                                          \
+    {                                                                          \
+        suite##_##name##_body();                                               \
+        expect_clean_exit();                                                   \
+    }                                                                          \
+    static void suite##_##name##_body(void)
+
+/* --- control port ----------------------------------------------------------
+ */
+
+static long ctl_number(const char *verb, const char *arg)
+{
+    char cmd[512], reply[128], *end;
+    long v;
+    int rc;
+
+    if (arg)
+        snprintf(cmd, sizeof cmd, "%s %s", verb, arg);
+    else
+        snprintf(cmd, sizeof cmd, "%s", verb);
+    rc = testsrv_command(srv, cmd, reply, sizeof reply);
+    cr_assert_eq(rc, 0, "%s: %s", cmd, strerror(-rc));
+    v = strtol(reply, &end, 10);
+    cr_assert(end != reply && *end == '\0', "%s -> \"%s\"", cmd, reply);
+    return v;
+}
+
+static long count(const char *id)
+{
+    return ctl_number("COUNT", id);
+}
+
+static long refused(const char *id)
+{
+    return ctl_number("REFUSED", id);
+}
+
+static long streams(void)
+{
+    return ctl_number("STREAMS", NULL);
+}
+
+static long conns(void)
+{
+    return ctl_number("CONNS", NULL);
+}
+
+static void expect_log(const char *id, const char *want)
+{
+    char cmd[300], reply[1024];
+    int rc;
+
+    snprintf(cmd, sizeof cmd, "LOG %s", id);
+    rc = testsrv_command(srv, cmd, reply, sizeof reply);
+    cr_assert_eq(rc, 0, "LOG: %s", strerror(-rc));
+    cr_expect_str_eq(reply, want);
+}
+
+/* The server closes its side (after a GOAWAY, after the client left):
+ * wait, bounded, until it has no HTTP connection open. */
+static void expect_idle(void)
+{
+    int rc = testsrv_wait_idle(srv, WAIT_MS);
+
+    cr_expect_eq(rc, 0, "server connections still open: %s", strerror(-rc));
+}
+
+/* --- libcurl ---------------------------------------------------------------
+ */
+
+struct result {
+    CURLcode rc;
+    long status;  /* CURLINFO_RESPONSE_CODE */
+    long version; /* CURLINFO_HTTP_VERSION */
+    char *body;   /* malloc'd, NUL-terminated */
+    size_t body_len;
+    char retry_after[64];
+    char errbuf[CURL_ERROR_SIZE];
+    int64_t elapsed_ms;
+};
+
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static size_t on_body(char *data, size_t size, size_t n, void *user)
+{
+    struct result *r = user;
+    char *p = realloc(r->body, r->body_len + n + 1);
+
+    (void)size; /* always 1 */
+    if (!p)
+        return 0;
+    memcpy(p + r->body_len, data, n);
+    r->body = p;
+    r->body_len += n;
+    r->body[r->body_len] = '\0';
+    return n;
+}
+
+static size_t on_header(char *data, size_t size, size_t n, void *user)
+{
+    struct result *r = user;
+    static const char name[] = "retry-after:";
+
+    (void)size;
+    if (n > sizeof name - 1 && strncasecmp(data, name, sizeof name - 1) == 0) {
+        size_t v = sizeof name - 1, len;
+
+        while (v < n && data[v] == ' ')
+            v++;
+        len = strcspn(data + v, "\r\n");
+        if (len > n - v)
+            len = n - v;
+        snprintf(r->retry_after, sizeof r->retry_after, "%.*s", (int)len,
+                 data + v);
+    }
+    return n;
+}
+
+static void url_for(char *url, size_t len, const char *host, const char *path)
+{
+    snprintf(url, len, "%s://%s:%d%s", transport == H2C ? "http" : "https",
+             host, testsrv_port(srv), path);
+}
+
+/* An easy handle set up for this suite's transport, bounded in time. The
+ * result struct receives the body, headers and error text. */
+static CURL *new_handle(struct result *r)
+{
+    CURL *h = curl_easy_init();
+
+    cr_assert_not_null(h);
+    memset(r, 0, sizeof *r);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_NOPROXY, "*"); /* ignore *_proxy variables */
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)TRANSFER_MS);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, r);
+    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(h, CURLOPT_HEADERDATA, r);
+    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, r->errbuf);
+    if (transport == H2C) {
+        curl_easy_setopt(h, CURLOPT_HTTP_VERSION,
+                         (long)CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE);
+    } else {
+        curl_easy_setopt(h, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2TLS);
+        curl_easy_setopt(h, CURLOPT_CAINFO, cert_path);
+    }
+    return h;
+}
+
+/* Performs a request on h; r was given to new_handle(h). */
+static void perform(CURL *h, struct result *r, const char *path)
+{
+    char url[512];
+    int64_t t0 = mono_ms();
+
+    url_for(url, sizeof url, "127.0.0.1", path);
+    free(r->body);
+    r->body = NULL;
+    r->body_len = 0;
+    r->retry_after[0] = r->errbuf[0] = '\0';
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    r->rc = curl_easy_perform(h);
+    r->elapsed_ms = mono_ms() - t0;
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &r->status);
+    curl_easy_getinfo(h, CURLINFO_HTTP_VERSION, &r->version);
+}
+
+static void free_result(struct result *r)
+{
+    free(r->body);
+    r->body = NULL;
+}
+
+/* One GET on a fresh handle (so a fresh connection). */
+static void get(const char *path, struct result *r)
+{
+    CURL *h = new_handle(r);
+
+    perform(h, r, path);
+    curl_easy_cleanup(h);
+}
+
+static void expect_rc(const struct result *r, CURLcode want)
+{
+    cr_expect_eq(r->rc, want, "curl: %d (%s) \"%s\", want %d (%s)", r->rc,
+                 curl_easy_strerror(r->rc), r->errbuf, want,
+                 curl_easy_strerror(want));
+}
+
+static uint64_t fnv1a64(const char *s, size_t n)
+{
+    uint64_t h = 0xcbf29ce484222325ULL;
+
+    for (size_t i = 0; i < n; i++) {
+        h ^= (unsigned char)s[i];
+        h *= 0x100000001b3ULL;
+    }
+    return h;
+}
+
+/* --- plain requests ----------------------------------------------------------
+ */
+
+BOTH_TEST(ok_is_answered_over_http2_and_executed_once)
+{
+    struct result r;
+
+    get("/ok?id=a", &r);
+    expect_rc(&r, CURLE_OK);
+    cr_expect_eq(r.status, 200);
+    cr_expect_eq(r.version, CURL_HTTP_VERSION_2_0);
+    cr_expect_str_eq(r.body ? r.body : "", "ok");
+    cr_expect_eq(count("a"), 1);
+    cr_expect_eq(refused("a"), 0);
+    cr_expect_eq(streams(), 1);
+    cr_expect_eq(conns(), 1);
+    expect_log("a", "1 GET 0 cbf29ce484222325 - - h2:1");
+    free_result(&r);
+}
+
+BOTH_TEST(ok_len_sends_a_large_body_within_flow_control)
+{
+    struct result r;
+    size_t len = 3u << 20; /* beyond every default window */
+
+    get("/ok?id=big&len=3145728", &r);
+    expect_rc(&r, CURLE_OK);
+    cr_expect_eq(r.status, 200);
+    cr_assert_eq(r.body_len, len);
+    cr_expect_eq(strspn(r.body, "x"), len);
+    cr_expect_eq(count("big"), 1);
+    free_result(&r);
+}
+
+BOTH_TEST(echo_returns_a_large_upload_and_logs_it)
+{
+    size_t len = 3u << 20; /* the server's 1 MiB stream window, thrice */
+    char *body = malloc(len);
+    struct curl_slist *hdrs = NULL;
+    struct result r;
+    char want[256];
+
+    cr_assert_not_null(body);
+    for (size_t i = 0; i < len; i++)
+        body[i] = (char)('a' + i % 26);
+    hdrs = curl_slist_append(hdrs, "Idempotency-Key: key-1");
+    CURL *h = new_handle(&r);
+    curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+    curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
+    perform(h, &r, "/echo?id=up");
+    curl_easy_cleanup(h);
+    curl_slist_free_all(hdrs);
+
+    expect_rc(&r, CURLE_OK);
+    cr_expect_eq(r.status, 200);
+    cr_assert_eq(r.body_len, len);
+    cr_expect(memcmp(r.body, body, len) == 0, "echoed body differs");
+    snprintf(want, sizeof want, "1 POST %zu %016" PRIx64 " key-1 - h2:1", len,
+             fnv1a64(body, len));
+    expect_log("up", want);
+    free(body);
+    free_result(&r);
+}
+
+BOTH_TEST(status_answers_the_code_and_retry_after)
+{
+    struct result r;
+
+    get("/status?id=s&code=503&retry_after=7", &r);
+    expect_rc(&r, CURLE_OK);
+    cr_expect_eq(r.status, 503);
+    cr_expect_str_eq(r.retry_after, "7");
+    cr_expect_eq(count("s"), 1);
+    free_result(&r);
+}
+
+BOTH_TEST(unknown_path_is_answered_404_and_executed)
+{
+    struct result r;
+
+    get("/nope?id=n", &r);
+    expect_rc(&r, CURLE_OK);
+    cr_expect_eq(r.status, 404);
+    cr_expect_eq(count("n"), 1);
+    free_result(&r);
+}
+
+BOTH_TEST(bad_parameter_is_answered_400_and_executed)
+{
+    struct result r;
+
+    get("/status?id=b&code=99", &r);
+    expect_rc(&r, CURLE_OK);
+    cr_expect_eq(r.status, 400);
+    cr_expect_eq(count("b"), 1);
+    free_result(&r);
+}
+
+BOTH_TEST(malformed_id_is_answered_400_without_execution)
+{
+    struct result r;
+
+    get("/ok?id=a%20b", &r);
+    expect_rc(&r, CURLE_OK);
+    cr_expect_eq(r.status, 400);
+    cr_expect_eq(count("a b"), 0);
+    cr_expect_eq(streams(), 1);
+    free_result(&r);
+}
+
+BOTH_TEST(oversized_header_is_answered_431_without_execution)
+{
+    size_t len = 40000; /* over the server's 32 KiB, under nghttp2's 64 KiB */
+    char *line = malloc(len + 16);
+    struct curl_slist *hdrs = NULL;
+    struct result r;
+
+    cr_assert_not_null(line);
+    memcpy(line, "X-Big: ", 7);
+    memset(line + 7, 'v', len);
+    line[7 + len] = '\0';
+    hdrs = curl_slist_append(hdrs, line);
+    CURL *h = new_handle(&r);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
+    perform(h, &r, "/ok?id=hdr");
+    curl_easy_cleanup(h);
+    curl_slist_free_all(hdrs);
+    free(line);
+
+    expect_rc(&r, CURLE_OK);
+    cr_expect_eq(r.status, 431);
+    cr_expect_eq(count("hdr"), 0);
+    cr_expect_eq(streams(), 1);
+    free_result(&r);
+}
+
+BOTH_TEST(oversized_body_is_answered_413_without_execution)
+{
+    size_t len = (16u << 20) + 1;
+    char *body = calloc(1, len);
+    struct result r;
+
+    cr_assert_not_null(body);
+    CURL *h = new_handle(&r);
+    curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+    curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
+    perform(h, &r, "/echo?id=huge");
+    curl_easy_cleanup(h);
+    free(body);
+
+    /* The 413 comes with the request headers (content-length), followed
+     * by RST_STREAM(NO_ERROR): libcurl stops uploading and reports it. */
+    expect_rc(&r, CURLE_OK);
+    cr_expect_eq(r.status, 413);
+    cr_expect_eq(count("huge"), 0);
+    free_result(&r);
+}
+
+/* --- faults that prove "not processed" --------------------------------------
+ */
+
+BOTH_TEST(refuse_is_never_executed_and_curl_gives_up_after_six_streams)
+{
+    struct result r;
+
+    get("/refuse?id=r", &r);
+    /* libcurl 7.88.1 re-sends a refused stream on a fresh connection, at
+     * most 5 times, then fails "Connection died, tried 5 times". */
+    expect_rc(&r, CURLE_RECV_ERROR);
+    cr_expect_eq(r.status, 0);
+    cr_expect_eq(count("r"), 0);
+    cr_expect_eq(refused("r"), 6);
+    cr_expect_eq(streams(), 6);
+    cr_expect_eq(conns(), 6);
+    free_result(&r);
+}
+
+BOTH_TEST(refuse_once_is_resent_by_curl_and_executed_once)
+{
+    struct result r;
+
+    get("/refuse-once?id=r1", &r);
+    expect_rc(&r, CURLE_OK);
+    cr_expect_eq(r.status, 200);
+    cr_expect_str_eq(r.body ? r.body : "", "ok");
+    cr_expect_eq(count("r1"), 1);
+    cr_expect_eq(refused("r1"), 1);
+    cr_expect_eq(streams(), 2);
+    cr_expect_eq(conns(), 2);
+    free_result(&r);
+}
+
+BOTH_TEST(goaway_below_the_stream_fails_with_http2_error_unexecuted)
+{
+    struct result r;
+
+    get("/goaway?id=g", &r);
+    /* GOAWAY(last-stream-id 0) for stream 1: libcurl 7.88.1 returns
+     * CURLE_HTTP2 with an empty error buffer, and does not retry. */
+    expect_rc(&r, CURLE_HTTP2);
+    cr_expect_eq(r.status, 0);
+    cr_expect_eq(count("g"), 0);
+    cr_expect_eq(refused("g"), 1);
+    cr_expect_eq(streams(), 1);
+    cr_expect_eq(conns(), 1);
+    expect_idle(); /* and the server closed the connection */
+    free_result(&r);
+}
+
+BOTH_TEST(http11_required_downgrades_and_executes_over_http11)
+{
+    struct result r;
+
+    get("/http11-required?id=d", &r);
+    /* libcurl reconnects with HTTP/1.1 and the server answers there. */
+    expect_rc(&r, CURLE_OK);
+    cr_expect_eq(r.status, 200);
+    cr_expect_eq(r.version, CURL_HTTP_VERSION_1_1);
+    cr_expect_eq(count("d"), 1);
+    cr_expect_eq(refused("d"), 1);
+    cr_expect_eq(streams(), 1);
+    cr_expect_eq(conns(), 2);
+    expect_log("d", "1 GET 0 cbf29ce484222325 - - http/1.1");
+    free_result(&r);
+}
+
+/* --- faults after execution
+ * --------------------------------------------------- */
+
+BOTH_TEST(goaway_after_the_response_lets_the_request_succeed)
+{
+    struct result r;
+
+    get("/goaway-after?id=ga", &r);
+    expect_rc(&r, CURLE_OK);
+    cr_expect_eq(r.status, 200);
+    cr_expect_str_eq(r.body ? r.body : "", "ok");
+    cr_expect_eq(count("ga"), 1);
+    cr_expect_eq(refused("ga"), 0);
+    expect_idle();
+    free_result(&r);
+}
+
+BOTH_TEST(reset_after_read_is_executed_without_a_response)
+{
+    struct result r;
+
+    get("/reset-after-read?id=x", &r);
+    expect_rc(&r, CURLE_HTTP2_STREAM);
+    cr_expect_eq(r.status, 0);
+    cr_expect_eq(count("x"), 1);
+    cr_expect_eq(refused("x"), 0);
+    free_result(&r);
+}
+
+BOTH_TEST(reset_after_headers_leaves_a_partial_body)
+{
+    struct result r;
+
+    get("/reset-after-headers?id=p&len=100&sent=7", &r);
+    expect_rc(&r, CURLE_HTTP2_STREAM);
+    cr_expect_eq(r.status, 200);
+    cr_expect_eq(r.body_len, 7);
+    cr_expect_eq(count("p"), 1);
+    free_result(&r);
+}
+
+BOTH_TEST(reset_after_headers_without_body_bytes)
+{
+    struct result r;
+
+    get("/reset-after-headers?id=p0&len=10&sent=0", &r);
+    expect_rc(&r, CURLE_HTTP2_STREAM);
+    cr_expect_eq(r.status, 200);
+    cr_expect_eq(r.body_len, 0);
+    cr_expect_eq(count("p0"), 1);
+    free_result(&r);
+}
+
+BOTH_TEST(hold_answers_after_the_delay)
+{
+    struct result r;
+
+    get("/hold?id=h&ms=300", &r);
+    expect_rc(&r, CURLE_OK);
+    cr_expect_eq(r.status, 200);
+    cr_expect_geq(r.elapsed_ms, 290, "answered after %" PRId64 " ms",
+                  r.elapsed_ms);
+    cr_expect_eq(count("h"), 1);
+    free_result(&r);
+}
+
+BOTH_TEST(hold_notices_the_client_leaving)
+{
+    struct result r;
+    CURL *h = new_handle(&r);
+
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, 300L);
+    perform(h, &r, "/hold?id=hl");
+    curl_easy_cleanup(h); /* closes the connection */
+    expect_rc(&r, CURLE_OPERATION_TIMEDOUT);
+    cr_expect_eq(count("hl"), 1); /* executed, never answered */
+    expect_idle();
+    free_result(&r);
+}
+
+/* --- control protocol and lifecycle -----------------------------------------
+ */
+
+ONE_TEST(h2c, control_counts_reset_and_errors)
+{
+    char reply[256];
+    struct result r;
+
+    get("/ok?id=c", &r);
+    free_result(&r);
+    get("/refuse-once?id=c", &r);
+    free_result(&r);
+    cr_expect_eq(count("c"), 2);
+    cr_expect_eq(refused("c"), 1);
+    cr_expect_eq(streams(), 3);
+    cr_expect_eq(ctl_number("ACTIVE", NULL) >= 0, 1);
+    cr_expect_eq(testsrv_rejects(srv, "c"), 0);
+    cr_expect_eq(testsrv_count(srv, "c"), 2);
+    cr_expect_eq(testsrv_conns(srv), 3);
+    cr_expect_eq(testsrv_wait_count(srv, "c", 2, WAIT_MS), 2);
+
+    cr_assert_eq(testsrv_reset(srv), 0);
+    cr_expect_eq(count("c"), 0);
+    cr_expect_eq(refused("c"), 0);
+    cr_expect_eq(streams(), 0);
+    cr_expect_eq(conns(), 0);
+    expect_log("c", "0");
+
+    /* RESET also forgets /refuse-once: the next first stream is refused. */
+    get("/refuse-once?id=c", &r);
+    expect_rc(&r, CURLE_OK);
+    cr_expect_eq(refused("c"), 1);
+    free_result(&r);
+
+    cr_assert_eq(testsrv_command(srv, "BOGUS", reply, sizeof reply), 0);
+    cr_expect_eq(strncmp(reply, "ERR", 3), 0, "reply: %s", reply);
+    cr_assert_eq(testsrv_command(srv, "COUNT", reply, sizeof reply), 0);
+    cr_expect_eq(strncmp(reply, "ERR", 3), 0, "reply: %s", reply);
+}
+
+ONE_TEST(h2c, accept_close_mode_drops_connections)
+{
+    struct result r;
+
+    cr_assert_eq(testsrv_mode(srv, "accept-close"), 0);
+    get("/ok?id=m", &r);
+    cr_expect_neq(r.rc, CURLE_OK);
+    cr_expect_eq(count("m"), 0);
+    free_result(&r);
+    cr_assert_eq(testsrv_mode(srv, "normal"), 0);
+    get("/ok?id=m", &r);
+    expect_rc(&r, CURLE_OK);
+    cr_expect_eq(count("m"), 1);
+    free_result(&r);
+}
+
+Test(h2c, server_exits_when_stdin_closes)
+{
+    int st = -1;
+
+    testsrv_close_stdin(srv);
+    cr_assert_eq(testsrv_wait_exit(srv, WAIT_MS, &st), 0);
+    cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %#x", st);
+}
+
+/* --- TLS only
+ * ------------------------------------------------------------------ */
+
+ONE_TEST(tls, certificate_is_trusted_for_localhost_and_only_via_cainfo)
+{
+    char url[256], resolve[64];
+    struct curl_slist *res = NULL;
+    struct result r;
+
+    /* By name: the DNS SAN, with the name pinned to 127.0.0.1. */
+    snprintf(resolve, sizeof resolve, "localhost:%d:127.0.0.1",
+             testsrv_port(srv));
+    res = curl_slist_append(res, resolve);
+    CURL *h = new_handle(&r);
+    url_for(url, sizeof url, "localhost", "/ok?id=name");
+    curl_easy_setopt(h, CURLOPT_RESOLVE, res);
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    r.rc = curl_easy_perform(h);
+    curl_easy_cleanup(h);
+    curl_slist_free_all(res);
+    expect_rc(&r, CURLE_OK);
+    cr_expect_eq(count("name"), 1);
+    free_result(&r);
+
+    /* Without our CA file the system store does not know it. */
+    h = new_handle(&r);
+    curl_easy_setopt(h, CURLOPT_CAINFO, NULL);
+    curl_easy_setopt(h, CURLOPT_CAPATH, "/nonexistent");
+    perform(h, &r, "/ok?id=untrusted");
+    curl_easy_cleanup(h);
+    expect_rc(&r, CURLE_PEER_FAILED_VERIFICATION);
+    cr_expect_eq(count("untrusted"), 0);
+    free_result(&r);
+}
+
+ONE_TEST(tls, goaway_below_a_second_stream_spares_the_first)
+{
+    struct result r;
+    CURL *h = new_handle(&r);
+
+    perform(h, &r, "/ok?id=first"); /* stream 1 */
+    expect_rc(&r, CURLE_OK);
+    perform(h, &r, "/goaway?id=second"); /* stream 3: GOAWAY(1) */
+    curl_easy_cleanup(h);
+    expect_rc(&r, CURLE_HTTP2);
+    cr_expect_eq(count("first"), 1);
+    cr_expect_eq(count("second"), 0);
+    cr_expect_eq(refused("second"), 1);
+    cr_expect_eq(streams(), 2);
+    cr_expect_eq(conns(), 1);
+    expect_log("first", "1 GET 0 cbf29ce484222325 - - h2:1");
+    free_result(&r);
+}
+
+ONE_TEST(tls, goaway_after_makes_curl_open_a_new_connection)
+{
+    struct result r;
+    CURL *h = new_handle(&r);
+
+    perform(h, &r, "/goaway-after?id=ga1");
+    expect_rc(&r, CURLE_OK);
+    perform(h, &r, "/ok?id=ga2");
+    curl_easy_cleanup(h);
+    expect_rc(&r, CURLE_OK);
+    cr_expect_eq(count("ga1"), 1);
+    cr_expect_eq(count("ga2"), 1);
+    cr_expect_eq(conns(), 2);
+    expect_log("ga2", "1 GET 0 cbf29ce484222325 - - h2:1");
+    free_result(&r);
+}
+
+/* Two transfers multiplexed on one connection (libcurl multi). Returns
+ * when both are done or the deadline passed. */
+static void run_multiplexed(const char *path_a, const char *path_b,
+                            struct result *ra, struct result *rb)
+{
+    CURLM *m = curl_multi_init();
+    CURL *a = new_handle(ra), *b = new_handle(rb);
+    char url_a[256], url_b[256];
+    int64_t deadline = mono_ms() + TRANSFER_MS;
+    int running = 1;
+
+    cr_assert_not_null(m);
+    curl_multi_setopt(m, CURLMOPT_PIPELINING, (long)CURLPIPE_MULTIPLEX);
+    url_for(url_a, sizeof url_a, "127.0.0.1", path_a);
+    url_for(url_b, sizeof url_b, "127.0.0.1", path_b);
+    curl_easy_setopt(a, CURLOPT_URL, url_a);
+    curl_easy_setopt(b, CURLOPT_URL, url_b);
+    /* b waits for a's connection instead of opening its own. */
+    curl_easy_setopt(b, CURLOPT_PIPEWAIT, 1L);
+    curl_multi_add_handle(m, a);
+    curl_multi_add_handle(m, b);
+    while (running && mono_ms() < deadline) {
+        cr_assert_eq(curl_multi_perform(m, &running), CURLM_OK);
+        if (running)
+            curl_multi_poll(m, NULL, 0, 100, NULL);
+    }
+    cr_assert_eq(running, 0, "transfers still running at the deadline");
+    for (CURLMsg *msg; (msg = curl_multi_info_read(m, &running));) {
+        struct result *r = msg->easy_handle == a ? ra : rb;
+
+        if (msg->msg == CURLMSG_DONE)
+            r->rc = msg->data.result;
+    }
+    curl_easy_getinfo(a, CURLINFO_RESPONSE_CODE, &ra->status);
+    curl_easy_getinfo(b, CURLINFO_RESPONSE_CODE, &rb->status);
+    curl_multi_remove_handle(m, a);
+    curl_multi_remove_handle(m, b);
+    curl_easy_cleanup(a);
+    curl_easy_cleanup(b);
+    curl_multi_cleanup(m);
+}
+
+ONE_TEST(tls, concurrent_streams_share_one_connection)
+{
+    struct result ra, rb;
+
+    run_multiplexed("/hold?id=m1&ms=200", "/hold?id=m2&ms=200", &ra, &rb);
+    expect_rc(&ra, CURLE_OK);
+    expect_rc(&rb, CURLE_OK);
+    cr_expect_eq(ra.status, 200);
+    cr_expect_eq(rb.status, 200);
+    cr_expect_eq(count("m1"), 1);
+    cr_expect_eq(count("m2"), 1);
+    cr_expect_eq(streams(), 2);
+    cr_expect_eq(conns(), 1);
+    free_result(&ra);
+    free_result(&rb);
+}
+
+ONE_TEST(tls, goaway_lets_a_lower_stream_finish_and_curl_resends_the_higher)
+{
+    struct result ra, rb;
+
+    /* Stream 1 is held when stream 3 gets GOAWAY(last-stream-id 1). The
+     * server finishes stream 1 before closing. libcurl 7.88.1 differs
+     * from the single-stream case: with stream 1 keeping the session
+     * alive, nghttp2 closes stream 3 as REFUSED_STREAM and libcurl
+     * re-sends it on a fresh connection (stream 1 there), where /goaway
+     * sends GOAWAY(0) and the transfer fails with CURLE_HTTP2. */
+    run_multiplexed("/hold?id=low&ms=300", "/goaway?id=high", &ra, &rb);
+    expect_rc(&ra, CURLE_OK);
+    cr_expect_eq(ra.status, 200);
+    expect_rc(&rb, CURLE_HTTP2);
+    cr_expect_eq(count("low"), 1);
+    cr_expect_eq(count("high"), 0);
+    cr_expect_eq(refused("high"), 2);
+    cr_expect_eq(streams(), 3);
+    cr_expect_eq(conns(), 2);
+    expect_idle();
+    free_result(&ra);
+    free_result(&rb);
+}
+
+/* --- TLS with ALPN http/1.1 only
+ * ------------------------------------------------ */
+
+ONE_TEST(tls_http11, alpn_http11_only_serves_http11)
+{
+    struct result r;
+
+    get("/ok?id=h1", &r);
+    expect_rc(&r, CURLE_OK);
+    cr_expect_eq(r.status, 200);
+    cr_expect_eq(r.version, CURL_HTTP_VERSION_1_1);
+    cr_expect_eq(count("h1"), 1);
+    cr_expect_eq(streams(), 0);
+    expect_log("h1", "1 GET 0 cbf29ce484222325 - - http/1.1");
+    free_result(&r);
+
+    /* The HTTP/2 fault paths do not exist there: 501, not executed. */
+    get("/refuse?id=h1r", &r);
+    expect_rc(&r, CURLE_OK);
+    cr_expect_eq(r.status, 501);
+    cr_expect_eq(count("h1r"), 0);
+    cr_expect_eq(refused("h1r"), 0);
+    free_result(&r);
+}
