@@ -193,12 +193,36 @@ fail:
     return r;
 }
 
+static easy *easy_new(retryd_profile *p)
+{
+    easy *e = calloc(1, sizeof(*e));
+    if (e == NULL)
+        return NULL;
+    e->curl = curl_easy_init();
+    if (e->curl == NULL) {
+        free(e);
+        return NULL;
+    }
+    e->method = -1;
+    retryd__handle_configure(p, e);
+    return e;
+}
+
+static void easy_free(easy *e)
+{
+    if (e != NULL) {
+        curl_easy_cleanup(e->curl);
+        free(e->url);
+        free(e);
+    }
+}
+
 void retryd_profile_free(retryd_profile *p)
 {
     if (p == NULL)
         return;
     for (size_t i = 0; i < p->n_idle; i++)
-        curl_easy_cleanup(p->idle[i]);
+        easy_free(p->idle[i]);
     pthread_cond_destroy(&p->freed);
     pthread_mutex_destroy(&p->lock);
     free(p->base_url), free(p->upstream_name), free(p->ca_file);
@@ -211,49 +235,44 @@ retryd_upstream *retryd_profile_budget(retryd_profile *p)
     return p ? p->budget : NULL;
 }
 
-int retryd__permit_take(retryd_profile *p, int64_t deadline_ns)
+int retryd__slot_take(retryd_profile *p, int64_t deadline_ns, easy **ret)
 {
     struct timespec ts = {.tv_sec = deadline_ns / 1000000000,
                           .tv_nsec = deadline_ns % 1000000000};
+    easy *h = NULL;
     int r = 0;
     pthread_mutex_lock(&p->lock);
     while (p->in_flight >= p->bulkhead && r == 0)
         if (pthread_cond_timedwait(&p->freed, &p->lock, &ts) == ETIMEDOUT)
             r = p->in_flight >= p->bulkhead ? RETRYD_ETIMEDOUT : 0;
-    if (r == 0)
+    if (r == 0) {
         p->in_flight++;
+        if (p->n_idle > 0)
+            h = p->idle[--p->n_idle];
+    }
     pthread_mutex_unlock(&p->lock);
+    if (r == 0 && h == NULL) {
+        /* A new handle: configured once, reused while its transfers
+         * succeed. */
+        h = easy_new(p);
+        if (h == NULL) {
+            retryd__slot_give(p, NULL, true);
+            return RETRYD_ENOMEM;
+        }
+    }
+    *ret = h;
     return r;
 }
 
-void retryd__permit_give(retryd_profile *p)
+void retryd__slot_give(retryd_profile *p, easy *h, bool tainted)
 {
     pthread_mutex_lock(&p->lock);
     p->in_flight--;
+    if (h != NULL && !tainted && p->n_idle < p->bulkhead) {
+        p->idle[p->n_idle++] = h;
+        h = NULL;
+    }
     pthread_cond_signal(&p->freed);
     pthread_mutex_unlock(&p->lock);
-}
-
-CURL *retryd__handle_take(retryd_profile *p)
-{
-    CURL *h = NULL;
-    pthread_mutex_lock(&p->lock);
-    if (p->n_idle > 0)
-        h = p->idle[--p->n_idle];
-    pthread_mutex_unlock(&p->lock);
-    return h ? h : curl_easy_init();
-}
-
-void retryd__handle_give(retryd_profile *p, CURL *h, bool tainted)
-{
-    if (!tainted) {
-        pthread_mutex_lock(&p->lock);
-        if (p->n_idle < p->bulkhead) {
-            p->idle[p->n_idle++] = h;
-            h = NULL;
-        }
-        pthread_mutex_unlock(&p->lock);
-    }
-    if (h != NULL)
-        curl_easy_cleanup(h);
+    easy_free(h);
 }

@@ -28,33 +28,39 @@
 #define HEADER_MAX_BYTES (64 * 1024)
 #define HEADER_MAX_LINES 256
 #define AUTH_MAX 4096
-
-typedef struct header_list {
-    char **names, **values;
-    size_t n, cap;
-} header_list;
+#define BODY_FIRST_BUFFER 4096
 
 typedef struct call {
     retryd_profile *p;
     const retryd_request *req;
-    retryd_result *res;
-    char *url;
+    char *url; /* url_first, or malloc'ed when longer */
     retryd_idempotency idem;
     char key[40];
-    char auth[AUTH_MAX];
-    bool auth_override, refresh_used, force_http11, delivered;
+    char *auth; /* Authorization after a refresh, or NULL */
+    bool refresh_used, force_http11, delivered;
     int64_t deadline;
+    int64_t now; /* the last clock reading: when the call or attempt ended */
     /* One attempt's state, reset before each. */
     attempt_trace trace;
     retryd_body_reader body;
     bool body_open;
-    header_list pending, final;
+    header_arena resp; /* the block being read; final once final_headers */
     int pending_status;
     size_t header_bytes, header_lines;
     bool stream_to_sink;
-    unsigned char *buf;
+    unsigned char *buf; /* body_first until outgrown */
     size_t buf_len, buf_cap;
-    struct curl_slist *headers;
+    /* The attempt log: att_first until outgrown; error texts strdup'ed. */
+    retryd_attempt *att;
+    size_t n_att, cap_att;
+    /* Storage that lives in retryd_execute's frame: a keep-alive request
+     * needs no allocation until its result. Not zeroed: sized, not read. */
+    char url_first[512];
+    char hdr_first[2048];
+    uint32_t hdr_off_first[2 * 64];
+    unsigned char body_first[BODY_FIRST_BUFFER];
+    retryd_attempt att_first[4];
+    struct curl_slist *headers; /* one allocation: nodes, then our lines */
     char errbuf[CURL_ERROR_SIZE];
 } call;
 
@@ -130,65 +136,6 @@ static int validate(const retryd_request *r)
 
 /* --- response headers ---------------------------------------------------- */
 
-static void headers_clear(header_list *l)
-{
-    for (size_t i = 0; i < l->n; i++) {
-        free(l->names[i]);
-        free(l->values[i]);
-    }
-    l->n = 0;
-}
-
-static void headers_free(header_list *l)
-{
-    headers_clear(l);
-    free(l->names);
-    free(l->values);
-    memset(l, 0, sizeof(*l));
-}
-
-static bool headers_add(header_list *l, const char *line, size_t len)
-{
-    const char *colon = memchr(line, ':', len);
-    if (colon == NULL)
-        return true; /* not a field: ignore, as libcurl does */
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? l->cap * 2 : 16;
-        char **nn = realloc(l->names, cap * sizeof(*nn));
-        if (nn == NULL)
-            return false;
-        l->names = nn;
-        char **nv = realloc(l->values, cap * sizeof(*nv));
-        if (nv == NULL)
-            return false;
-        l->values = nv;
-        l->cap = cap;
-    }
-    const char *v = colon + 1, *end = line + len;
-    while (v < end && (*v == ' ' || *v == '\t'))
-        v++;
-    while (end > v && (end[-1] == ' ' || end[-1] == '\t'))
-        end--;
-    l->names[l->n] = strndup(line, (size_t)(colon - line));
-    l->values[l->n] = strndup(v, (size_t)(end - v));
-    if (!l->names[l->n] || !l->values[l->n]) {
-        free(l->names[l->n]);
-        free(l->values[l->n]);
-        return false;
-    }
-    l->n++;
-    return true;
-}
-
-static const char *headers_get(const header_list *l, const char *name)
-{
-    const char *v = NULL;
-    for (size_t i = 0; i < l->n; i++)
-        if (strcasecmp(l->names[i], name) == 0)
-            v = l->values[i];
-    return v;
-}
-
 /* "HTTP/1.1 200 OK", "HTTP/2 200": the status, or -1. */
 static int status_of(const char *line, size_t len)
 {
@@ -211,7 +158,7 @@ static int status_of(const char *line, size_t len)
 static int on_prereq(void *ctx, char *conn_primary_ip, char *conn_local_ip,
                      int conn_primary_port, int conn_local_port)
 {
-    call *c = ctx;
+    call *c = ((easy *)ctx)->call;
     (void)conn_primary_ip, (void)conn_local_ip;
     (void)conn_primary_port, (void)conn_local_port;
     if (++c->trace.prereq_calls > 1) {
@@ -225,7 +172,7 @@ static int on_prereq(void *ctx, char *conn_primary_ip, char *conn_local_ip,
 static int on_debug(CURL *h, curl_infotype type, char *data, size_t size,
                     void *ctx)
 {
-    call *c = ctx;
+    call *c = ((easy *)ctx)->call;
     (void)h;
     if (type == CURLINFO_TEXT)
         retryd__trace_text(&c->trace, data, size);
@@ -235,15 +182,28 @@ static int on_debug(CURL *h, curl_infotype type, char *data, size_t size,
     return 0;
 }
 
+/* "Name: value\r\n" into the arena; a line without a colon is not a field
+ * and is skipped, as libcurl does. */
+static bool add_field(header_arena *a, const char *line, size_t len)
+{
+    const char *colon = memchr(line, ':', len);
+    if (colon == NULL)
+        return true;
+    const char *v = colon + 1, *end = line + len;
+    while (v < end && (*v == ' ' || *v == '\t'))
+        v++;
+    while (end > v && (end[-1] == ' ' || end[-1] == '\t' || end[-1] == '\r' ||
+                       end[-1] == '\n'))
+        end--;
+    return retryd__hdrs_add(a, line, (size_t)(colon - line), v,
+                            (size_t)(end - v));
+}
+
 static void final_block(call *c)
 {
     attempt_trace *t = &c->trace;
     t->final_headers = true;
     t->status = c->pending_status;
-    header_list tmp = c->final;
-    c->final = c->pending;
-    c->pending = tmp;
-    headers_clear(&c->pending);
     /* A success streams straight to the caller's sink; anything else is
      * held back until the engine has said whether it is final. */
     c->stream_to_sink = c->req->sink != NULL && t->status / 100 == 2;
@@ -251,7 +211,7 @@ static void final_block(call *c)
 
 static size_t on_header(char *line, size_t size, size_t n, void *ctx)
 {
-    call *c = ctx;
+    call *c = ((easy *)ctx)->call;
     size_t len = size * n;
     if (c->trace.final_headers)
         return len; /* trailers: not part of the decision */
@@ -263,26 +223,22 @@ static size_t on_header(char *line, size_t size, size_t n, void *ctx)
     }
     int status = status_of(line, len);
     if (status >= 0) { /* a new block: 1xx interim, or the final one */
-        headers_clear(&c->pending);
+        retryd__hdrs_clear(&c->resp);
         c->pending_status = status;
     } else if (len <= 2 && (line[0] == '\r' || line[0] == '\n')) {
         if (c->pending_status >= 200)
             final_block(c);
         else
-            headers_clear(&c->pending);
-    } else {
-        size_t l = len;
-        while (l > 0 && (line[l - 1] == '\r' || line[l - 1] == '\n'))
-            l--;
-        if (!headers_add(&c->pending, line, l))
-            return 0;
+            retryd__hdrs_clear(&c->resp);
+    } else if (!add_field(&c->resp, line, len)) {
+        return 0;
     }
     return len;
 }
 
 static size_t on_body(char *data, size_t size, size_t n, void *ctx)
 {
-    call *c = ctx;
+    call *c = ((easy *)ctx)->call;
     size_t len = size * n;
     if (c->stream_to_sink) {
         if (c->req->sink(data, len, c->req->sink_ctx) != len) {
@@ -297,12 +253,15 @@ static size_t on_body(char *data, size_t size, size_t n, void *ctx)
         return 0;
     }
     if (c->buf_len + len > c->buf_cap) {
-        size_t cap = c->buf_cap ? c->buf_cap : 4096;
+        size_t cap = c->buf_cap * 2;
         while (cap < c->buf_len + len)
             cap *= 2;
-        unsigned char *nb = realloc(c->buf, cap);
+        bool first = c->buf == c->body_first;
+        unsigned char *nb = first ? malloc(cap) : realloc(c->buf, cap);
         if (nb == NULL)
             return 0;
+        if (first)
+            memcpy(nb, c->buf, c->buf_len);
         c->buf = nb;
         c->buf_cap = cap;
     }
@@ -313,7 +272,7 @@ static size_t on_body(char *data, size_t size, size_t n, void *ctx)
 
 static size_t on_read(char *buf, size_t size, size_t n, void *ctx)
 {
-    call *c = ctx;
+    call *c = ((easy *)ctx)->call;
     long r = c->body.read(c->body.ctx, buf, size * n);
     if (r < 0 || (size_t)r > size * n) {
         c->trace.body_source_failed = true;
@@ -331,47 +290,59 @@ static int on_seek(void *ctx, curl_off_t offset, int origin)
 
 /* --- one attempt --------------------------------------------------------- */
 
+/*
+ * The request's header list, as libcurl reads it (a linked list), built in
+ * one allocation: the nodes, then the lines retryd adds. A request with no
+ * header to send gets no list at all: libcurl then skips its custom-header
+ * matching, a measurable part of a keep-alive request.
+ */
 static int build_headers(call *c)
 {
     const retryd_request *r = c->req;
-    struct curl_slist *l = NULL, *n;
-    char line[AUTH_MAX + 64];
-    bool has_ct = false;
-
-#define ADD(s)                                                                 \
+    const char *ct = retryd_body_content_type(r->body);
+    size_t n = 0, has_ct = 0, extra;
+    for (; r->headers && r->headers[n]; n++)
+        has_ct |= strncasecmp(r->headers[n], "Content-Type:", 13) == 0;
+    /* libcurl adds "Expect: 100-continue" only to uploads; its 417 path is
+     * another re-send, so uploads say "Expect:" (none). */
+    bool expect = c->body_open;
+    bool add_ct = ct != NULL && !has_ct;
+    c->headers = NULL;
+    if (n == 0 && !expect && !c->key[0] && !add_ct && !c->auth)
+        return 0;
+    extra = 16 + (c->key[0] ? 60 : 0) + (add_ct ? strlen(ct) + 16 : 0) +
+            (c->auth ? strlen(c->auth) + 16 : 0);
+    struct curl_slist *nodes = malloc((n + 4) * sizeof(*nodes) + extra);
+    if (nodes == NULL)
+        return RETRYD_ENOMEM;
+    char *text = (char *)(nodes + n + 4), *end = text + extra;
+    size_t k = 0;
+#define LINK(s) (nodes[k].data = (char *)(uintptr_t)(s), k++)
+#define PRINT(...)                                                             \
     do {                                                                       \
-        if ((n = curl_slist_append(l, (s))) == NULL)                           \
-            goto oom;                                                          \
-        l = n;                                                                 \
+        int w_ = snprintf(text, (size_t)(end - text), __VA_ARGS__);            \
+        LINK(text);                                                            \
+        text += w_ + 1;                                                        \
     } while (0)
-    for (size_t i = 0; r->headers && r->headers[i]; i++) {
-        if (c->auth_override &&
-            strncasecmp(r->headers[i], "Authorization:", 14) == 0)
-            continue;
-        has_ct |= strncasecmp(r->headers[i], "Content-Type:", 13) == 0;
-        ADD(r->headers[i]);
-    }
-    /* No 100-continue handshake: its 417 path is another re-send. */
-    ADD("Expect:");
-    if (c->key[0]) {
-        snprintf(line, sizeof(line), "Idempotency-Key: %s", c->key);
-        ADD(line);
-    }
-    if (!has_ct && retryd_body_content_type(r->body)) {
-        snprintf(line, sizeof(line), "Content-Type: %s",
-                 retryd_body_content_type(r->body));
-        ADD(line);
-    }
-    if (c->auth_override) {
-        snprintf(line, sizeof(line), "Authorization: %s", c->auth);
-        ADD(line);
-    }
-#undef ADD
-    c->headers = l;
+    for (size_t i = 0; i < n; i++)
+        if (!c->auth || strncasecmp(r->headers[i], "Authorization:", 14) != 0)
+            LINK(r->headers[i]);
+    if (expect)
+        LINK("Expect:");
+    if (c->key[0])
+        PRINT("Idempotency-Key: %s", c->key);
+    if (add_ct)
+        PRINT("Content-Type: %s", ct);
+    if (c->auth)
+        PRINT("Authorization: %s", c->auth);
+#undef PRINT
+#undef LINK
+    for (size_t i = 0; i < k; i++)
+        nodes[i].next = i + 1 < k ? &nodes[i + 1] : NULL;
+    c->headers = k ? nodes : NULL;
+    if (!k)
+        free(nodes);
     return 0;
-oom:
-    curl_slist_free_all(l);
-    return RETRYD_ENOMEM;
 }
 
 static long ms_of(int64_t ns)
@@ -380,73 +351,40 @@ static long ms_of(int64_t ns)
     return ms > 0 ? ms : 1; /* 0 would mean "no timeout" to libcurl */
 }
 
-static void set_method(call *c, CURL *h)
+static bool wants_verbose(const retryd_profile *p)
 {
-    const char *m = c->req->method ? c->req->method : "GET";
-    if (c->body_open) {
-        curl_easy_setopt(h, CURLOPT_POST, 1L);
-        curl_easy_setopt(h, CURLOPT_READFUNCTION, on_read);
-        curl_easy_setopt(h, CURLOPT_READDATA, c);
-        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE,
-                         (curl_off_t)c->body.length);
-        if (strcmp(m, "POST") != 0)
-            curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, m);
-    } else if (strcmp(m, "GET") == 0) {
-        curl_easy_setopt(h, CURLOPT_HTTPGET, 1L);
-    } else if (strcmp(m, "HEAD") == 0) {
-        curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
-    } else if (strcmp(m, "POST") == 0) {
-        curl_easy_setopt(h, CURLOPT_POSTFIELDS, "");
-        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, 0L);
-    } else {
-        curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, m);
-    }
+    /* HTTP/2's proofs are libcurl texts (stream ids, REFUSED_STREAM,
+     * GOAWAY): only in verbose output. HTTP/1.1's proof, the bytes
+     * written, is CURLINFO_REQUEST_SIZE, which libcurl raises where it
+     * would report HEADER_OUT (Curl_buffer_send, after a successful
+     * write), so plain HTTP/1.1 profiles skip verbose formatting. */
+    return p->http_version != RETRYD_HTTP_1_1;
 }
 
-static void set_version(call *c, CURL *h)
+void retryd__handle_configure(retryd_profile *p, easy *e)
 {
-    retryd_http_version v =
-        c->force_http11 ? RETRYD_HTTP_1_1 : c->p->http_version;
-    long cv = v == RETRYD_HTTP_2_TLS ? CURL_HTTP_VERSION_2TLS
-              : v == RETRYD_HTTP_2_PRIOR_KNOWLEDGE
-                  ? CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE
-                  : CURL_HTTP_VERSION_1_1;
-    curl_easy_setopt(h, CURLOPT_HTTP_VERSION, cv);
-    /* libcurl 7.88.1 breaks h2c prior-knowledge requests on a reused
-     * connection (fixed in 8.0): one connection per h2c request. */
-    if (v == RETRYD_HTTP_2_PRIOR_KNOWLEDGE &&
-        curl_version_info(CURLVERSION_NOW)->version_num < 0x080000)
-        curl_easy_setopt(h, CURLOPT_FORBID_REUSE, 1L);
-}
-
-static void setup(call *c, CURL *h, int64_t attempt_ns)
-{
-    retryd_profile *p = c->p;
-    curl_easy_reset(h); /* keeps the connection cache, clears the rest */
-    curl_easy_setopt(h, CURLOPT_URL, c->url);
+    CURL *h = e->curl;
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, e->errbuf);
+    curl_easy_setopt(h, CURLOPT_PREREQDATA, e);
+    curl_easy_setopt(h, CURLOPT_HEADERDATA, e);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, e);
+    curl_easy_setopt(h, CURLOPT_READDATA, e);
+    curl_easy_setopt(h, CURLOPT_SEEKDATA, e);
     curl_easy_setopt(h, CURLOPT_PROXY, ""); /* never an environment proxy */
     curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
-    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, ms_of(attempt_ns));
-    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS,
-                     ms_of(p->connect_timeout_ns < attempt_ns
-                               ? p->connect_timeout_ns
-                               : attempt_ns));
-    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, c->errbuf);
-    /* Verbose output only through the debug callback: that is where the
-     * stages show (bytes written, stream ids, GOAWAY, re-sends). */
-    curl_easy_setopt(h, CURLOPT_VERBOSE, 1L);
-    curl_easy_setopt(h, CURLOPT_DEBUGFUNCTION, on_debug);
-    curl_easy_setopt(h, CURLOPT_DEBUGDATA, c);
+    if (wants_verbose(p)) {
+        /* Verbose output only through the debug callback: nothing on
+         * stderr. */
+        curl_easy_setopt(h, CURLOPT_VERBOSE, 1L);
+        curl_easy_setopt(h, CURLOPT_DEBUGFUNCTION, on_debug);
+        curl_easy_setopt(h, CURLOPT_DEBUGDATA, e);
+    }
     curl_easy_setopt(h, CURLOPT_PREREQFUNCTION, on_prereq);
-    curl_easy_setopt(h, CURLOPT_PREREQDATA, c);
     curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
-    curl_easy_setopt(h, CURLOPT_HEADERDATA, c);
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, c);
+    curl_easy_setopt(h, CURLOPT_READFUNCTION, on_read);
     curl_easy_setopt(h, CURLOPT_SEEKFUNCTION, on_seek);
-    curl_easy_setopt(h, CURLOPT_SEEKDATA, c);
-    curl_easy_setopt(h, CURLOPT_HTTPHEADER, c->headers);
     if (p->ca_file)
         curl_easy_setopt(h, CURLOPT_CAINFO, p->ca_file);
     if (p->ca_path)
@@ -459,15 +397,97 @@ static void setup(call *c, CURL *h, int64_t attempt_ns)
         curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 0L);
         curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 0L);
     }
-    set_version(c, h);
-    set_method(c, h);
+    /* libcurl 7.88.1 breaks h2c prior-knowledge requests on a reused
+     * connection (fixed in 8.0): one connection per h2c request. */
+    if (p->http_version == RETRYD_HTTP_2_PRIOR_KNOWLEDGE &&
+        curl_version_info(CURLVERSION_NOW)->version_num < 0x080000)
+        curl_easy_setopt(h, CURLOPT_FORBID_REUSE, 1L);
+}
+
+enum method_kind { METHOD_GET, METHOD_HEAD, METHOD_POST_EMPTY, METHOD_BODY };
+
+/* The method and body, set only when they differ from what the handle was
+ * last told; CUSTOMREQUEST and POSTFIELDS are set whenever the kind
+ * changes, so nothing of another request's method survives. */
+static void set_method(call *c, easy *e)
+{
+    CURL *h = e->curl;
+    const char *m = c->req->method ? c->req->method : "GET";
+    bool post = strcmp(m, "POST") == 0, get = strcmp(m, "GET") == 0;
+    bool head = strcmp(m, "HEAD") == 0;
+    int kind = c->body_open ? METHOD_BODY
+               : head       ? METHOD_HEAD
+               : post       ? METHOD_POST_EMPTY
+                            : METHOD_GET;
+    const char *custom = post || get || head ? "" : m;
+
+    if (kind != e->method) {
+        curl_easy_setopt(h, CURLOPT_POSTFIELDS, NULL);
+        curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, NULL);
+        e->custom[0] = '\0';
+        if (kind == METHOD_BODY)
+            curl_easy_setopt(h, CURLOPT_POST, 1L);
+        else if (kind == METHOD_HEAD)
+            curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
+        else if (kind == METHOD_POST_EMPTY)
+            curl_easy_setopt(h, CURLOPT_POSTFIELDS, "");
+        else
+            curl_easy_setopt(h, CURLOPT_HTTPGET, 1L);
+        e->method = kind;
+    }
+    if (kind == METHOD_BODY)
+        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE,
+                         (curl_off_t)c->body.length);
+    else if (kind == METHOD_POST_EMPTY)
+        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)0);
+    if (strcmp(custom, e->custom) != 0) {
+        curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, *custom ? custom : NULL);
+        snprintf(e->custom, sizeof(e->custom), "%s", custom);
+    }
+}
+
+#define SET_IF_CHANGED(e, field, opt, value)                                   \
+    do {                                                                       \
+        long v_ = (value);                                                     \
+        if ((e)->field != v_) {                                                \
+            curl_easy_setopt((e)->curl, (opt), v_);                            \
+            (e)->field = v_;                                                   \
+        }                                                                      \
+    } while (0)
+
+static void setup(call *c, easy *e, int64_t attempt_ns)
+{
+    retryd_profile *p = c->p;
+    e->call = c;
+    e->errbuf[0] = '\0';
+    /* libcurl copies the URL; the same URL again needs no copy. */
+    if (e->url == NULL || strcmp(e->url, c->url) != 0) {
+        curl_easy_setopt(e->curl, CURLOPT_URL, c->url);
+        free(e->url);
+        e->url = strdup(c->url);
+    }
+    if (c->headers != NULL || e->had_headers)
+        curl_easy_setopt(e->curl, CURLOPT_HTTPHEADER, c->headers);
+    e->had_headers = c->headers != NULL;
+    SET_IF_CHANGED(e, timeout_ms, CURLOPT_TIMEOUT_MS, ms_of(attempt_ns));
+    SET_IF_CHANGED(e, connect_ms, CURLOPT_CONNECTTIMEOUT_MS,
+                   ms_of(p->connect_timeout_ns < attempt_ns
+                             ? p->connect_timeout_ns
+                             : attempt_ns));
+    SET_IF_CHANGED(e, version, CURLOPT_HTTP_VERSION,
+                   c->force_http11 ? CURL_HTTP_VERSION_1_1
+                   : p->http_version == RETRYD_HTTP_2_TLS
+                       ? CURL_HTTP_VERSION_2TLS
+                   : p->http_version == RETRYD_HTTP_2_PRIOR_KNOWLEDGE
+                       ? CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE
+                       : CURL_HTTP_VERSION_1_1);
+    set_method(c, e);
 }
 
 static void attempt_reset(call *c)
 {
     retryd__trace_init(&c->trace);
-    headers_clear(&c->pending);
-    headers_clear(&c->final);
+    retryd__hdrs_clear(&c->resp);
     c->pending_status = 0;
     c->header_bytes = c->header_lines = 0;
     c->stream_to_sink = false;
@@ -476,18 +496,17 @@ static void attempt_reset(call *c)
 }
 
 /* The part of an attempt that holds a permit and a handle. */
-static int perform(call *c, retryd_attempt *a, int64_t attempt_ns)
+static int perform(call *c, easy *e, retryd_attempt *a, int64_t attempt_ns)
 {
-    int rc = CURLE_OK;
-    CURL *h = retryd__handle_take(c->p);
-    if (h == NULL || build_headers(c) < 0) {
+    CURL *h = e->curl;
+    if (build_headers(c) < 0) {
         snprintf(c->errbuf, sizeof(c->errbuf), "out of memory");
-        if (h != NULL)
-            curl_easy_cleanup(h);
         return CURLE_OUT_OF_MEMORY;
     }
-    setup(c, h, attempt_ns);
-    rc = curl_easy_perform(h);
+    setup(c, e, attempt_ns);
+    int rc = curl_easy_perform(h);
+    if (rc != CURLE_OK)
+        memcpy(c->errbuf, e->errbuf, sizeof(c->errbuf));
     long v = 0;
     curl_easy_getinfo(h, CURLINFO_HTTP_VERSION, &v);
     a->http_version = v == CURL_HTTP_VERSION_2_0   ? 20
@@ -496,59 +515,36 @@ static int perform(call *c, retryd_attempt *a, int64_t attempt_ns)
                                                    : 0;
     if (c->trace.http_major == 0 && a->http_version)
         c->trace.http_major = a->http_version / 10;
+    /* The bytes-written proof matters only when no final response came. */
+    if (!wants_verbose(c->p) && c->trace.prereq_calls >= 1 &&
+        (rc != CURLE_OK || !c->trace.final_headers)) {
+        long sent = 0;
+        curl_easy_getinfo(h, CURLINFO_REQUEST_SIZE, &sent);
+        c->trace.bytes_out = sent > 0 ? (uint64_t)sent : 0;
+        c->trace.http_major = 1;
+    }
     if (rc == CURLE_SEND_FAIL_REWIND)
         c->trace.resend_blocked = true; /* it wanted to send it again */
-    /* A handle whose transfer failed may carry libcurl 7.88.1's stale
-     * per-handle state (the retry count, the refused-stream flag): it is
-     * not reused. */
-    retryd__handle_give(c->p, h, rc != CURLE_OK || c->trace.resend_blocked);
-    curl_slist_free_all(c->headers);
+    free(c->headers);
     c->headers = NULL;
     return rc;
 }
 
-static void run_attempt(call *c, uint32_t n, retryd_attempt *a)
+static void open_body(call *c)
 {
-    int64_t start = retryd__now_ns(), left = c->deadline - start;
-    int64_t attempt_ns =
-        left < c->p->attempt_timeout_ns ? left : c->p->attempt_timeout_ns;
-    int64_t permit_deadline =
-        c->p->bulkhead_wait_ns && start + c->p->bulkhead_wait_ns < c->deadline
-            ? start + c->p->bulkhead_wait_ns
-            : c->deadline;
-    int rc = CURLE_OK;
-
-    attempt_reset(c);
-    a->number = n;
-    if (retryd__permit_take(c->p, permit_deadline) < 0) {
-        a->evidence = RETRYD_EVIDENCE_NOT_SENT;
-        a->failure = RETRYD_FAILURE_POOL_TIMEOUT;
-        snprintf(c->errbuf, sizeof(c->errbuf), "no bulkhead permit in time");
-        a->duration_ns = retryd__now_ns() - start;
+    c->body_open = false;
+    if (c->req->body == NULL)
+        return;
+    if (retryd__body_open(c->req->body, &c->body) < 0) {
+        c->trace.body_source_failed = true;
+        snprintf(c->errbuf, sizeof(c->errbuf), "the body could not be opened");
         return;
     }
-    if (n == 1)
-        retryd_upstream_deposit(c->p->budget); /* every first attempt */
-    c->body_open = false;
-    if (c->req->body != NULL) {
-        if (retryd__body_open(c->req->body, &c->body) < 0) {
-            c->trace.body_source_failed = true;
-            snprintf(c->errbuf, sizeof(c->errbuf),
-                     "the body could not be "
-                     "opened");
-            rc = CURLE_READ_ERROR;
-        } else {
-            c->body_open = true;
-        }
-    }
-    if (rc == CURLE_OK)
-        rc = perform(c, a, attempt_ns);
-    if (c->body_open)
-        retryd__body_close(&c->body);
-    retryd__permit_give(c->p);
-    retryd__evidence_classify(&c->trace, rc, &a->evidence, &a->failure);
-    if (c->trace.http11_required)
-        c->force_http11 = true; /* the server asked for HTTP/1.1 */
+    c->body_open = true;
+}
+
+static void describe_error(call *c, int rc)
+{
     /* libcurl's error buffer keeps its first error, which after a vetoed
      * re-send is about the veto (a refused seek, an aborted callback), not
      * about what happened to the request. */
@@ -560,8 +556,54 @@ static void run_attempt(call *c, uint32_t n, retryd_attempt *a)
                                             : "connection lost");
     else if (rc != CURLE_OK && c->errbuf[0] == '\0')
         snprintf(c->errbuf, sizeof(c->errbuf), "%s", curl_easy_strerror(rc));
+}
+
+static void run_attempt(call *c, uint32_t n, retryd_attempt *a)
+{
+    /* The first attempt starts when the call did; a retry after its wait. */
+    int64_t start = n == 1 ? c->now : retryd__now_ns();
+    int64_t left = c->deadline - start;
+    int64_t attempt_ns =
+        left < c->p->attempt_timeout_ns ? left : c->p->attempt_timeout_ns;
+    int64_t permit_deadline =
+        c->p->bulkhead_wait_ns && start + c->p->bulkhead_wait_ns < c->deadline
+            ? start + c->p->bulkhead_wait_ns
+            : c->deadline;
+    int rc = CURLE_READ_ERROR;
+    easy *h;
+
+    attempt_reset(c);
+    a->number = n;
+    int r = retryd__slot_take(c->p, permit_deadline, &h);
+    if (r < 0) {
+        a->evidence = RETRYD_EVIDENCE_NOT_SENT;
+        a->failure = r == RETRYD_ETIMEDOUT ? RETRYD_FAILURE_POOL_TIMEOUT
+                                           : RETRYD_FAILURE_IO;
+        snprintf(c->errbuf, sizeof(c->errbuf), "%s",
+                 r == RETRYD_ETIMEDOUT ? "no bulkhead permit in time"
+                                       : "out of memory");
+        c->now = retryd__now_ns();
+        a->duration_ns = c->now - start;
+        return;
+    }
+    if (n == 1)
+        retryd_upstream_deposit(c->p->budget); /* every first attempt */
+    open_body(c);
+    if (!c->trace.body_source_failed)
+        rc = perform(c, h, a, attempt_ns);
+    if (c->body_open)
+        retryd__body_close(&c->body);
+    /* A handle whose transfer failed may carry libcurl 7.88.1's stale
+     * per-handle state (the retry count, the refused-stream flag): it is
+     * not reused. */
+    retryd__slot_give(c->p, h, rc != CURLE_OK || c->trace.resend_blocked);
+    retryd__evidence_classify(&c->trace, rc, &a->evidence, &a->failure);
+    if (c->trace.http11_required)
+        c->force_http11 = true; /* the server asked for HTTP/1.1 */
+    describe_error(c, rc);
     a->status = c->trace.final_headers ? c->trace.status : 0;
-    a->duration_ns = retryd__now_ns() - start;
+    c->now = retryd__now_ns();
+    a->duration_ns = c->now - start;
 }
 
 /* --- the loop ------------------------------------------------------------ */
@@ -570,12 +612,14 @@ static void fill_facts(call *c, const retryd_attempt *a, int64_t prev_delay,
                        retryd_facts *f)
 {
     int64_t retry_after = -1;
-    const char *ra = a->status ? headers_get(&c->final, "Retry-After") : NULL;
+    /* A success or a redirect is final whatever it says: no lookup. */
+    const char *ra =
+        a->status >= 400 ? retryd__hdrs_get(&c->resp, "Retry-After") : NULL;
     if (ra != NULL && retryd_retry_after_parse(
                           ra, strlen(ra), (int64_t)time(NULL),
                           c->p->backoff.max_retry_after_ns, &retry_after) < 0)
         retry_after = -1;
-    int64_t left = c->deadline - retryd__now_ns();
+    int64_t left = c->deadline - c->now;
     *f = (retryd_facts){
         .attempt = a->number,
         .max_attempts = c->p->max_attempts,
@@ -598,14 +642,20 @@ static void fill_facts(call *c, const retryd_attempt *a, int64_t prev_delay,
 
 static bool refresh(call *c)
 {
+    char *value = calloc(1, AUTH_MAX);
     c->refresh_used = true;
-    c->auth[0] = '\0';
-    if (c->req->refresh(c->req->refresh_ctx, c->auth, sizeof(c->auth)) < 0)
+    if (value == NULL ||
+        c->req->refresh(c->req->refresh_ctx, value, AUTH_MAX) < 0) {
+        free(value);
         return false;
-    c->auth[sizeof(c->auth) - 1] = '\0';
-    if (!value_ok(c->auth))
+    }
+    value[AUTH_MAX - 1] = '\0';
+    if (!value_ok(value)) {
+        free(value);
         return false;
-    c->auth_override = true;
+    }
+    free(c->auth);
+    c->auth = value;
     return true;
 }
 
@@ -618,61 +668,104 @@ static void sleep_ns(int64_t ns)
     }
 }
 
-/* Move the final response into the result; deliver a held-back body. */
-static void finish(call *c, const retryd_attempt *last)
+/* The attempt log grows in the call; error texts are kept only when
+ * there is one. */
+static int log_attempt(call *c, const retryd_attempt *a)
 {
-    retryd_result *r = c->res;
+    char *text = NULL;
+    if (c->errbuf[0] != '\0' && (text = strdup(c->errbuf)) == NULL)
+        return RETRYD_ENOMEM;
+    if (c->n_att == c->cap_att) {
+        size_t cap = c->cap_att * 2;
+        retryd_attempt *more = malloc(cap * sizeof(*more));
+        if (more == NULL) {
+            free(text);
+            return RETRYD_ENOMEM;
+        }
+        memcpy(more, c->att, c->n_att * sizeof(*more));
+        if (c->att != c->att_first)
+            free(c->att);
+        c->att = more;
+        c->cap_att = cap;
+    }
+    c->att[c->n_att] = *a;
+    c->att[c->n_att++].error = text ? text : "";
+    return 0;
+}
+
+/* The result, in one allocation; a held-back body goes to the sink. */
+static retryd_result *finish(call *c)
+{
+    const retryd_attempt *last = &c->att[c->n_att - 1];
+    bool final = c->trace.final_headers;
+    bool keep_body = final && c->req->sink == NULL;
+    retryd_result *r =
+        retryd__result_build(c->att, c->n_att, final ? &c->resp : NULL, c->buf,
+                             keep_body ? c->buf_len : 0);
+    if (r == NULL)
+        return NULL;
+    c->n_att = 0; /* the error texts now belong to the result */
     r->evidence = last->evidence;
     r->decision = last->decision;
     r->status = last->status;
-    snprintf(r->error, sizeof(r->error), "%s", last->error);
+    r->error = last->error;
+    memcpy(r->idempotency_key, c->key, sizeof(c->key));
     if (last->decision.verdict == RETRYD_VERDICT_AMBIGUOUS)
         r->outcome = RETRYD_OUTCOME_AMBIGUOUS;
     else if (last->evidence == RETRYD_EVIDENCE_RESPONSE_RECEIVED)
         r->outcome = RETRYD_OUTCOME_RESPONSE;
     else
         r->outcome = RETRYD_OUTCOME_FAILURE;
-    if (!c->trace.final_headers)
-        return;
-    r->hdr_names = c->final.names;
-    r->hdr_values = c->final.values;
-    r->n_headers = c->final.n;
-    memset(&c->final, 0, sizeof(c->final));
-    if (c->req->sink != NULL && !c->stream_to_sink && c->buf_len > 0 &&
+    if (final && c->req->sink != NULL && !c->stream_to_sink && c->buf_len > 0 &&
         r->outcome == RETRYD_OUTCOME_RESPONSE)
         c->req->sink(c->buf, c->buf_len, c->req->sink_ctx);
-    else if (c->req->sink == NULL) {
-        r->body = c->buf;
-        r->body_len = c->buf_len;
-        c->buf = NULL;
-    }
+    return r;
 }
 
-static char *join_url(const char *base, const char *path)
+static char *join_url(call *c, const char *base, const char *path)
 {
     size_t bl = strlen(base);
     while (bl > 0 && base[bl - 1] == '/')
         bl--;
-    const char *sep = path && *path && *path != '/' ? "/" : "";
-    size_t n = bl + strlen(sep) + (path ? strlen(path) : 0) + 2;
-    char *u = malloc(n);
-    if (u != NULL)
-        snprintf(u, n, "%.*s%s%s", (int)bl, base, sep,
-                 path && *path ? path : "/");
+    if (path == NULL || *path == '\0')
+        path = "/";
+    size_t pl = strlen(path), sep = *path != '/';
+    size_t need = bl + sep + pl + 1;
+    char *u = need <= sizeof(c->url_first) ? c->url_first : malloc(need);
+    if (u != NULL) {
+        memcpy(u, base, bl);
+        u[bl] = '/';
+        memcpy(u + bl + sep, path, pl + 1);
+    }
     return u;
 }
 
+/* Every field is set here; the big first-storage buffers are not zeroed,
+ * only sized. */
 static int call_init(call *c, retryd_profile *p, const retryd_request *req)
 {
-    memset(c, 0, sizeof(*c));
     c->p = p;
     c->req = req;
     c->idem = req->idempotency;
-    c->deadline = retryd__now_ns() +
-                  (req->deadline_ns ? req->deadline_ns : DEFAULT_DEADLINE_NS);
-    c->url = join_url(p->base_url, req->path);
-    c->res = retryd__result_new();
-    if (c->url == NULL || c->res == NULL)
+    c->key[0] = '\0';
+    c->auth = NULL;
+    c->refresh_used = c->force_http11 = c->delivered = false;
+    c->now = retryd__now_ns();
+    c->deadline =
+        c->now + (req->deadline_ns ? req->deadline_ns : DEFAULT_DEADLINE_NS);
+    c->body_open = false;
+    retryd__hdrs_init(&c->resp, c->hdr_first, sizeof(c->hdr_first),
+                      c->hdr_off_first,
+                      sizeof(c->hdr_off_first) / (2 * sizeof(uint32_t)));
+    c->buf = c->body_first;
+    c->buf_len = 0;
+    c->buf_cap = sizeof(c->body_first);
+    c->att = c->att_first;
+    c->n_att = 0;
+    c->cap_att = sizeof(c->att_first) / sizeof(c->att_first[0]);
+    c->headers = NULL;
+    c->url = join_url(c, p->base_url, req->path);
+    if (c->url == NULL)
         return RETRYD_ENOMEM;
     if (req->idempotency_key || req->idempotency_key_value) {
         if (req->idempotency_key_value) {
@@ -682,7 +775,6 @@ static int call_init(call *c, retryd_profile *p, const retryd_request *req)
             uuid_generate_random(u);
             uuid_unparse_lower(u, c->key);
         }
-        memcpy(c->res->idempotency_key, c->key, sizeof(c->key));
         /* A replay with the same key is deduplicated by the upstream. */
         c->idem = RETRYD_IDEMPOTENCY_BY_KEY;
     }
@@ -691,10 +783,17 @@ static int call_init(call *c, retryd_profile *p, const retryd_request *req)
 
 static void call_free(call *c)
 {
-    free(c->url);
-    free(c->buf);
-    headers_free(&c->pending);
-    headers_free(&c->final);
+    if (c->url != c->url_first)
+        free(c->url);
+    if (c->buf != c->body_first)
+        free(c->buf);
+    free(c->auth);
+    retryd__hdrs_free(&c->resp);
+    for (size_t i = 0; i < c->n_att; i++)
+        if (c->att[i].error[0] != '\0')
+            free((char *)(uintptr_t)c->att[i].error);
+    if (c->att != c->att_first)
+        free(c->att);
 }
 
 int retryd_execute(retryd_profile *p, const retryd_request *req,
@@ -722,27 +821,23 @@ int retryd_execute(retryd_profile *p, const retryd_request *req,
         if (r < 0)
             goto out;
         retryd_upstream_record(p->budget, &a.decision, a.evidence);
-        r = retryd__result_add_attempt(c.res, &a, c.errbuf);
+        r = log_attempt(&c, &a);
         if (r < 0)
             goto out;
         bool again = a.decision.verdict == RETRYD_VERDICT_RETRY;
         if (again && (a.decision.flags & RETRYD_RETRY_REFRESH_CREDENTIALS))
             again = refresh(&c);
-        if (!again) {
-            finish(&c, &c.res->attempts[c.res->n_attempts - 1].pub);
+        if (!again)
             break;
-        }
         /* Nothing is held while waiting: the permit and the handle went
          * back when the attempt ended. */
         wait = a.decision.delay_ns;
         sleep_ns(wait);
         prev_delay = wait;
     }
-    *ret = c.res;
-    c.res = NULL;
-    r = 0;
+    *ret = finish(&c);
+    r = *ret ? 0 : RETRYD_ENOMEM;
 out:
-    retryd_result_free(c.res);
     call_free(&c);
     return r;
 }

@@ -8,11 +8,31 @@
 
 #include <curl/curl.h>
 
+#include "headers.h"
 #include "retryd/client.h"
 
 struct retryd_client {
     retryd_host *host;
 };
+
+struct call;
+
+/*
+ * A pooled easy handle and what it was last told. The callbacks' data
+ * pointer is this struct, set once; `call` says which request it serves
+ * now. Options are set again only when they differ from last time, so a
+ * keep-alive request on a pooled handle costs two setopt calls.
+ */
+typedef struct easy {
+    CURL *curl;
+    struct call *call;
+    char errbuf[CURL_ERROR_SIZE];
+    long timeout_ms, connect_ms, version;
+    int method; /* enum method_kind in execute.c; -1: never set */
+    char custom[40];
+    char *url;        /* the URL libcurl has; NULL: none yet */
+    bool had_headers; /* libcurl holds a header list of ours */
+} easy;
 
 struct retryd_profile {
     retryd_client *client;
@@ -33,45 +53,49 @@ struct retryd_profile {
     pthread_cond_t freed;
     uint32_t bulkhead, in_flight;
     /* Idle easy handles, each with its connection cache (keep-alive). */
-    CURL **idle;
+    easy **idle;
     size_t n_idle;
 };
 
-/* Bulkhead permit: 0, or RETRYD_ETIMEDOUT at @p deadline_ns (monotonic). */
-int retryd__permit_take(retryd_profile *p, int64_t deadline_ns);
-void retryd__permit_give(retryd_profile *p);
+/*
+ * A bulkhead permit and an easy handle, under one lock: 0, or
+ * RETRYD_ETIMEDOUT when no permit came by @p deadline_ns (monotonic), or
+ * RETRYD_ENOMEM. A new handle is configured with the profile's constant
+ * options (execute.c: retryd__handle_configure).
+ */
+int retryd__slot_take(retryd_profile *p, int64_t deadline_ns, easy **ret);
+/* Both back: the handle to the pool, or cleaned up when @p tainted
+ * (libcurl's per-handle state may carry a stale retry count or a
+ * refused-stream flag after a failure). */
+void retryd__slot_give(retryd_profile *p, easy *e, bool tainted);
 
-/* An easy handle from the pool (or a new one); NULL when out of memory. */
-CURL *retryd__handle_take(retryd_profile *p);
-/* Back to the pool, or cleaned up when @p tainted (libcurl's per-handle
- * state may carry a stale retry count or refused-stream flag). */
-void retryd__handle_give(retryd_profile *p, CURL *h, bool tainted);
+/* execute.c: the options that never change for a profile's handles. */
+void retryd__handle_configure(retryd_profile *p, easy *e);
 
 int64_t retryd__now_ns(void);
 
-/* result.c */
-typedef struct result_attempt {
-    retryd_attempt pub;
-    char error[CURL_ERROR_SIZE + 64];
-} result_attempt;
-
+/* result.c: one allocation holds the result, its attempt log, its headers
+ * and its body. Attempts' error texts are separate (only failures have
+ * one) and owned by the result. */
 struct retryd_result {
     retryd_outcome outcome;
     int status;
-    char **hdr_names, **hdr_values;
-    size_t n_headers;
-    unsigned char *body;
+    header_arena headers; /* points into this allocation */
+    unsigned char *body;  /* likewise */
     size_t body_len;
     retryd_evidence evidence;
     retryd_decision decision;
-    char error[CURL_ERROR_SIZE + 64];
+    const char *error; /* the last attempt's */
     char idempotency_key[40];
-    result_attempt *attempts;
-    size_t n_attempts, cap_attempts;
+    retryd_attempt *attempts; /* likewise */
+    size_t n_attempts;
 };
 
-retryd_result *retryd__result_new(void);
-int retryd__result_add_attempt(retryd_result *r, const retryd_attempt *a,
-                               const char *error);
+/* Build a result from a finished call's parts, copying them in.
+ * @p headers may be NULL (no final response). NULL when out of memory. */
+retryd_result *retryd__result_build(const retryd_attempt *attempts,
+                                    size_t n_attempts,
+                                    const header_arena *headers,
+                                    const void *body, size_t body_len);
 
 #endif

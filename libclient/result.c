@@ -2,34 +2,43 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include "executor.h"
 
-retryd_result *retryd__result_new(void)
+retryd_result *retryd__result_build(const retryd_attempt *attempts,
+                                    size_t n_attempts,
+                                    const header_arena *headers,
+                                    const void *body, size_t body_len)
 {
-    return calloc(1, sizeof(retryd_result));
-}
-
-int retryd__result_add_attempt(retryd_result *r, const retryd_attempt *a,
-                               const char *error)
-{
-    if (r->n_attempts == r->cap_attempts) {
-        size_t cap = r->cap_attempts ? r->cap_attempts * 2 : 4;
-        result_attempt *more = realloc(r->attempts, cap * sizeof(*more));
-        if (more == NULL)
-            return RETRYD_ENOMEM;
-        r->attempts = more;
-        r->cap_attempts = cap;
-        /* The strings moved with the records: re-point them. */
-        for (size_t i = 0; i < r->n_attempts; i++)
-            r->attempts[i].pub.error = r->attempts[i].error;
+    size_t n_hdr = headers ? headers->n : 0,
+           hdr_len = headers ? headers->len : 0;
+    size_t off_bytes = 2 * n_hdr * sizeof(uint32_t);
+    size_t att_bytes = n_attempts * sizeof(retryd_attempt);
+    retryd_result *r =
+        malloc(sizeof(*r) + att_bytes + off_bytes + hdr_len + body_len + 1);
+    if (r == NULL)
+        return NULL;
+    char *p = (char *)(r + 1);
+    *r = (retryd_result){.error = "", .n_attempts = n_attempts};
+    r->attempts = (retryd_attempt *)(void *)p;
+    memcpy(p, attempts, att_bytes);
+    p += att_bytes;
+    uint32_t *off = (uint32_t *)(void *)p;
+    p += off_bytes;
+    retryd__hdrs_init(&r->headers, p, hdr_len, off, n_hdr);
+    if (n_hdr) {
+        memcpy(off, headers->off, off_bytes);
+        memcpy(p, headers->buf, hdr_len);
+        r->headers.n = n_hdr;
+        r->headers.len = hdr_len;
     }
-    result_attempt *ra = &r->attempts[r->n_attempts++];
-    ra->pub = *a;
-    snprintf(ra->error, sizeof(ra->error), "%s", error ? error : "");
-    ra->pub.error = ra->error;
-    return 0;
+    p += hdr_len;
+    r->body = (unsigned char *)p;
+    r->body_len = body_len;
+    if (body_len)
+        memcpy(p, body, body_len);
+    p[body_len] = '\0';
+    return r;
 }
 
 retryd_outcome retryd_result_outcome(const retryd_result *r)
@@ -46,30 +55,26 @@ const void *retryd_result_body(const retryd_result *r, size_t *ret_len)
 {
     if (ret_len != NULL)
         *ret_len = r ? r->body_len : 0;
-    return r && r->body ? r->body : (const void *)"";
+    return r ? (const void *)r->body : (const void *)"";
 }
 
 const char *retryd_result_header(const retryd_result *r, const char *name)
 {
-    const char *v = NULL;
-    for (size_t i = 0; r && name && i < r->n_headers; i++)
-        if (strcasecmp(r->hdr_names[i], name) == 0)
-            v = r->hdr_values[i];
-    return v;
+    return r && name ? retryd__hdrs_get(&r->headers, name) : NULL;
 }
 
 size_t retryd_result_header_count(const retryd_result *r)
 {
-    return r ? r->n_headers : 0;
+    return r ? r->headers.n : 0;
 }
 
 int retryd_result_header_at(const retryd_result *r, size_t i,
                             const char **ret_name, const char **ret_value)
 {
-    if (r == NULL || i >= r->n_headers)
+    if (r == NULL || i >= r->headers.n)
         return RETRYD_ERANGE;
-    *ret_name = r->hdr_names[i];
-    *ret_value = r->hdr_values[i];
+    *ret_name = retryd__hdrs_name(&r->headers, i);
+    *ret_value = retryd__hdrs_value(&r->headers, i);
     return 0;
 }
 
@@ -100,7 +105,7 @@ size_t retryd_result_attempt_count(const retryd_result *r)
 
 const retryd_attempt *retryd_result_attempt(const retryd_result *r, size_t i)
 {
-    return r && i < r->n_attempts ? &r->attempts[i].pub : NULL;
+    return r && i < r->n_attempts ? &r->attempts[i] : NULL;
 }
 
 const char *retryd_outcome_name(retryd_outcome o)
@@ -113,13 +118,8 @@ void retryd_result_free(retryd_result *r)
 {
     if (r == NULL)
         return;
-    for (size_t i = 0; i < r->n_headers; i++) {
-        free(r->hdr_names[i]);
-        free(r->hdr_values[i]);
-    }
-    free(r->hdr_names);
-    free(r->hdr_values);
-    free(r->body);
-    free(r->attempts);
+    for (size_t i = 0; i < r->n_attempts; i++)
+        if (r->attempts[i].error[0] != '\0')
+            free((char *)(uintptr_t)r->attempts[i].error);
     free(r);
 }

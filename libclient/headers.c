@@ -1,0 +1,92 @@
+#include "headers.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+void retryd__hdrs_init(header_arena *a, char *buf, size_t cap, uint32_t *off,
+                       size_t cap_off)
+{
+    *a = (header_arena){.buf = buf,
+                        .cap = cap,
+                        .off = off,
+                        .cap_off = cap_off,
+                        .first_buf = buf,
+                        .first_off = off};
+}
+
+void retryd__hdrs_clear(header_arena *a)
+{
+    a->len = 0;
+    a->n = 0;
+}
+
+void retryd__hdrs_free(header_arena *a)
+{
+    if (a->buf != a->first_buf)
+        free(a->buf);
+    if (a->off != a->first_off)
+        free(a->off);
+    a->buf = a->first_buf;
+    a->off = a->first_off;
+    a->len = a->n = a->cap = a->cap_off = 0;
+}
+
+/* Grow *p (len bytes used, *cap bytes) to hold need bytes: realloc on the
+ * heap, or a first move out of the caller's storage. */
+static bool grow(void **p, size_t len, size_t *cap, size_t need,
+                 const void *first)
+{
+    size_t c = *cap ? *cap : 64;
+    while (c < need)
+        c *= 2;
+    void *n = *p == first ? malloc(c) : realloc(*p, c);
+    if (n == NULL)
+        return false;
+    if (*p == first && len > 0)
+        memcpy(n, *p, len);
+    *p = n;
+    *cap = c;
+    return true;
+}
+
+static bool reserve(header_arena *a, size_t bytes)
+{
+    if (a->len + bytes > a->cap &&
+        !grow((void **)&a->buf, a->len, &a->cap, a->len + bytes, a->first_buf))
+        return false;
+    if (a->n == a->cap_off) {
+        size_t bytes_off = 2 * a->cap_off * sizeof(*a->off);
+        if (!grow((void **)&a->off, bytes_off, &bytes_off, 2 * bytes_off + 128,
+                  a->first_off))
+            return false;
+        a->cap_off = bytes_off / (2 * sizeof(*a->off));
+    }
+    return true;
+}
+
+bool retryd__hdrs_add(header_arena *a, const char *name, size_t name_len,
+                      const char *value, size_t value_len)
+{
+    if (!reserve(a, name_len + value_len + 2))
+        return false;
+    a->off[2 * a->n] = (uint32_t)a->len;
+    memcpy(a->buf + a->len, name, name_len);
+    a->len += name_len;
+    a->buf[a->len++] = '\0';
+    a->off[2 * a->n + 1] = (uint32_t)a->len;
+    memcpy(a->buf + a->len, value, value_len);
+    a->len += value_len;
+    a->buf[a->len++] = '\0';
+    a->n++;
+    return true;
+}
+
+const char *retryd__hdrs_get(const header_arena *a, const char *name)
+{
+    const char *v = NULL;
+    for (size_t i = 0; i < a->n; i++)
+        if (strcasecmp(retryd__hdrs_name(a, i), name) == 0)
+            v = retryd__hdrs_value(a, i);
+    return v;
+}

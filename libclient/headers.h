@@ -1,0 +1,46 @@
+/*
+ * Response headers in one arena: "name\0value\0" records in a single
+ * growing buffer, with their offsets. A request's headers cost two
+ * allocations however many there are; the result takes the arena over.
+ */
+#ifndef RETRYD_HEADERS_H
+#define RETRYD_HEADERS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct header_arena {
+    char *buf;
+    size_t len, cap;
+    uint32_t *off; /* off[2i]: name i, off[2i+1]: its value */
+    size_t n, cap_off;
+    /* Storage the arena starts in (a caller's stack frame); it moves to
+     * the heap only when that is outgrown. */
+    char *first_buf;
+    uint32_t *first_off;
+} header_arena;
+
+/* Start in the given storage (cap bytes, cap_off fields). */
+void retryd__hdrs_init(header_arena *a, char *buf, size_t cap, uint32_t *off,
+                       size_t cap_off);
+void retryd__hdrs_clear(header_arena *a);
+/* Frees what moved to the heap; the first storage is the caller's. */
+void retryd__hdrs_free(header_arena *a);
+/* Add one field; false when out of memory. */
+bool retryd__hdrs_add(header_arena *a, const char *name, size_t name_len,
+                      const char *value, size_t value_len);
+/* The last value of @p name (case-insensitive), or NULL. */
+const char *retryd__hdrs_get(const header_arena *a, const char *name);
+
+static inline const char *retryd__hdrs_name(const header_arena *a, size_t i)
+{
+    return a->buf + a->off[2 * i];
+}
+
+static inline const char *retryd__hdrs_value(const header_arena *a, size_t i)
+{
+    return a->buf + a->off[2 * i + 1];
+}
+
+#endif
