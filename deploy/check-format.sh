@@ -3,7 +3,8 @@
 # usage: deploy/check-format.sh [--fix]
 set -eu
 cd "$(dirname "$0")/.."
-files=$(git ls-files '*.c' '*.h')
+# Tracked files that exist (a file deleted but not yet committed is skipped).
+files=$(git ls-files '*.c' '*.h' | while read -r f; do [ -f "$f" ] && echo "$f"; done)
 if [ "${1:-}" = "--fix" ]; then
     # shellcheck disable=SC2086
     clang-format -i $files

@@ -118,8 +118,15 @@ static seg_upstream *scan_for_name(const attachment *a, const char *name,
         char copy[SEG_NAME_MAX + 1];
         memcpy(copy, s->name, sizeof(copy));
         copy[SEG_NAME_MAX] = '\0';
+        /* The name's bytes must be read before the ident is read again
+         * (a seqlock read). The thread sanitizer does not support fences;
+         * there a sequentially consistent load stands in. */
+#if defined(__SANITIZE_THREAD__)
+        if (atomic_load_explicit(&s->ident, memory_order_seq_cst) == id &&
+#else
         atomic_thread_fence(memory_order_acquire);
         if (atomic_load_explicit(&s->ident, memory_order_relaxed) == id &&
+#endif
             strcmp(copy, name) == 0) {
             *ret_ident = id;
             return s;

@@ -92,10 +92,10 @@ static int parse_request_line(char *line, struct h2_request *r,
 {
     char *sp = strchr(line, ' '), *target, *version;
 
-    if (!sp || sp == line || (size_t)(sp - line) >= sizeof r->method)
+    if (!sp || sp == line || (size_t)(sp - line) >= sizeof r->base.method)
         return 400;
-    memcpy(r->method, line, (size_t)(sp - line));
-    r->method[sp - line] = '\0';
+    memcpy(r->base.method, line, (size_t)(sp - line));
+    r->base.method[sp - line] = '\0';
     target = sp + 1;
     if (!(sp = strchr(target, ' ')) || sp == target)
         return 400;
@@ -107,35 +107,20 @@ static int parse_request_line(char *line, struct h2_request *r,
         h->http10 = true;
     else
         return 505;
-    int rc = h2_request_set_target(r, target, strlen(target));
+    int rc = srv_request_set_target(&r->base, target, strlen(target));
     return rc == -ENOMEM ? 500 : rc < 0 ? 400 : 0;
 }
 
 static int parse_field(char *line, struct h2_request *r, struct h1_head *h,
                        bool *conn_close, bool *conn_keep)
 {
-    char *colon = strchr(line, ':'), *v;
-    size_t vlen;
+    char *v;
+    int rc = srv_request_header_line(&r->base, line, &v);
 
-    /* RFC 9112 5.1: no whitespace between field name and colon. */
-    if (!colon || colon == line ||
-        strcspn(line, " \t") < (size_t)(colon - line))
-        return 400;
-    *colon = '\0';
-    v = colon + 1 + strspn(colon + 1, " \t");
-    vlen = strlen(v);
-    while (vlen > 0 && (v[vlen - 1] == ' ' || v[vlen - 1] == '\t'))
-        v[--vlen] = '\0';
-
-    if (strcasecmp(line, "Content-Length") == 0) {
-        size_t digits = strspn(v, "0123456789");
-        if (digits == 0 || digits != vlen)
-            return 400;
-        long long n = digits > 18 ? (long long)H2_BODY_MAX + 1 : atoll(v);
-        if (r->content_length >= 0 && r->content_length != n)
-            return 400; /* conflicting lengths: request smuggling */
-        r->content_length = n;
-    } else if (strcasecmp(line, "Transfer-Encoding") == 0) {
+    /* Content-Length, the ids and keys: taken into r->base. */
+    if (rc != 0)
+        return rc == SRV_FIELD_TAKEN ? 0 : rc;
+    if (strcasecmp(line, "Transfer-Encoding") == 0) {
         h->chunked = true;
     } else if (strcasecmp(line, "Expect") == 0) {
         h->expect_continue = strcasecmp(v, "100-continue") == 0;
@@ -143,12 +128,6 @@ static int parse_field(char *line, struct h2_request *r, struct h1_head *h,
         /* Token lists are rare in tests; whole-value matches suffice. */
         *conn_close |= strcasecmp(v, "close") == 0;
         *conn_keep |= strcasecmp(v, "keep-alive") == 0;
-    } else if (strcasecmp(line, "X-Request-Id") == 0) {
-        return h2_request_keep(&r->request_id_hdr, v, vlen) ? 500 : 0;
-    } else if (strcasecmp(line, "Idempotency-Key") == 0) {
-        return h2_request_keep(&r->idempotency_key, v, vlen) ? 500 : 0;
-    } else if (strcasecmp(line, "Authorization") == 0) {
-        return h2_request_keep(&r->authorization, v, vlen) ? 500 : 0;
     }
     return 0;
 }
@@ -180,7 +159,8 @@ static int parse_head(struct h2_conn *c, size_t len, struct h2_request *r,
 /* Reads a Content-Length body into r. 0 or a negative errno. */
 static int read_body(struct h2_conn *c, struct h2_request *r)
 {
-    size_t left = r->content_length > 0 ? (size_t)r->content_length : 0;
+    size_t left =
+        r->base.content_length > 0 ? (size_t)r->base.content_length : 0;
 
     while (left > 0) {
         size_t avail = c->in_len - c->in_pos;
@@ -206,7 +186,7 @@ static int read_body(struct h2_conn *c, struct h2_request *r)
 static enum next respond(struct h2_conn *c, const struct h1_head *h,
                          const struct h2_response *resp)
 {
-    char head[H2_PARAM_MAX + 256], clen[48] = "", ra[H2_PARAM_MAX + 32] = "";
+    char head[SRV_PARAM_MAX + 256], clen[48] = "", ra[SRV_PARAM_MAX + 32] = "";
     int n;
 
     if (resp->status != 204)
@@ -216,7 +196,7 @@ static enum next respond(struct h2_conn *c, const struct h1_head *h,
         snprintf(ra, sizeof ra, "Retry-After: %s\r\n", resp->retry_after);
     n = snprintf(head, sizeof head,
                  "HTTP/1.1 %d %s\r\n%s%sConnection: %s\r\n\r\n", resp->status,
-                 h2_reason(resp->status), clen, ra,
+                 srv_reason(resp->status), clen, ra,
                  h->keep_alive ? "keep-alive" : "close");
     if (n < 0 || (size_t)n >= sizeof head ||
         h2_io_write_all(c, head, (size_t)n) < 0)
@@ -243,7 +223,7 @@ static enum next answer_text(struct h2_conn *c, struct h1_head *h,
     h2_note(c, r, what);
     if (h2_plan_text(&p, status, text) < 0)
         return NEXT_DONE;
-    p.resp.no_body = strcmp(r->method, "HEAD") == 0;
+    p.resp.no_body = strcmp(r->base.method, "HEAD") == 0;
     nx = respond(c, h, &p.resp);
     h2_plan_free(&p);
     return nx;
@@ -285,19 +265,21 @@ static enum next serve_one(struct h2_conn *c, struct h2_request *r)
     if (len <= 0)
         return NEXT_DONE;
     if ((rc = parse_head(c, (size_t)len, r, &h)) != 0)
-        return answer_text(c, &h, r, rc, "bad request\n", true);
-    if (h2_request_resolve_id(r) < 0)
+        return answer_text(c, &h, r, rc,
+                           rc == 413 ? "content too large\n" : "bad request\n",
+                           true);
+    if (srv_request_resolve_id(&r->base) < 0)
         return answer_text(c, &h, r, 400, "bad request id\n", true);
     if (h.chunked)
         return answer_text(c, &h, r, 501, "chunked bodies unsupported\n", true);
-    if (r->content_length > H2_BODY_MAX)
+    if (r->base.content_length > SRV_BODY_MAX)
         return answer_text(c, &h, r, 413, "content too large\n", true);
-    const struct h2_mode *m = h2_mode_find(r->path);
+    const struct h2_mode *m = h2_mode_find(r->base.path);
     if (!m->http1)
         /* Unread body bytes would be taken for the next request. */
         return answer_text(c, &h, r, 501, "this path needs HTTP/2\n",
-                           r->content_length > 0);
-    if (r->content_length > 0 && h.expect_continue &&
+                           r->base.content_length > 0);
+    if (r->base.content_length > 0 && h.expect_continue &&
         h2_io_write_all(c, cont, sizeof cont - 1) < 0)
         return NEXT_DONE;
     if ((rc = read_body(c, r)) < 0)
@@ -316,7 +298,7 @@ bool h2_http1_serve(struct h2_conn *c)
 
         h2_request_init(&r, "http/1.1");
         enum next nx = serve_one(c, &r);
-        h2_request_free(&r);
+        srv_request_free(&r.base);
         if (nx != NEXT_KEEP)
             return nx == NEXT_CLOSE;
     }

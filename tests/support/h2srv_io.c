@@ -1,10 +1,10 @@
 /* Connection I/O for retryd-h2srv: cleartext or TLS, always non-blocking.
  *
- * Every wait is a poll() that also watches the server's stop eventfd, so a
- * client that stops reading or writing can delay its own connection
- * thread but never the server's shutdown. The TLS variants map OpenSSL's
- * WANT_READ/WANT_WRITE onto the same -EAGAIN convention, remembering in
- * rd_wait/wr_wait which poll event unblocks them. */
+ * Every wait is a srv_poll() (srv_io.c), which also watches the server's
+ * stop eventfd, so a client that stops reading or writing can delay its
+ * own connection thread but never the server's shutdown. The TLS variants
+ * map OpenSSL's WANT_READ/WANT_WRITE onto the same -EAGAIN convention,
+ * remembering in rd_wait/wr_wait which poll event unblocks them. */
 #include "h2srv.h"
 
 #include <errno.h>
@@ -14,56 +14,13 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
-/* A graceful close waits this long for the client's EOF, discarding at
- * most this much input meanwhile (see h2_io_close). */
-#define LINGER_MS 2000
-#define LINGER_DISCARD_MAX (32 * 1024 * 1024)
-
-int64_t h2_now_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* Waits until the socket reports one of `events` (POLLERR and POLLHUP are
- * always reported), for at most timeout_ms (-1: no limit). events may be
- * 0: then only the timeout, the stop eventfd and errors end the wait.
- * Returns the revents (> 0), 0 on timeout, -ECANCELED if the server is
- * stopping, or -errno. */
+/* srv_poll() on the connection's socket: the revents (> 0), 0 on
+ * timeout, -ECANCELED if the server is stopping, or -errno. */
 int h2_io_poll(struct h2_conn *c, short events, int timeout_ms)
 {
-    int64_t deadline = timeout_ms < 0 ? -1 : h2_now_ms() + timeout_ms;
-
-    for (;;) {
-        struct pollfd p[2] = {
-            {.fd = c->fd, .events = events},
-            {.fd = c->srv->stop_fd, .events = POLLIN},
-        };
-        int wait = -1;
-
-        if (deadline >= 0) {
-            int64_t left = deadline - h2_now_ms();
-
-            wait = left <= 0 ? 0 : left > INT_MAX ? INT_MAX : (int)left;
-        }
-        int n = poll(p, 2, wait);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            return -errno;
-        if (p[1].revents)
-            return -ECANCELED;
-        if (p[0].revents)
-            return p[0].revents;
-        if (wait == 0 || (deadline >= 0 && h2_now_ms() >= deadline))
-            return 0;
-    }
+    return srv_poll(c->fd, c->srv->stop_fd, events, timeout_ms);
 }
 
 /* TLS may hold decrypted bytes that poll() cannot see. */
@@ -112,24 +69,13 @@ ssize_t h2_io_recv(struct h2_conn *c, void *buf, size_t len)
         }
         return tls_result(c, n, &c->rd_wait);
     }
-    for (;;) {
-        ssize_t n = recv(c->fd, buf, len, 0);
-
-        if (n >= 0)
-            return n;
-        if (errno == EINTR)
-            continue;
-        if (errno == EAGAIN || errno == EWOULDBLOCK) {
-            c->rd_wait = POLLIN;
-            return -EAGAIN;
-        }
-        return -errno;
-    }
+    ssize_t n = srv_recv(c->fd, buf, len);
+    if (n == -EAGAIN)
+        c->rd_wait = POLLIN;
+    return n;
 }
 
-/* One write: > 0 bytes taken, -EAGAIN (see wr_wait), or -errno.
- * MSG_NOSIGNAL: a client that went away must produce EPIPE for this
- * connection, not a SIGPIPE for the whole server. */
+/* One write: > 0 bytes taken, -EAGAIN (see wr_wait), or -errno. */
 ssize_t h2_io_send(struct h2_conn *c, const void *buf, size_t len)
 {
     if (len > INT_MAX)
@@ -145,19 +91,10 @@ ssize_t h2_io_send(struct h2_conn *c, const void *buf, size_t len)
         ssize_t r = tls_result(c, n, &c->wr_wait);
         return r == 0 ? -EPIPE : r;
     }
-    for (;;) {
-        ssize_t n = send(c->fd, buf, len, MSG_NOSIGNAL);
-
-        if (n >= 0)
-            return n;
-        if (errno == EINTR)
-            continue;
-        if (errno == EAGAIN || errno == EWOULDBLOCK) {
-            c->wr_wait = POLLOUT;
-            return -EAGAIN;
-        }
-        return -errno;
-    }
+    ssize_t n = srv_send(c->fd, buf, len);
+    if (n == -EAGAIN)
+        c->wr_wait = POLLOUT;
+    return n;
 }
 
 /* Server side of the TLS handshake, bounded: a client that connects and
@@ -165,7 +102,7 @@ ssize_t h2_io_send(struct h2_conn *c, const void *buf, size_t len)
  * Returns 0, -ETIMEDOUT, -ECANCELED, or another negative errno. */
 int h2_io_handshake(struct h2_conn *c, int timeout_ms)
 {
-    int64_t deadline = h2_now_ms() + timeout_ms;
+    int64_t deadline = srv_now_ms() + timeout_ms;
     short wait = POLLIN;
 
     if (!c->ssl)
@@ -179,7 +116,7 @@ int h2_io_handshake(struct h2_conn *c, int timeout_ms)
         ssize_t r = tls_result(c, n, &wait);
         if (r != -EAGAIN)
             return r == 0 ? -ECONNRESET : (int)r;
-        int64_t left = deadline - h2_now_ms();
+        int64_t left = deadline - srv_now_ms();
         if (left <= 0)
             return -ETIMEDOUT;
         int p = h2_io_poll(c, wait, (int)left);
@@ -194,13 +131,9 @@ int h2_io_handshake(struct h2_conn *c, int timeout_ms)
  * the buffer is full, -ETIMEDOUT, -ECANCELED, or -errno. */
 ssize_t h2_io_fill(struct h2_conn *c, int timeout_ms)
 {
-    int64_t deadline = timeout_ms < 0 ? -1 : h2_now_ms() + timeout_ms;
+    int64_t deadline = timeout_ms < 0 ? -1 : srv_now_ms() + timeout_ms;
 
-    if (c->in_pos > 0) {
-        memmove(c->in, c->in + c->in_pos, c->in_len - c->in_pos);
-        c->in_len -= c->in_pos;
-        c->in_pos = 0;
-    }
+    srv_compact(c->in, &c->in_pos, &c->in_len);
     if (c->in_len == H2_IN_CAP)
         return -ENOBUFS;
     for (;;) {
@@ -212,7 +145,7 @@ ssize_t h2_io_fill(struct h2_conn *c, int timeout_ms)
             return n;
         int left = -1;
         if (deadline >= 0) {
-            int64_t l = deadline - h2_now_ms();
+            int64_t l = deadline - srv_now_ms();
             if (l <= 0)
                 return -ETIMEDOUT;
             left = l > INT_MAX ? INT_MAX : (int)l;
@@ -297,20 +230,15 @@ int h2_io_flush(struct h2_conn *c)
 }
 
 /* Waits up to timeout_ms (-1: forever) for the client to close or reset
- * the connection, without reading: POLLRDHUP only, so bytes the client
- * sends meanwhile do not wake us again and again.
+ * the connection, without reading (see srv_wait_peer_close).
  * Returns 1 if the client closed, 0 on timeout, negative errno on stop. */
 int h2_io_wait_peer_close(struct h2_conn *c, int timeout_ms)
 {
-    int r = h2_io_poll(c, POLLRDHUP, timeout_ms);
-
-    if (r < 0)
-        return r;
-    return r > 0;
+    return srv_wait_peer_close(c->fd, c->srv->stop_fd, timeout_ms);
 }
 
-/* Closes the connection. Graceful: sends TLS close_notify and our FIN,
- * then reads and discards until the client's EOF (bounded), because
+/* Closes the connection. Graceful: sends TLS close_notify, then our FIN,
+ * and reads and discards until the client's EOF (bounded), because
  * closing a socket with unread input makes Linux send a RST, which can
  * destroy frames the client has not read yet (a GOAWAY, a response). */
 void h2_io_close(struct h2_conn *c, bool graceful)
@@ -318,26 +246,11 @@ void h2_io_close(struct h2_conn *c, bool graceful)
     if (c->fd < 0)
         return;
     if (graceful) {
-        int64_t deadline = h2_now_ms() + LINGER_MS;
-        size_t discarded = 0;
-        char buf[16384];
-
         if (c->ssl)
             SSL_shutdown(c->ssl); /* best effort, non-blocking */
-        shutdown(c->fd, SHUT_WR);
-        while (discarded < LINGER_DISCARD_MAX) {
-            int64_t left = deadline - h2_now_ms();
-
-            if (left <= 0 || h2_io_poll(c, POLLIN, (int)left) <= 0)
-                break;
-            /* Raw reads: after our close_notify, TLS records no longer
-             * matter, and the client may well have half-closed. */
-            ssize_t n = recv(c->fd, buf, sizeof buf, 0);
-            if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN))
-                break;
-            if (n > 0)
-                discarded += (size_t)n;
-        }
+        /* Raw reads: after our close_notify, TLS records no longer
+         * matter, and the client may well have half-closed. */
+        srv_linger(c->fd, c->srv->stop_fd);
     }
     if (c->ssl) {
         SSL_free(c->ssl);

@@ -58,7 +58,7 @@ struct stream {
     const struct h2_mode *mode;
     struct h2_plan plan;
     enum phase phase;
-    bool id_known; /* headers complete and req.id valid */
+    bool id_known; /* headers complete and req.base.id valid */
     bool refused;  /* already counted in REFUSED */
     bool executed;
     bool answered_early; /* 4xx/5xx without execution */
@@ -94,7 +94,7 @@ static void stream_free(struct session *s, struct stream *st)
         s->streams = st->next;
     if (st->next)
         st->next->prev = st->prev;
-    h2_request_free(&st->req);
+    srv_request_free(&st->req.base);
     h2_plan_free(&st->plan);
     free(st);
 }
@@ -104,19 +104,6 @@ static bool field_is(const uint8_t *name, size_t len, const char *lit)
     return len == strlen(lit) && memcmp(name, lit, len) == 0;
 }
 
-/* Content-length as nghttp2 already validated it (digits only); values
- * too long to matter are clamped above the limit. */
-static long long parse_content_length(const uint8_t *v, size_t len)
-{
-    long long n = 0;
-
-    if (len > 18)
-        return (long long)H2_BODY_MAX + 1;
-    for (size_t i = 0; i < len; i++)
-        n = n * 10 + (v[i] - '0');
-    return n;
-}
-
 /* Stores the fields the server uses. Returns 0 or -ENOMEM. */
 static int store_field(struct h2_request *r, const uint8_t *name,
                        size_t namelen, const uint8_t *value, size_t valuelen)
@@ -124,27 +111,31 @@ static int store_field(struct h2_request *r, const uint8_t *name,
     const char *v = (const char *)value;
 
     if (field_is(name, namelen, ":method")) {
-        if (valuelen >= sizeof r->method) {
+        if (valuelen >= sizeof r->base.method) {
             r->bad_head = true;
             return 0;
         }
-        memcpy(r->method, v, valuelen);
-        r->method[valuelen] = '\0';
+        memcpy(r->base.method, v, valuelen);
+        r->base.method[valuelen] = '\0';
     } else if (field_is(name, namelen, ":path")) {
-        int rc = h2_request_set_target(r, v, valuelen);
+        int rc = srv_request_set_target(&r->base, v, valuelen);
 
         if (rc == -ENOMEM)
             return rc;
         if (rc < 0)
             r->bad_head = true;
-    } else if (field_is(name, namelen, "content-length")) {
-        r->content_length = parse_content_length(value, valuelen);
-    } else if (field_is(name, namelen, "x-request-id")) {
-        return h2_request_keep(&r->request_id_hdr, v, valuelen);
-    } else if (field_is(name, namelen, "idempotency-key")) {
-        return h2_request_keep(&r->idempotency_key, v, valuelen);
-    } else if (field_is(name, namelen, "authorization")) {
-        return h2_request_keep(&r->authorization, v, valuelen);
+    } else {
+        /* content-length (already checked by nghttp2; one too long to
+         * read is stored over the limit: -EFBIG, answered 413 when the
+         * headers are complete), x-request-id, idempotency-key,
+         * authorization. */
+        int rc = srv_request_field(&r->base, (const char *)name, namelen, v,
+                                   valuelen);
+
+        if (rc == -ENOMEM)
+            return rc;
+        if (rc == -EINVAL)
+            r->bad_head = true;
     }
     return 0;
 }
@@ -290,7 +281,7 @@ static int answer_early(struct session *s, struct stream *st, int status,
 static void count_refused(struct session *s, struct stream *st,
                           const char *what)
 {
-    h2_stats_refused(s->c->srv->stats, st->req.id);
+    srv_stats_tally(s->c->srv->stats, st->req.base.id, H2_TALLY_REFUSED);
     st->refused = true;
     st->phase = PH_DONE;
     h2_note(s->c, &st->req, what);
@@ -318,19 +309,20 @@ static int headers_complete(struct session *s, struct stream *st)
     st->phase = PH_BODY;
     if (r->head_too_large)
         return answer_early(s, st, 431, "request header fields too large\n");
-    if (r->bad_head || !r->target || !r->method[0])
+    if (r->bad_head || !r->base.target || !r->base.method[0])
         return answer_early(s, st, 400, "bad request\n");
-    if (h2_request_resolve_id(r) < 0)
+    if (srv_request_resolve_id(&r->base) < 0)
         return answer_early(s, st, 400, "bad request id\n");
     st->id_known = true;
-    if (r->content_length > H2_BODY_MAX)
+    if (r->base.content_length > SRV_BODY_MAX)
         return answer_early(s, st, 413, "content too large\n");
-    st->mode = h2_mode_find(r->path);
+    st->mode = h2_mode_find(r->base.path);
     switch (st->mode->early) {
     case EARLY_NONE:
         return 0;
     case EARLY_REFUSE_ONCE:
-        if (!h2_stats_claim_refuse_once(s->c->srv->stats, r->id))
+        if (!srv_stats_claim(s->c->srv->stats, r->base.id,
+                             H2_TALLY_REFUSE_ONCE))
             return 0;
         /* The first stream of this id: refused like /refuse. */
         /* fall through */
@@ -363,7 +355,7 @@ static int run_plan(struct session *s, struct stream *st)
     case AFTER_HOLD:
         st->holding = true;
         st->hold_until =
-            st->plan.hold_ms < 0 ? INT64_MAX : h2_now_ms() + st->plan.hold_ms;
+            st->plan.hold_ms < 0 ? INT64_MAX : srv_now_ms() + st->plan.hold_ms;
         h2_note(s->c, &st->req, "executed, held");
         return 0;
     }
@@ -390,7 +382,7 @@ static int request_complete(struct session *s, struct stream *st)
  * poll timeout until the next one (-1: none). */
 static int fire_holds(struct session *s)
 {
-    int64_t now = h2_now_ms(), next = INT64_MAX;
+    int64_t now = srv_now_ms(), next = INT64_MAX;
 
     for (struct stream *st = s->streams; st; st = st->next) {
         if (!st->holding)
@@ -433,7 +425,7 @@ static int on_begin_headers(nghttp2_session *ng, const nghttp2_frame *f,
     if (s->streams)
         s->streams->prev = st;
     s->streams = st;
-    h2_stats_stream_opened(s->c->srv->stats);
+    srv_stats_count(s->c->srv->stats, H2_COUNTER_STREAMS);
     return 0;
 }
 

@@ -5,6 +5,7 @@
  * SO_RCVTIMEO/SO_SNDTIMEO), and waits on the server use its bounded
  * WAIT/IDLE commands: no sleeps. */
 #include "rawhttp.h"
+#include "srv_test.h"
 #include "testsrv.h"
 
 #include <criterion/criterion.h>
@@ -16,7 +17,6 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #ifndef FAULTSRV_PATH
@@ -40,53 +40,19 @@ static void stop_server(void)
     srv = NULL;
 }
 
-/* The server must exit with status 0 when asked to: under sanitizers that
- * is what turns a report inside the server (a leak, a race) into a failed
- * test. Not done in .fini: criterion 2.4 ignores assertion failures there. */
+/* See SRV_TEST (srv_test.h). */
 static void expect_clean_exit(void)
 {
-    int st = -1;
-    int rc = testsrv_terminate(srv, WAIT_MS, &st);
-
-    cr_assert_eq(rc, 0, "server did not exit: %s", strerror(-rc));
-    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0,
-              "server exit status %#x (sanitizer report on stderr?)", st);
+    srvtest_assert_clean_exit(srv, WAIT_MS);
     stop_server();
 }
 
 TestSuite(faultsrv, .init = start_server, .fini = stop_server, .timeout = 30);
 
-/* Test(faultsrv, name) whose body is followed by expect_clean_exit(), so
- * that no test can forget it. */
-#define FAULTSRV_TEST(name)                                                    \
-    static void name##_body(void);                                             \
-    Test(faultsrv, name)                                                       \
-    {                                                                          \
-        name##_body();                                                         \
-        expect_clean_exit();                                                   \
-    }                                                                          \
-    static void name##_body(void)
+/* Test(faultsrv, name), then expect_clean_exit() (srv_test.h). */
+#define FAULTSRV_TEST(name) SRV_TEST(faultsrv, name)
 
 /* --- helpers -------------------------------------------------------------- */
-
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static uint64_t fnv1a64(const char *s, size_t n)
-{
-    uint64_t h = 0xcbf29ce484222325ULL;
-
-    for (size_t i = 0; i < n; i++) {
-        h ^= (unsigned char)s[i];
-        h *= 0x100000001b3ULL;
-    }
-    return h;
-}
 
 static int connect_port(int port)
 {
@@ -383,7 +349,7 @@ FAULTSRV_TEST(echo_returns_body_and_log_records_method_length_checksum_keys)
     snprintf(want, sizeof want,
              "1 POST 5 %016" PRIx64 " key-1 - ; 2 GET 0 %016" PRIx64
              " - Bearer%%20a%%3Bb",
-             fnv1a64("hello", 5), fnv1a64("", 0));
+             srvtest_fnv1a64("hello", 5), srvtest_fnv1a64("", 0));
     cr_assert_str_eq(reply, want);
     close(fd);
 }
@@ -496,7 +462,7 @@ FAULTSRV_TEST(chunked_upload_is_decoded_and_counted_once)
     free(exchange(fd, "GET", "/ok?id=ch2", NULL, NULL, 200));
     command("LOG ch", reply, sizeof reply);
     snprintf(want, sizeof want, "1 POST 11 %016" PRIx64 " - -",
-             fnv1a64("hello world", 11));
+             srvtest_fnv1a64("hello world", 11));
     cr_assert_str_eq(reply, want);
     close(fd);
 }
@@ -639,11 +605,11 @@ FAULTSRV_TEST(hold_with_ms_answers_after_the_delay)
 {
     struct rawhttp_response r;
     int fd = http_connect();
-    int64_t t0 = mono_ms();
+    int64_t t0 = srvtest_now_ms();
 
     send_request(fd, "GET", "/hold?id=h1&ms=300", NULL, NULL);
     expect_response(fd, &r, 200);
-    cr_assert_geq(mono_ms() - t0, 300);
+    cr_assert_geq(srvtest_now_ms() - t0, 300);
     expect_count("h1", 1);
     free(r.body);
     close(fd);
@@ -668,14 +634,14 @@ FAULTSRV_TEST(hold_does_not_spin_while_a_pipelined_request_waits)
     struct rawhttp_response r;
     int fd = http_connect();
     long before = server_cpu_ticks();
-    int64_t t0 = mono_ms();
+    int64_t t0 = srvtest_now_ms();
 
     /* The next request arrives while the first is held, so the socket is
      * readable throughout the hold: waiting on POLLIN would spin. */
     send_request(fd, "GET", "/hold?id=h3&ms=500", NULL, NULL);
     cr_assert_eq(testsrv_wait_count(srv, "h3", 1, WAIT_MS), 1);
     free(exchange(fd, "GET", "/ok?id=h3", NULL, NULL, 200));
-    cr_assert_geq(mono_ms() - t0, 500, "the hold ended early");
+    cr_assert_geq(srvtest_now_ms() - t0, 500, "the hold ended early");
     /* Waiting costs about nothing (0-1 tick measured, even under TSan); a
      * spinning thread burns hundreds of ms (28+ ticks measured while
      * competing for the CPUs with the tests). Threshold: 50 ms of CPU. */
@@ -819,12 +785,12 @@ FAULTSRV_TEST(slow_body_streams_chunks_with_pauses)
 {
     struct rawhttp_response r;
     int fd = http_connect();
-    int64_t t0 = mono_ms();
+    int64_t t0 = srvtest_now_ms();
 
     send_request(fd, "GET", "/slow-body?id=sb&len=40&chunk=10&ms=50", NULL,
                  NULL);
     expect_response(fd, &r, 200);
-    cr_assert_geq(mono_ms() - t0, 150, "4 chunks, 3 pauses of 50 ms");
+    cr_assert_geq(srvtest_now_ms() - t0, 150, "4 chunks, 3 pauses of 50 ms");
     cr_assert_eq(r.body_len, 40);
     for (size_t i = 0; i < r.body_len; i++)
         cr_assert_eq(r.body[i], 'a' + (int)(i % 26), "byte %zu", i);

@@ -15,6 +15,7 @@
  * libcurl 7.88.1 cannot reuse an h2c prior-knowledge connection (curl
  * #10634, fixed in 8.0.0): tests that need several streams on one
  * connection run over TLS only. */
+#include "srv_test.h"
 #include "testsrv.h"
 
 #include <criterion/criterion.h>
@@ -28,7 +29,6 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #ifndef H2SRV_PATH
@@ -100,17 +100,10 @@ static void stop_server(void)
     curl_global_cleanup();
 }
 
-/* The server must exit with status 0 when asked to: under sanitizers that
- * is what turns a report inside the server (a leak, a race) into a failed
- * test. Not done in .fini: criterion 2.4 ignores assertion failures there. */
+/* See SRV_TEST (srv_test.h). */
 static void expect_clean_exit(void)
 {
-    int st = -1;
-    int rc = testsrv_terminate(srv, WAIT_MS, &st);
-
-    cr_assert_eq(rc, 0, "server did not exit: %s", strerror(-rc));
-    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0,
-              "server exit status %#x (sanitizer report on stderr?)", st);
+    srvtest_assert_clean_exit(srv, WAIT_MS);
     stop_server();
 }
 
@@ -135,14 +128,8 @@ TestSuite(tls_http11, .init = start_tls_http11_only, .fini = stop_server,
     }                                                                          \
     static void name##_body(void)
 
-#define ONE_TEST(suite, name)                                                  \
-    static void suite##_##name##_body(void);                                   \
-    Test(suite, name)                                                          \
-    {                                                                          \
-        suite##_##name##_body();                                               \
-        expect_clean_exit();                                                   \
-    }                                                                          \
-    static void suite##_##name##_body(void)
+/* A behaviour of one suite only. */
+#define ONE_TEST(suite, name) SRV_TEST(suite, name)
 
 /* --- control port ----------------------------------------------------------
  */
@@ -218,14 +205,6 @@ struct result {
     int64_t elapsed_ms;
 };
 
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static size_t on_body(char *data, size_t size, size_t n, void *user)
 {
     struct result *r = user;
@@ -297,7 +276,7 @@ static CURL *new_handle(struct result *r)
 static void perform(CURL *h, struct result *r, const char *path)
 {
     char url[512];
-    int64_t t0 = mono_ms();
+    int64_t t0 = srvtest_now_ms();
 
     url_for(url, sizeof url, "127.0.0.1", path);
     free(r->body);
@@ -306,7 +285,7 @@ static void perform(CURL *h, struct result *r, const char *path)
     r->retry_after[0] = r->errbuf[0] = '\0';
     curl_easy_setopt(h, CURLOPT_URL, url);
     r->rc = curl_easy_perform(h);
-    r->elapsed_ms = mono_ms() - t0;
+    r->elapsed_ms = srvtest_now_ms() - t0;
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &r->status);
     curl_easy_getinfo(h, CURLINFO_HTTP_VERSION, &r->version);
 }
@@ -331,17 +310,6 @@ static void expect_rc(const struct result *r, CURLcode want)
     cr_expect_eq(r->rc, want, "curl: %d (%s) \"%s\", want %d (%s)", r->rc,
                  curl_easy_strerror(r->rc), r->errbuf, want,
                  curl_easy_strerror(want));
-}
-
-static uint64_t fnv1a64(const char *s, size_t n)
-{
-    uint64_t h = 0xcbf29ce484222325ULL;
-
-    for (size_t i = 0; i < n; i++) {
-        h ^= (unsigned char)s[i];
-        h *= 0x100000001b3ULL;
-    }
-    return h;
 }
 
 /* --- plain requests ----------------------------------------------------------
@@ -403,7 +371,7 @@ BOTH_TEST(echo_returns_a_large_upload_and_logs_it)
     cr_assert_eq(r.body_len, len);
     cr_expect(memcmp(r.body, body, len) == 0, "echoed body differs");
     snprintf(want, sizeof want, "1 POST %zu %016" PRIx64 " key-1 - h2:1", len,
-             fnv1a64(body, len));
+             srvtest_fnv1a64(body, len));
     expect_log("up", want);
     free(body);
     free_result(&r);
@@ -795,7 +763,7 @@ static void run_multiplexed(const char *path_a, const char *path_b,
     CURLM *m = curl_multi_init();
     CURL *a = new_handle(ra), *b = new_handle(rb);
     char url_a[256], url_b[256];
-    int64_t deadline = mono_ms() + TRANSFER_MS;
+    int64_t deadline = srvtest_now_ms() + TRANSFER_MS;
     int running = 1;
 
     cr_assert_not_null(m);
@@ -808,7 +776,7 @@ static void run_multiplexed(const char *path_a, const char *path_b,
     curl_easy_setopt(b, CURLOPT_PIPEWAIT, 1L);
     curl_multi_add_handle(m, a);
     curl_multi_add_handle(m, b);
-    while (running && mono_ms() < deadline) {
+    while (running && srvtest_now_ms() < deadline) {
         cr_assert_eq(curl_multi_perform(m, &running), CURLM_OK);
         if (running)
             curl_multi_poll(m, NULL, 0, 100, NULL);

@@ -1,11 +1,32 @@
-/* Counters of retryd-h2srv and its control protocol.
+/* Counters of the test servers and their control protocol.
  *
  * Everything a test asserts on ("how often did the server execute request
- * X, how many streams did it refuse") lives here, behind one mutex.
- * Counters are updated before the server writes the frames that let the
- * client see the outcome (a response, a RST_STREAM, a GOAWAY), so by the
- * time the client has its result, the counters already say so. */
-#include "h2srv.h"
+ * X, with which body and keys") lives here, behind one mutex. The servers
+ * update the counters before they write anything that lets the client see
+ * the outcome (a response, a close, a reset, an HTTP/2 frame), so by the
+ * time the client has its result, the counters already say so.
+ *
+ * Control protocol (control port, one command per line, one reply line
+ * per command, any number of commands per connection):
+ *   COUNT <id>        executions of id
+ *   REJECTS <id>      requests of id refused for their credentials
+ *                     (faultsrv's /auth; always 0 on h2srv)
+ *   LOG <id>          "0", or per execution, in order, separated by " ; ":
+ *                     "<n> <method> <bodylen> <fnv1a64-hex16> <idem> <auth>"
+ *                     (Idempotency-Key / Authorization percent-encoded so
+ *                     they contain no space or ';'; "-" when absent),
+ *                     followed by " <tag>" when the server records one
+ *                     (h2srv: the protocol)
+ *   CONNS             HTTP connections accepted so far
+ *   ACTIVE            HTTP connections currently open
+ *   IDLE <ms>         waits up to ms until ACTIVE is 0 -> OK | TIMEOUT <n>
+ *   WAIT <n> <ms> <id> waits up to ms until COUNT id >= n -> <count>
+ *   MODE accept-close|normal  accept-close: close each new HTTP connection
+ *                     right after accept, before reading anything -> OK
+ *   RESET             clears counters, logs and CONNS -> OK (MODE stays)
+ *   the server's own  see its srv_ops.commands (h2srv: REFUSED, STREAMS)
+ *   anything else     ERR <reason> */
+#include "srv_common.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -25,37 +46,49 @@ struct exec_rec {
     uint64_t body_fnv;
     char *idempotency_key; /* NULL: absent */
     char *authorization;   /* NULL: absent */
-    char proto[16];        /* "h2:<stream>" or "http/1.1" */
+    char tag[16];          /* "": none; h2srv: "h2:<stream>", "http/1.1" */
 };
 
 struct id_rec {
     struct id_rec *next;
     char *id;
-    long refused;          /* streams told "not processed" */
-    bool refuse_once_used; /* /refuse-once already refused one */
-    struct exec_rec *log;  /* executions, in order */
+    long tally[SRV_TALLIES];
+    struct exec_rec *log; /* executions, in order */
     size_t n, cap;
 };
 
-struct h2_stats {
+struct srv_stats {
     pthread_mutex_t mu;
-    /* Broadcast on every execution, refusal, connection close and stop,
-     * for the IDLE and WAIT commands (bounded server-side waits instead of
+    /* Broadcast on every execution, tally, connection close and stop, for
+     * the IDLE and WAIT commands (bounded server-side waits instead of
      * client polling). */
     pthread_cond_t changed;
     struct id_rec *buckets[BUCKETS];
     unsigned long conn_seq; /* connection ordinals, never reset */
     long conns;             /* HTTP connections accepted since start or RESET */
     long active;            /* HTTP connections currently open */
-    long streams; /* HTTP/2 request streams opened since start or RESET */
+    long counter[SRV_COUNTERS];
     bool stopping;
 };
 
-/* --- counters ----------------------------------------------------------- */
-
-struct h2_stats *h2_stats_new(void)
+/* FNV-1a 64: the body checksum of LOG, and the id hash. */
+uint64_t srv_fnv1a64(const void *data, size_t len)
 {
-    struct h2_stats *st = calloc(1, sizeof *st);
+    const unsigned char *p = data;
+    uint64_t h = 0xcbf29ce484222325ULL;
+
+    for (size_t i = 0; i < len; i++) {
+        h ^= p[i];
+        h *= 0x100000001b3ULL;
+    }
+    return h;
+}
+
+/* --- the store ------------------------------------------------------------ */
+
+struct srv_stats *srv_stats_new(void)
+{
+    struct srv_stats *st = calloc(1, sizeof *st);
     pthread_condattr_t attr;
 
     if (!st)
@@ -69,7 +102,7 @@ struct h2_stats *h2_stats_new(void)
     return st;
 }
 
-static void free_ids(struct h2_stats *st)
+static void free_ids(struct srv_stats *st)
 {
     for (size_t b = 0; b < BUCKETS; b++) {
         struct id_rec *r = st->buckets[b];
@@ -90,7 +123,7 @@ static void free_ids(struct h2_stats *st)
     }
 }
 
-void h2_stats_free(struct h2_stats *st)
+void srv_stats_free(struct srv_stats *st)
 {
     if (!st)
         return;
@@ -101,9 +134,9 @@ void h2_stats_free(struct h2_stats *st)
 }
 
 /* Called with st->mu held. NULL when absent (and !add) or out of memory. */
-static struct id_rec *find_id(struct h2_stats *st, const char *id, bool add)
+static struct id_rec *find_id(struct srv_stats *st, const char *id, bool add)
 {
-    size_t b = h2_fnv1a64(id, strlen(id)) % BUCKETS;
+    size_t b = srv_fnv1a64(id, strlen(id)) % BUCKETS;
     struct id_rec *r;
 
     for (r = st->buckets[b]; r; r = r->next)
@@ -121,11 +154,6 @@ static struct id_rec *find_id(struct h2_stats *st, const char *id, bool add)
     return r;
 }
 
-static char *strdup_or_null(const char *s)
-{
-    return s ? strdup(s) : NULL;
-}
-
 /* Called with st->mu held: room for one more log entry. */
 static bool grow_log(struct id_rec *r)
 {
@@ -140,33 +168,36 @@ static bool grow_log(struct id_rec *r)
     return true;
 }
 
-/* Records one execution of request `id`. Returns its 1-based ordinal
- * among the executions of that id, or -ENOMEM. */
-long h2_stats_execute(struct h2_stats *st, const char *id,
-                      const struct h2_exec *e)
+static char *strdup_or_null(const char *s)
+{
+    return s ? strdup(s) : NULL;
+}
+
+/* Records one execution of request r (its id must be resolved); tag is
+ * NULL or one more LOG field. Returns its 1-based ordinal among the
+ * executions of that id (what faultsrv's /seq and /once425 answer by), or
+ * -ENOMEM. */
+long srv_stats_execute(struct srv_stats *st, const struct srv_request *r,
+                       const char *tag)
 {
     struct exec_rec rec = {
-        .body_len = e->body_len,
-        .body_fnv = e->body_fnv,
-        .idempotency_key = strdup_or_null(e->idempotency_key),
-        .authorization = strdup_or_null(e->authorization),
+        .body_len = r->body_len,
+        .body_fnv = srv_fnv1a64(r->body, r->body_len),
+        .idempotency_key = strdup_or_null(r->idempotency_key),
+        .authorization = strdup_or_null(r->authorization),
     };
     long n = -ENOMEM;
 
-    snprintf(rec.method, sizeof rec.method, "%s", e->method);
-    if (e->stream_id > 0)
-        snprintf(rec.proto, sizeof rec.proto, "%s:%" PRId32, e->proto,
-                 e->stream_id);
-    else
-        snprintf(rec.proto, sizeof rec.proto, "%s", e->proto);
-    if ((e->idempotency_key && !rec.idempotency_key) ||
-        (e->authorization && !rec.authorization))
+    snprintf(rec.method, sizeof rec.method, "%s", r->method);
+    snprintf(rec.tag, sizeof rec.tag, "%s", tag ? tag : "");
+    if ((r->idempotency_key && !rec.idempotency_key) ||
+        (r->authorization && !rec.authorization))
         goto out;
     pthread_mutex_lock(&st->mu);
-    struct id_rec *r = find_id(st, id, true);
-    if (r && grow_log(r)) {
-        r->log[r->n++] = rec;
-        n = (long)r->n;
+    struct id_rec *ir = find_id(st, r->id, true);
+    if (ir && grow_log(ir)) {
+        ir->log[ir->n++] = rec;
+        n = (long)ir->n;
         pthread_cond_broadcast(&st->changed);
     }
     pthread_mutex_unlock(&st->mu);
@@ -178,45 +209,47 @@ out:
     return n;
 }
 
-/* A stream of `id` was refused: the server told the client it was not
- * processed (REFUSED_STREAM, HTTP_1_1_REQUIRED, above a GOAWAY). */
-void h2_stats_refused(struct h2_stats *st, const char *id)
+/* Adds one to tally `which` of `id` (SRV_TALLY_REJECTS, or the server's
+ * own). Out of memory the count is lost: the test then fails loudly. */
+void srv_stats_tally(struct srv_stats *st, const char *id, int which)
 {
     pthread_mutex_lock(&st->mu);
     struct id_rec *r = find_id(st, id, true);
     if (r)
-        r->refused++;
+        r->tally[which]++;
     pthread_cond_broadcast(&st->changed);
     pthread_mutex_unlock(&st->mu);
 }
 
-/* For /refuse-once: true exactly once per id (until RESET), atomically,
- * so two concurrent first streams cannot both be refused. */
-bool h2_stats_claim_refuse_once(struct h2_stats *st, const char *id)
+/* True exactly once per id and tally (until RESET), atomically: for "only
+ * the first request of an id" (h2srv's /refuse-once), so that two
+ * concurrent first requests cannot both be it. */
+bool srv_stats_claim(struct srv_stats *st, const char *id, int which)
 {
     bool first = false;
 
     pthread_mutex_lock(&st->mu);
     struct id_rec *r = find_id(st, id, true);
-    if (r && !r->refuse_once_used) {
-        r->refuse_once_used = true;
+    if (r && r->tally[which] == 0) {
+        r->tally[which] = 1;
         first = true;
     }
     pthread_mutex_unlock(&st->mu);
     return first;
 }
 
-void h2_stats_stream_opened(struct h2_stats *st)
+/* Adds one to the server's global counter `which`. */
+void srv_stats_count(struct srv_stats *st, int which)
 {
     pthread_mutex_lock(&st->mu);
-    st->streams++;
+    st->counter[which]++;
     pthread_mutex_unlock(&st->mu);
 }
 
 /* Called by the accepting thread, before the connection's own thread
  * exists, so IDLE can never miss a connection that was accepted.
  * Returns the connection's ordinal (for stderr notes). */
-unsigned long h2_stats_conn_accepted(struct h2_stats *st, bool active)
+unsigned long srv_stats_conn_accepted(struct srv_stats *st, bool active)
 {
     unsigned long num;
 
@@ -230,7 +263,7 @@ unsigned long h2_stats_conn_accepted(struct h2_stats *st, bool active)
 }
 
 /* Called after the connection's socket is closed. */
-void h2_stats_conn_closed(struct h2_stats *st)
+void srv_stats_conn_closed(struct srv_stats *st)
 {
     pthread_mutex_lock(&st->mu);
     st->active--;
@@ -239,7 +272,7 @@ void h2_stats_conn_closed(struct h2_stats *st)
 }
 
 /* Wakes IDLE/WAIT waiters for good: the server is shutting down. */
-void h2_stats_stop(struct h2_stats *st)
+void srv_stats_stop(struct srv_stats *st)
 {
     pthread_mutex_lock(&st->mu);
     st->stopping = true;
@@ -247,7 +280,7 @@ void h2_stats_stop(struct h2_stats *st)
     pthread_mutex_unlock(&st->mu);
 }
 
-/* --- bounded waits ------------------------------------------------------- */
+/* --- bounded waits -------------------------------------------------------- */
 
 static struct timespec deadline_after(long ms)
 {
@@ -266,7 +299,7 @@ static struct timespec deadline_after(long ms)
 /* Waits on st->changed once; false when the deadline has passed or the
  * server is stopping. Called with st->mu held; callers re-check their
  * condition in a loop (spurious wakeups). */
-static bool wait_changed(struct h2_stats *st, const struct timespec *deadline)
+static bool wait_changed(struct srv_stats *st, const struct timespec *deadline)
 {
     struct timespec now;
 
@@ -276,11 +309,12 @@ static bool wait_changed(struct h2_stats *st, const struct timespec *deadline)
     if (now.tv_sec > deadline->tv_sec ||
         (now.tv_sec == deadline->tv_sec && now.tv_nsec >= deadline->tv_nsec))
         return false;
+    /* ETIMEDOUT needs no handling: the next call sees the deadline. */
     pthread_cond_timedwait(&st->changed, &st->mu, deadline);
     return !st->stopping;
 }
 
-/* --- replies ------------------------------------------------------------- */
+/* --- replies -------------------------------------------------------------- */
 
 /* A growable reply line: LOG can be long. On allocation failure `failed`
  * is set and the reply becomes an ERR line. */
@@ -340,22 +374,55 @@ static void sb_field(struct sbuf *sb, const char *v)
     }
 }
 
-/* --- commands ------------------------------------------------------------ */
+/* --- commands --------------------------------------------------------------
+ * Each gets the argument ("" when none) and writes its reply line. */
 
-enum per_id { PER_ID_COUNT, PER_ID_REFUSED };
-
-static void cmd_per_id(struct h2_stats *st, const char *id, enum per_id what,
-                       struct sbuf *out)
+/* "<n>" for a per-id count: executions (which < 0) or a tally. */
+static void reply_per_id(struct srv_stats *st, const char *id, int which,
+                         struct sbuf *out)
 {
     pthread_mutex_lock(&st->mu);
     struct id_rec *r = find_id(st, id, false);
-    long v = !r ? 0 : what == PER_ID_COUNT ? (long)r->n : r->refused;
+    long v = !r ? 0 : which < 0 ? (long)r->n : r->tally[which];
     pthread_mutex_unlock(&st->mu);
     sb_printf(out, "%ld", v);
 }
 
-static void cmd_log(struct h2_stats *st, const char *id, struct sbuf *out)
+/* "<n>" for a global count: CONNS, ACTIVE, or a counter of the server. */
+static void reply_scalar(struct srv_stats *st, const long *v, struct sbuf *out)
 {
+    pthread_mutex_lock(&st->mu);
+    long n = *v;
+    pthread_mutex_unlock(&st->mu);
+    sb_printf(out, "%ld", n);
+}
+
+static void cmd_count(struct srv *srv, const char *arg, struct sbuf *out)
+{
+    reply_per_id(srv->stats, arg, -1, out);
+}
+
+static void cmd_rejects(struct srv *srv, const char *arg, struct sbuf *out)
+{
+    reply_per_id(srv->stats, arg, SRV_TALLY_REJECTS, out);
+}
+
+static void cmd_conns(struct srv *srv, const char *arg, struct sbuf *out)
+{
+    (void)arg;
+    reply_scalar(srv->stats, &srv->stats->conns, out);
+}
+
+static void cmd_active(struct srv *srv, const char *arg, struct sbuf *out)
+{
+    (void)arg;
+    reply_scalar(srv->stats, &srv->stats->active, out);
+}
+
+static void cmd_log(struct srv *srv, const char *id, struct sbuf *out)
+{
+    struct srv_stats *st = srv->stats;
+
     pthread_mutex_lock(&st->mu);
     struct id_rec *r = find_id(st, id, false);
     if (!r || r->n == 0)
@@ -367,21 +434,10 @@ static void cmd_log(struct h2_stats *st, const char *id, struct sbuf *out)
                   e->method, e->body_len, e->body_fnv);
         sb_field(out, e->idempotency_key);
         sb_field(out, e->authorization);
-        sb_printf(out, " %s", e->proto);
+        if (e->tag[0])
+            sb_printf(out, " %s", e->tag);
     }
     pthread_mutex_unlock(&st->mu);
-}
-
-enum scalar { SCALAR_CONNS, SCALAR_ACTIVE, SCALAR_STREAMS };
-
-static void cmd_scalar(struct h2_stats *st, enum scalar which, struct sbuf *out)
-{
-    pthread_mutex_lock(&st->mu);
-    long v = which == SCALAR_CONNS    ? st->conns
-             : which == SCALAR_ACTIVE ? st->active
-                                      : st->streams;
-    pthread_mutex_unlock(&st->mu);
-    sb_printf(out, "%ld", v);
 }
 
 static bool parse_ms(const char *s, long *ms)
@@ -394,8 +450,9 @@ static bool parse_ms(const char *s, long *ms)
 }
 
 /* IDLE <ms>: wait until no HTTP connection is open. */
-static void cmd_idle(struct h2_stats *st, const char *arg, struct sbuf *out)
+static void cmd_idle(struct srv *srv, const char *arg, struct sbuf *out)
 {
+    struct srv_stats *st = srv->stats;
     long ms;
 
     if (!parse_ms(arg, &ms)) {
@@ -414,9 +471,10 @@ static void cmd_idle(struct h2_stats *st, const char *arg, struct sbuf *out)
 }
 
 /* WAIT <n> <ms> <id>: wait until id has at least n executions. The id
- * comes last because it may contain anything but spaces and controls. */
-static void cmd_wait(struct h2_stats *st, const char *arg, struct sbuf *out)
+ * comes last so that parsing never has to guess where it ends. */
+static void cmd_wait(struct srv *srv, const char *arg, struct sbuf *out)
 {
+    struct srv_stats *st = srv->stats;
     long n, ms;
     int id_at = -1;
 
@@ -435,19 +493,7 @@ static void cmd_wait(struct h2_stats *st, const char *arg, struct sbuf *out)
     pthread_mutex_unlock(&st->mu);
 }
 
-/* RESET: counters, logs, /refuse-once state, CONNS and STREAMS. `active`
- * is live state, not a counter: kept. */
-static void cmd_reset(struct h2_stats *st, struct sbuf *out)
-{
-    pthread_mutex_lock(&st->mu);
-    free_ids(st);
-    st->conns = 0;
-    st->streams = 0;
-    pthread_mutex_unlock(&st->mu);
-    sb_printf(out, "OK");
-}
-
-static void cmd_mode(struct h2_server *srv, const char *arg, struct sbuf *out)
+static void cmd_mode(struct srv *srv, const char *arg, struct sbuf *out)
 {
     if (strcmp(arg, "accept-close") == 0)
         atomic_store(&srv->accept_close, true);
@@ -460,91 +506,95 @@ static void cmd_mode(struct h2_server *srv, const char *arg, struct sbuf *out)
     sb_printf(out, "OK");
 }
 
-/* Runs one command line; the reply (without newline) goes to out. */
-static void control_execute(struct h2_server *srv, char *line, struct sbuf *out)
+/* RESET: counters, logs, tallies, CONNS and the server's counters.
+ * `active` is live state, not a counter: kept. */
+static void cmd_reset(struct srv *srv, const char *arg, struct sbuf *out)
 {
-    struct h2_stats *st = srv->stats;
+    struct srv_stats *st = srv->stats;
+
+    (void)arg;
+    pthread_mutex_lock(&st->mu);
+    free_ids(st);
+    st->conns = 0;
+    memset(st->counter, 0, sizeof st->counter);
+    pthread_mutex_unlock(&st->mu);
+    sb_printf(out, "OK");
+}
+
+enum arg_rule { ARG_NONE, ARG_REQUIRED, ARG_ANY /* checked by the command */ };
+
+static const struct {
+    const char *verb;
+    enum arg_rule arg;
+    void (*run)(struct srv *srv, const char *arg, struct sbuf *out);
+} common_commands[] = {
+    {"COUNT", ARG_REQUIRED, cmd_count}, {"REJECTS", ARG_REQUIRED, cmd_rejects},
+    {"LOG", ARG_REQUIRED, cmd_log},     {"CONNS", ARG_NONE, cmd_conns},
+    {"ACTIVE", ARG_NONE, cmd_active},   {"IDLE", ARG_ANY, cmd_idle},
+    {"WAIT", ARG_ANY, cmd_wait},        {"MODE", ARG_ANY, cmd_mode},
+    {"RESET", ARG_NONE, cmd_reset},
+};
+
+static bool arg_fits(enum arg_rule rule, const char *arg)
+{
+    return rule == ARG_ANY || (rule == ARG_REQUIRED) == (*arg != '\0');
+}
+
+/* A command from the server's srv_ops.commands. False if there is none
+ * by that name taking that argument. */
+static bool run_own_command(struct srv *srv, const char *verb, const char *arg,
+                            struct sbuf *out)
+{
+    for (size_t i = 0; i < srv->ops->n_commands; i++) {
+        const struct srv_command *c = &srv->ops->commands[i];
+
+        if (strcmp(verb, c->verb) != 0 ||
+            !arg_fits(c->per_id ? ARG_REQUIRED : ARG_NONE, arg))
+            continue;
+        if (c->per_id)
+            reply_per_id(srv->stats, arg, c->which, out);
+        else
+            reply_scalar(srv->stats, &srv->stats->counter[c->which], out);
+        return true;
+    }
+    return false;
+}
+
+/* Runs one command line; the reply (without newline) goes to out. */
+static void control_execute(struct srv *srv, char *line, struct sbuf *out)
+{
     char *arg = strchr(line, ' ');
 
     if (arg)
         *arg++ = '\0';
     else
         arg = line + strlen(line); /* "" */
-
-    if (strcmp(line, "COUNT") == 0 && *arg)
-        cmd_per_id(st, arg, PER_ID_COUNT, out);
-    else if (strcmp(line, "REFUSED") == 0 && *arg)
-        cmd_per_id(st, arg, PER_ID_REFUSED, out);
-    else if (strcmp(line, "REJECTS") == 0 && *arg)
-        sb_printf(out, "0"); /* no /auth here; kept for testsrv_rejects */
-    else if (strcmp(line, "LOG") == 0 && *arg)
-        cmd_log(st, arg, out);
-    else if (strcmp(line, "CONNS") == 0 && !*arg)
-        cmd_scalar(st, SCALAR_CONNS, out);
-    else if (strcmp(line, "ACTIVE") == 0 && !*arg)
-        cmd_scalar(st, SCALAR_ACTIVE, out);
-    else if (strcmp(line, "STREAMS") == 0 && !*arg)
-        cmd_scalar(st, SCALAR_STREAMS, out);
-    else if (strcmp(line, "IDLE") == 0)
-        cmd_idle(st, arg, out);
-    else if (strcmp(line, "WAIT") == 0)
-        cmd_wait(st, arg, out);
-    else if (strcmp(line, "MODE") == 0)
-        cmd_mode(srv, arg, out);
-    else if (strcmp(line, "RESET") == 0 && !*arg)
-        cmd_reset(st, out);
-    else
-        sb_printf(out, "ERR unknown command or missing argument: %s", line);
-}
-
-/* Returns in *line the next input line, NUL-terminated in place without
- * its LF or CR LF; valid until the next read. 0, -EMSGSIZE when longer
- * than H2_CTL_LINE_MAX, or a negative errno (EOF: -ENODATA). */
-static int read_line(struct h2_conn *c, char **line)
-{
-    size_t scanned = 0;
-
-    for (;;) {
-        char *start = (char *)c->in + c->in_pos;
-        size_t avail = c->in_len - c->in_pos;
-        char *nl = memchr(start + scanned, '\n', avail - scanned);
-
-        if (nl) {
-            size_t l = (size_t)(nl - start);
-
-            if (l + 1 > H2_CTL_LINE_MAX)
-                return -EMSGSIZE;
-            c->in_pos += l + 1;
-            if (l > 0 && start[l - 1] == '\r')
-                l--;
-            start[l] = '\0';
-            *line = start;
-            return 0;
+    for (size_t i = 0; i < sizeof common_commands / sizeof *common_commands;
+         i++) {
+        if (strcmp(line, common_commands[i].verb) == 0 &&
+            arg_fits(common_commands[i].arg, arg)) {
+            common_commands[i].run(srv, arg, out);
+            return;
         }
-        if (avail >= H2_CTL_LINE_MAX)
-            return -EMSGSIZE;
-        scanned = avail; /* offsets from the line start survive compaction */
-        ssize_t r = h2_io_fill(c, -1);
-        if (r == 0)
-            return -ENODATA;
-        if (r < 0)
-            return (int)r;
     }
+    if (!run_own_command(srv, line, arg, out))
+        sb_printf(out, "ERR unknown command or missing argument: %s", line);
 }
 
 /* Serves one control connection: one reply line per command line, until
  * the client closes it or the server stops. */
-void h2_control_serve(struct h2_conn *c)
+void srv_control_serve(struct srv_conn *c)
 {
     for (;;) {
         struct sbuf out = {0};
-        char *line = NULL;
-        int r = read_line(c, &line);
+        char *line;
+        size_t len;
+        int r = srv_read_line(c, SRV_CTL_LINE_MAX, &line, &len);
 
         if (r == -EMSGSIZE) {
             static const char msg[] = "ERR line too long\n";
 
-            h2_io_write_all(c, msg, sizeof msg - 1);
+            srv_write_all(c, msg, sizeof msg - 1);
             return;
         }
         if (r < 0)
@@ -556,7 +606,7 @@ void h2_control_serve(struct h2_conn *c)
             sb_printf(&out, "ERR out of memory");
         }
         sb_printf(&out, "\n");
-        r = out.failed ? -ENOMEM : h2_io_write_all(c, out.p, out.len);
+        r = out.failed ? -ENOMEM : srv_write_all(c, out.p, out.len);
         free(out.p);
         if (r < 0)
             return;
