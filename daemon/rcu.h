@@ -43,6 +43,14 @@ static inline void rd_rcu_read_unlock(void)
     urcu_memb_read_unlock();
 }
 
+/* A node reached through the table is an rcu_dereference: it may have
+ * been published after this reader's section began, so each one
+ * acquires again. */
+static inline void rd_rcu_dereferenced(void)
+{
+    RD_TSAN_ACQUIRE();
+}
+
 static inline void rd_rcu_publish(void)
 {
     RD_TSAN_RELEASE();

@@ -72,6 +72,7 @@ reg_entry *registry_lookup(registry *r, const char *name)
     struct cds_lfht_iter it;
     cds_lfht_lookup(r->ht, name_hash(name), match, name, &it);
     struct cds_lfht_node *node = cds_lfht_iter_get_node(&it);
+    rd_rcu_dereferenced();
     return node ? RETRYD_CONTAINER_OF(node, reg_entry, node) : NULL;
 }
 
@@ -82,6 +83,7 @@ void registry_for_each(registry *r, int (*fn)(const reg_entry *, void *),
     struct cds_lfht_node *node;
     cds_lfht_for_each(r->ht, &it, node)
     {
+        rd_rcu_dereferenced();
         if (fn(RETRYD_CONTAINER_OF(node, reg_entry, node), arg) != 0)
             break;
     }

@@ -168,7 +168,14 @@ int main(void)
     CHECK(p && strtoll(p + 11, NULL, 10) == deposits,
           "%ld deposits made, stats say %.40s", deposits, p ? p : "");
     int code = rd_daemon_stop(&D, SIGTERM);
-    CHECK(code == 0, "the daemon exited %d (log: %s)", code, D.log);
+    if (code != 0) {
+        /* The directory goes with the exit: show the log first (a
+         * sanitizer report is there). */
+        char *cat[] = {"/bin/cat", D.log, NULL};
+        if (run_program(cat, 5000, &r) == 0)
+            fprintf(stderr, "--- %s ---\n%s\n", D.log, r.out);
+    }
+    CHECK(code == 0, "the daemon exited %d", code);
     printf("daemon_stress: %d rounds of stats/reload/drain under load; "
            "all %ld deposits accounted for\n",
            ROUNDS, deposits);
