@@ -30,7 +30,6 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <limits.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -44,15 +43,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "bench_common.h"
+#include "bench_proc.h"
 #include "frame.h"
 #include "retryd.pb-c.h"
 #include "retryd/budget.h"
@@ -60,9 +58,7 @@
 #define MAX_PROCS 2
 #define MAX_RUNS 64
 #define UPSTREAM "bench"
-#define START_TIMEOUT_MS 10000 /* daemon READY, redis PONG */
 #define READY_TIMEOUT_MS 30000 /* a worker's attach or connect */
-#define STOP_TIMEOUT_MS 10000  /* SIGTERM to exit, then SIGKILL */
 #define IO_TIMEOUT_MS 5000     /* one round trip; healthy ones take µs */
 
 /* Each baseline on its own cache line, so (a) and (b) measure one line. */
@@ -134,29 +130,11 @@ typedef struct results {
     double foreign_share, steal_share;
 } results;
 
-static volatile sig_atomic_t g_stop;
-
-static int fail_errno(const char *what)
-{
-    fprintf(stderr, "bench_budget: %s: %s\n", what, strerror(errno));
-    return -1;
-}
+const char bench_prog[] = "bench_budget";
 
 static int fail_rd(const char *what, int code)
 {
-    fprintf(stderr, "bench_budget: %s: %s\n", what, retryd_strerror(code));
-    return -1;
-}
-
-static int64_t now_ms(void)
-{
-    return bench_now_ns() / 1000000;
-}
-
-static void sleep_ms(long ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};
-    (void)nanosleep(&ts, NULL); /* an early wake only shortens a poll */
+    return bench_fail("%s: %s", what, retryd_strerror(code));
 }
 
 /* --- baselines (a) and (b): shared memory --------------------------------- */
@@ -186,7 +164,7 @@ static long loop_mutex(worker *w, long n)
         }
         if (r != 0) {
             errno = r;
-            return fail_errno("process-shared mutex");
+            return bench_fail_errno("process-shared mutex");
         }
     }
     return n;
@@ -209,11 +187,9 @@ static int setup_budget(worker *w)
         return fail_rd("retryd_upstream_open", r);
     /* Unattached, the library spends from a process-local bucket: a
      * figure for that would not be the host budget's. */
-    if (!retryd_host_attached(w->host) || !retryd_upstream_shared(w->up)) {
-        fprintf(stderr, "bench_budget: not attached to the daemon's "
-                        "segment: refusing to time a local bucket\n");
-        return -1;
-    }
+    if (!retryd_host_attached(w->host) || !retryd_upstream_shared(w->up))
+        return bench_fail("not attached to the daemon's segment: refusing "
+                          "to time a local bucket");
     /* The thread's first operation claims its counter lane; do it here. */
     r = retryd_upstream_balance(w->up, &tokens);
     return r < 0 ? fail_rd("retryd_upstream_balance", r) : 0;
@@ -251,16 +227,14 @@ static int connect_unix(const char *path)
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
     int fd;
 
-    if (strlen(path) >= sizeof(sa.sun_path)) {
-        fprintf(stderr, "bench_budget: %s: path too long\n", path);
-        return -1;
-    }
+    if (strlen(path) >= sizeof(sa.sun_path))
+        return bench_fail("%s: path too long", path);
     memcpy(sa.sun_path, path, strlen(path) + 1);
     fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
-        return fail_errno("socket(AF_UNIX)");
+        return bench_fail_errno("socket(AF_UNIX)");
     if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-        int r = fail_errno(path);
+        int r = bench_fail_errno(path);
         (void)close(fd); /* nothing more to report */
         return r;
     }
@@ -408,7 +382,7 @@ static int setup_redis(worker *w)
 {
     errno = 0;
     w->fd = redis_hello(w->env->redis_port);
-    return w->fd < 0 ? fail_errno("connecting to redis-server") : 0;
+    return w->fd < 0 ? bench_fail_errno("connecting to redis-server") : 0;
 }
 
 static long loop_redis(worker *w, long n)
@@ -416,11 +390,9 @@ static long loop_redis(worker *w, long n)
     char line[64];
     for (long i = 0; i < n; i++) {
         if (redis_call(w->fd, redis_incrby, line, sizeof(line)) < 0)
-            return fail_errno("INCRBY");
-        if (line[0] != ':') {
-            fprintf(stderr, "bench_budget: INCRBY: %s\n", line);
-            return -1;
-        }
+            return bench_fail_errno("INCRBY");
+        if (line[0] != ':')
+            return bench_fail("INCRBY: %s", line);
     }
     return n;
 }
@@ -438,22 +410,7 @@ static const kind_desc kinds[N_KINDS] = {
     [K_REDIS] = {"(d) redis INCRBY round trip", true, setup_redis, loop_redis},
 };
 
-/* --- child processes: workers, daemon, redis ------------------------------ */
-
-/* A child of ours dies with us, even when we are killed outright. */
-static void die_with_parent(pid_t parent, int sig)
-{
-    if (prctl(PR_SET_PDEATHSIG, sig) < 0 || getppid() != parent)
-        _exit(127);
-}
-
-static void default_signals(void)
-{
-    int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE};
-    for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
-        if (signal(sigs[i], SIG_DFL) == SIG_ERR)
-            _exit(127);
-}
+/* --- the workers ---------------------------------------------------------- */
 
 static void send_report(int fd, const report *m)
 {
@@ -468,8 +425,7 @@ static _Noreturn void worker_main(const bench_env *env, enum kind k, long n,
     report m = {0};
     char go;
 
-    die_with_parent(parent, SIGKILL);
-    default_signals();
+    bench_child_prepare(parent, SIGKILL, NULL);
     m.failed = kinds[k].setup(&w) < 0;
     send_report(up_wr, &m);
     if (m.failed)
@@ -491,162 +447,14 @@ static _Noreturn void worker_main(const bench_env *env, enum kind k, long n,
     _exit(m.failed);
 }
 
-/* Wait at most @p timeout_ms for @p pid, then SIGKILL it. 0 and its wait
- * status, or -1. */
-static int reap(pid_t pid, int timeout_ms, int *status)
-{
-    int64_t deadline = now_ms() + timeout_ms;
-    for (;;) {
-        pid_t r = waitpid(pid, status, WNOHANG);
-        if (r == pid)
-            return 0;
-        if (r < 0 && errno != EINTR)
-            return fail_errno("waitpid");
-        if (now_ms() > deadline) {
-            if (kill(pid, SIGKILL) < 0)
-                return fail_errno("kill");
-            while ((r = waitpid(pid, status, 0)) < 0 && errno == EINTR)
-                ;
-            return r == pid ? 0 : fail_errno("waitpid");
-        }
-        sleep_ms(1);
-    }
-}
-
-/* SIGTERM, then reap; 0 when it exited cleanly. */
-static int stop_child(pid_t *pid, const char *name)
-{
-    int status = 0;
-    if (*pid <= 0)
-        return 0;
-    if (kill(*pid, SIGTERM) < 0 && errno != ESRCH)
-        return fail_errno("kill");
-    int r = reap(*pid, STOP_TIMEOUT_MS, &status);
-    *pid = 0;
-    if (r == 0 && WIFSIGNALED(status)) {
-        fprintf(stderr, "bench_budget: %s was killed by signal %d\n", name,
-                WTERMSIG(status));
-        return -1;
-    }
-    if (r == 0 && WEXITSTATUS(status) != 0) {
-        fprintf(stderr, "bench_budget: %s exited with code %d\n", name,
-                WEXITSTATUS(status));
-        return -1;
-    }
-    return r;
-}
-
-/* The end of a child's log, so a failed start explains itself. */
-static void print_log_tail(const char *path)
-{
-    char buf[2048];
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return;
-    off_t end = lseek(fd, 0, SEEK_END);
-    if (end > (off_t)sizeof(buf) - 1)
-        (void)lseek(fd, end - (off_t)sizeof(buf) + 1, SEEK_SET);
-    else
-        (void)lseek(fd, 0, SEEK_SET);
-    ssize_t n = read(fd, buf, sizeof(buf) - 1);
-    (void)close(fd); /* read-only: nothing to lose */
-    if (n > 0)
-        fprintf(stderr, "--- %s (end) ---\n%.*s\n", path, (int)n, buf);
-}
-
-/* In a forked child: stdout and stderr to @p log, SIGPIPE back to default
- * (an ignored signal survives exec). */
-static void redirect_to_log(const char *log)
-{
-    int fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-    if (fd < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0)
-        _exit(127);
-    default_signals();
-}
-
-/* --- the daemon ----------------------------------------------------------- */
+/* --- the daemon and redis-server ------------------------------------------ */
 
 /* Withdrawals must succeed: each run deposits (ratio 1) what it then
  * withdraws, the cap is far above any run, and no floor refill adds
  * tokens behind the count. */
-static int write_config(const bench_env *env, const char *path)
-{
-    FILE *f = fopen(path, "we");
-    if (f == NULL)
-        return fail_errno(path);
-    int n = fprintf(f,
-                    "[retryd]\nruntime_dir = %s/run\nlog_level = warning\n\n"
-                    "[upstream " UPSTREAM "]\nratio = 1\n"
-                    "min_retries_per_sec = 0\ncap = 100000000\n",
-                    env->dir);
-    if (fclose(f) != 0 || n < 0)
-        return fail_errno(path);
-    return 0;
-}
-
-static _Noreturn void exec_daemon(const char *config, const char *log,
-                                  int notify_fd, pid_t parent)
-{
-    char fdarg[16];
-    die_with_parent(parent, SIGTERM);
-    redirect_to_log(log);
-    int fd = dup(notify_fd); /* without O_CLOEXEC: it survives exec */
-    if (fd < 0)
-        _exit(127);
-    snprintf(fdarg, sizeof(fdarg), "%d", fd);
-    execl(RETRYD_PATH, "retryd", "--config", config, "--notify-fd", fdarg,
-          (char *)NULL);
-    fprintf(stderr, "exec %s: %s\n", RETRYD_PATH, strerror(errno));
-    _exit(127);
-}
-
-/* Readiness is the daemon's own word (--notify-fd), never a sleep. */
-static int wait_ready(int fd)
-{
-    char buf[8] = {0};
-    struct pollfd pf = {.fd = fd, .events = POLLIN};
-    int64_t deadline = now_ms() + START_TIMEOUT_MS, left;
-    int r = 0;
-    while (!g_stop && (left = deadline - now_ms()) > 0 &&
-           (r = poll(&pf, 1, (int)left)) < 0 && errno == EINTR)
-        ;
-    if (r != 1 || read(fd, buf, 6) != 6 || memcmp(buf, "READY\n", 6) != 0) {
-        fprintf(stderr, "bench_budget: retryd did not become ready\n");
-        return -1;
-    }
-    return 0;
-}
-
-static int start_daemon(bench_env *env)
-{
-    char config[160], log[160];
-    int p[2];
-
-    snprintf(config, sizeof(config), "%s/retryd.conf", env->dir);
-    snprintf(log, sizeof(log), "%s/retryd.log", env->dir);
-    snprintf(env->control, sizeof(env->control), "%s/run/control.sock",
-             env->dir);
-    if (write_config(env, config) < 0)
-        return -1;
-    if (pipe2(p, O_CLOEXEC) < 0)
-        return fail_errno("pipe2");
-    pid_t parent = getpid();
-    pid_t pid = fork();
-    if (pid == 0)
-        exec_daemon(config, log, p[1], parent);
-    int r = pid < 0 ? fail_errno("fork") : 0;
-    (void)close(p[1]); /* only the daemon writes; its copy is its own */
-    if (pid > 0) {
-        env->daemon_pid = pid;
-        r = wait_ready(p[0]);
-    }
-    (void)close(p[0]); /* read side, done with */
-    if (r < 0)
-        print_log_tail(log);
-    return r;
-}
-
-/* --- redis-server --------------------------------------------------------- */
+static const char daemon_upstream[] =
+    "\n[upstream " UPSTREAM "]\nratio = 1\nmin_retries_per_sec = 0\n"
+    "cap = 100000000\n";
 
 static bool find_in_path(const char *name, char *out, size_t cap)
 {
@@ -664,32 +472,11 @@ static bool find_in_path(const char *name, char *out, size_t cap)
     return false;
 }
 
-/* A port the kernel just handed out, so most likely free. */
-static int free_port(void)
-{
-    struct sockaddr_in sa = {.sin_family = AF_INET,
-                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof(sa);
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return -1;
-    int r = bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
-                    getsockname(fd, (struct sockaddr *)&sa, &len) < 0
-                ? -1
-                : ntohs(sa.sin_port);
-    int e = errno;
-    if (close(fd) < 0 && r >= 0)
-        return -1;
-    errno = e;
-    return r;
-}
-
 static _Noreturn void exec_redis(const bench_env *env, const char *bin,
                                  const char *log, pid_t parent)
 {
     char port[16];
-    die_with_parent(parent, SIGTERM);
-    redirect_to_log(log);
+    bench_child_prepare(parent, SIGTERM, log);
     snprintf(port, sizeof(port), "%d", env->redis_port);
     execl(bin, "redis-server", "--port", port, "--bind", "127.0.0.1", "--save",
           "", "--appendonly", "no", "--daemonize", "no", "--dir", env->dir,
@@ -698,12 +485,13 @@ static _Noreturn void exec_redis(const bench_env *env, const char *bin,
     _exit(127);
 }
 
-/* Connect + PING until PONG, at most START_TIMEOUT_MS; the reason if not. */
+/* Connect + PING until PONG, at most BENCH_START_TIMEOUT_MS; the reason if
+ * not. */
 static const char *wait_pong(bench_env *env)
 {
-    int64_t deadline = now_ms() + START_TIMEOUT_MS;
+    int64_t deadline = bench_now_ms() + BENCH_START_TIMEOUT_MS;
     int status;
-    while (now_ms() < deadline && !g_stop) {
+    while (bench_now_ms() < deadline && !bench_stop) {
         int fd = redis_hello(env->redis_port);
         if (fd >= 0)
             return close(fd) < 0 ? "closing the PING connection failed" : NULL;
@@ -714,7 +502,7 @@ static const char *wait_pong(bench_env *env)
         }
         if (r < 0)
             return "waitpid on redis-server failed";
-        sleep_ms(10);
+        bench_sleep_ms(10);
     }
     return "redis-server did not answer PING within 10 s";
 }
@@ -731,7 +519,7 @@ static void start_redis(bench_env *env)
                  "redis-server not found in PATH (Debian: redis-server)");
         return;
     }
-    env->redis_port = free_port();
+    env->redis_port = bench_free_port();
     if (env->redis_port < 0) {
         snprintf(env->redis_skip, sizeof(env->redis_skip),
                  "no free TCP port: %s", strerror(errno));
@@ -751,8 +539,9 @@ static void start_redis(bench_env *env)
         return;
     snprintf(env->redis_skip, sizeof(env->redis_skip), "%s (port %d)", why,
              env->redis_port);
-    print_log_tail(log);
-    (void)stop_child(&env->redis_pid, "redis-server"); /* already failed */
+    bench_print_tail(log);
+    /* Already failed: nothing more to report. */
+    (void)bench_stop_child(&env->redis_pid, SIGTERM, "redis-server");
 }
 
 /* --- the environment ------------------------------------------------------ */
@@ -763,7 +552,7 @@ static int init_shared(bench_env *env)
     void *p = mmap(NULL, sizeof(shared), PROT_READ | PROT_WRITE,
                    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED)
-        return fail_errno("mmap");
+        return bench_fail_errno("mmap");
     env->shm = p;
     memset(p, 0, sizeof(shared)); /* also faults the page in, untimed */
     int r = pthread_mutexattr_init(&a);
@@ -774,46 +563,34 @@ static int init_shared(bench_env *env)
         (void)pthread_mutexattr_destroy(&a); /* cannot fail on Linux */
     }
     errno = r;
-    return r == 0 ? 0 : fail_errno("process-shared mutex");
+    return r == 0 ? 0 : bench_fail_errno("process-shared mutex");
 }
 
 static int env_setup(bench_env *env)
 {
     if (init_shared(env) < 0)
         return -1;
-    snprintf(env->dir, sizeof(env->dir), "/tmp/retryd-bench-XXXXXX");
-    if (mkdtemp(env->dir) == NULL) {
-        env->dir[0] = '\0';
-        return fail_errno("mkdtemp");
-    }
-    if (start_daemon(env) < 0)
+    if (bench_make_dir(env->dir, sizeof(env->dir), "/tmp/retryd-bench-XXXXXX") <
+            0 ||
+        bench_start_daemon(RETRYD_PATH, env->dir, daemon_upstream, env->control,
+                           sizeof(env->control), &env->daemon_pid) < 0)
         return -1;
     start_redis(env);
     return 0;
-}
-
-static int rm_one(const char *path, const struct stat *st, int flag,
-                  struct FTW *ftw)
-{
-    (void)st, (void)flag, (void)ftw;
-    return remove(path) < 0 ? fail_errno(path) : 0;
 }
 
 /* Everything env_setup made, whatever part of it succeeded. */
 static int env_teardown(bench_env *env)
 {
     int rc = 0;
-    if (stop_child(&env->redis_pid, "redis-server") < 0)
+    if (bench_stop_child(&env->redis_pid, SIGTERM, "redis-server") < 0)
         rc = -1;
-    if (stop_child(&env->daemon_pid, "retryd") < 0)
+    if (bench_stop_daemon_and_dir(&env->daemon_pid, env->dir) < 0)
         rc = -1;
-    if (env->dir[0] != '\0' &&
-        nftw(env->dir, rm_one, 16, FTW_DEPTH | FTW_PHYS) != 0)
-        rc = fail_errno(env->dir);
     if (env->shm != NULL) {
         (void)pthread_mutex_destroy(&env->shm->lock); /* unheld: no error */
         if (munmap(env->shm, sizeof(shared)) < 0)
-            rc = fail_errno("munmap");
+            rc = bench_fail_errno("munmap");
     }
     return rc;
 }
@@ -830,10 +607,10 @@ static int spawn_workers(const bench_env *env, enum kind k, long n, phase *p)
 {
     int up[2], go[2];
     if (pipe2(up, O_CLOEXEC) < 0)
-        return fail_errno("pipe2");
+        return bench_fail_errno("pipe2");
     if (pipe2(go, O_CLOEXEC) < 0) {
         (void)close(up[0]), (void)close(up[1]); /* unused yet */
-        return fail_errno("pipe2");
+        return bench_fail_errno("pipe2");
     }
     p->up_rd = up[0];
     p->go_wr = go[1];
@@ -848,7 +625,7 @@ static int spawn_workers(const bench_env *env, enum kind k, long n, phase *p)
                 _exit(127);
             worker_main(env, k, n, up[1], go[0], parent);
         }
-        r = p->pids[i] < 0 ? fail_errno("fork") : 0;
+        r = p->pids[i] < 0 ? bench_fail_errno("fork") : 0;
     }
     /* The workers' ends: a worker waiting on go sees EOF if we give up. */
     (void)close(up[1]), (void)close(go[0]);
@@ -858,30 +635,25 @@ static int spawn_workers(const bench_env *env, enum kind k, long n, phase *p)
 /* One report within @p timeout_ms. */
 static int read_report(int fd, report *m, int64_t timeout_ms)
 {
-    int64_t deadline = now_ms() + timeout_ms;
+    int64_t deadline = bench_now_ms() + timeout_ms;
     for (;;) {
         struct pollfd pf = {.fd = fd, .events = POLLIN};
-        int64_t left = deadline - now_ms();
-        if (g_stop) {
-            fprintf(stderr, "bench_budget: interrupted\n");
-            return -1;
-        }
+        int64_t left = deadline - bench_now_ms();
+        if (bench_stop)
+            return bench_fail("interrupted");
         int r = left <= 0 ? 0 : poll(&pf, 1, (int)left);
         if (r < 0 && errno == EINTR)
             continue;
         if (r < 0)
-            return fail_errno("poll");
-        if (r == 0) {
-            fprintf(stderr, "bench_budget: a worker timed out\n");
-            return -1;
-        }
+            return bench_fail_errno("poll");
+        if (r == 0)
+            return bench_fail("a worker timed out");
         ssize_t got = read(fd, m, sizeof(*m));
         if (got < 0 && errno == EINTR)
             continue;
         if (got == (ssize_t)sizeof(*m) && !m->failed)
             return 0;
-        fprintf(stderr, "bench_budget: a worker failed\n");
-        return -1;
+        return bench_fail("a worker failed");
     }
 }
 
@@ -899,7 +671,7 @@ static int collect(phase *p, enum kind k, long n, double *ns_op,
         if (read_report(p->up_rd, &m, READY_TIMEOUT_MS) < 0)
             return -1;
     if (write(p->go_wr, go, (size_t)p->nproc) != p->nproc)
-        return fail_errno("releasing the workers");
+        return bench_fail_errno("releasing the workers");
     /* Generous: 1 ms per round trip, 1 µs per shared-memory op. */
     int64_t timeout = 60000 + (kinds[k].round_trip ? n : n / 1000);
     for (int i = 0; i < p->nproc; i++) {
@@ -926,8 +698,8 @@ static int reap_workers(phase *p, bool failed)
         if (p->pids[i] <= 0)
             continue;
         if (failed && kill(p->pids[i], SIGKILL) < 0 && errno != ESRCH)
-            rc = fail_errno("kill");
-        if (reap(p->pids[i], STOP_TIMEOUT_MS, &status) < 0)
+            rc = bench_fail_errno("kill");
+        if (bench_reap(p->pids[i], BENCH_STOP_TIMEOUT_MS, &status) < 0)
             rc = -1;
         else if (!failed && status != 0)
             rc = -1;
@@ -945,9 +717,8 @@ static int check_count(const bench_env *env, enum kind k, long count,
                                    : (uint64_t)count;
     if (k == K_WITHDRAW || seen == (uint64_t)expected)
         return 0;
-    fprintf(stderr, "bench_budget: %s counted %llu of %ld\n", kinds[k].label,
-            (unsigned long long)seen, expected);
-    return -1;
+    return bench_fail("%s counted %llu of %ld", kinds[k].label,
+                      (unsigned long long)seen, expected);
 }
 
 static int run_phase(const bench_env *env, enum kind k, int nproc, long n,
@@ -958,7 +729,7 @@ static int run_phase(const bench_env *env, enum kind k, int nproc, long n,
     atomic_store(&env->shm->counter, 0);
     env->shm->locked_counter = 0;
     if (fflush(NULL) != 0) /* nothing buffered may be written twice */
-        return fail_errno("fflush");
+        return bench_fail_errno("fflush");
     int r = spawn_workers(env, k, n, &p);
     if (r == 0)
         r = collect(&p, k, n, ns_op, overlap, count);
@@ -985,13 +756,9 @@ static int measure(const bench_env *env, const options *o, results *res)
                 /* Deposits come first, so the withdrawals that follow
                  * find exactly the tokens they take. */
                 if (run_phase(env, (enum kind)k, pi + 1, n, &res->ns[k][pi][r],
-                              &res->overlap[k][r], &count) < 0) {
-                    fprintf(stderr,
-                            "bench_budget: %s, %d process(es), "
-                            "run %d failed\n",
-                            kinds[k].label, pi + 1, r + 1);
-                    return -1;
-                }
+                              &res->overlap[k][r], &count) < 0)
+                    return bench_fail("%s, %d process(es), run %d failed",
+                                      kinds[k].label, pi + 1, r + 1);
                 if (k == K_WITHDRAW) {
                     res->withdraw_granted += count;
                     res->withdraw_tried += n * (pi + 1);
@@ -1052,45 +819,14 @@ static void print_results(const bench_env *env, const options *o, results *res)
                100 * res->steal_share);
 }
 
-static void on_signal(int sig)
-{
-    (void)sig;
-    g_stop = 1;
-}
-
-/* No SA_RESTART: a signal interrupts our waits, and cleanup runs. SIGPIPE
- * is ignored: a dead peer is an error return, not our death. */
-static int install_signals(void)
-{
-    struct sigaction sa = {.sa_handler = on_signal};
-    int sigs[] = {SIGINT, SIGTERM, SIGHUP};
-    if (sigemptyset(&sa.sa_mask) < 0)
-        return fail_errno("sigemptyset");
-    for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
-        if (sigaction(sigs[i], &sa, NULL) < 0)
-            return fail_errno("sigaction");
-    return signal(SIGPIPE, SIG_IGN) == SIG_ERR ? fail_errno("signal") : 0;
-}
-
-static bool parse_long(const char *s, long lo, long hi, long *ret)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno != 0 || end == s || *end != '\0' || v < lo || v > hi)
-        return false;
-    *ret = v;
-    return true;
-}
-
 static int parse_args(int argc, char **argv, options *o)
 {
     long runs = 11;
     *o = (options){.shm_ops = 4000000, .rpc_ops = 5000};
     if (argc > 4 ||
-        (argc > 1 && !parse_long(argv[1], 1, 1000000000, &o->shm_ops)) ||
-        (argc > 2 && !parse_long(argv[2], 1, 100000000, &o->rpc_ops)) ||
-        (argc > 3 && !parse_long(argv[3], 1, MAX_RUNS, &runs))) {
+        (argc > 1 && !bench_parse_long(argv[1], 1, 1000000000, &o->shm_ops)) ||
+        (argc > 2 && !bench_parse_long(argv[2], 1, 100000000, &o->rpc_ops)) ||
+        (argc > 3 && !bench_parse_long(argv[3], 1, MAX_RUNS, &runs))) {
         fprintf(stderr, "usage: bench_budget [shm-ops-per-process>0] "
                         "[round-trips-per-process>0] [runs 1..64]\n");
         return -1;
@@ -1099,8 +835,7 @@ static int parse_args(int argc, char **argv, options *o)
     return 0;
 }
 
-/* --- neighbours ------------------------------------------------------------
- */
+/* --- neighbours ----------------------------------------------------------- */
 
 /* Seconds of CPU the whole machine spent in user and system mode (the
  * modes our processes are charged in), and stolen, from /proc/stat. */
@@ -1170,7 +905,7 @@ int main(int argc, char **argv)
 
     if (parse_args(argc, argv, &o) < 0)
         return 64;
-    if (install_signals() < 0)
+    if (bench_install_signals() < 0)
         return 1;
     cpu_mark start = cpu_now();
     int rc = env_setup(&env);
