@@ -175,11 +175,12 @@ int owner_upstream_alloc(owner *o, const char *name, const budget_params *p,
         uint64_t id = atomic_load(&s->ident);
         if (seg_ident_state(id) == SEG_ACTIVE)
             continue;
-        /* FREE or RETIRED: a new generation either way (retiring already
-         * bumped it; a fresh slot starts at 1). */
-        uint32_t gen = seg_ident_state(id) == SEG_RETIRED
-                           ? seg_ident_generation(id)
-                           : seg_ident_generation(id) + 1;
+        /* FREE or RETIRED: a new generation either way (a fresh slot
+         * starts at 1). Retiring already bumped it, and this bumps it
+         * again: a stale handle's take that lands on the retired word
+         * gives its token back to the retired generation, never to the
+         * new bucket. */
+        uint32_t gen = seg_ident_generation(id) + 1;
         for (int c = 0; c < SEG_COUNTERS; c++)
             atomic_store(&s->counters[c], 0);
         memset(s->name, 0, sizeof(s->name));

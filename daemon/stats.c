@@ -59,8 +59,8 @@ static void fill_counters(Retryd__Counters *c, const uint64_t t[SEG_COUNTERS],
  * claimed yet, capped. Computed, not claimed: stats never write. */
 static uint64_t balance_now(seg_upstream *s)
 {
-    uint64_t word = atomic_load(&s->tokens);
-    uint64_t bal = word & SEG_BALANCE_MASK;
+    int64_t signed_bal = seg_token_balance(atomic_load(&s->tokens));
+    uint64_t bal = signed_bal > 0 ? (uint64_t)signed_bal : 0;
     uint64_t last = atomic_load(&s->last_refill_ns);
     uint64_t now = retryd__clock_coarse_ns();
     uint64_t cap = atomic_load(&s->cap_micro);

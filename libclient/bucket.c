@@ -1,9 +1,12 @@
 /*
  * The bucket. Invariants, under any interleaving of any number of
  * processes and threads:
- *   - the balance never goes below zero (a withdrawal is a compare-and-swap
- *     that fails rather than overdraw) and never above the cap (a credit is
- *     a compare-and-swap to min(cap, balance + amount));
+ *   - a withdrawal is granted only from a whole token: it subtracts one
+ *     and keeps it only if the word held at least one before (a take that
+ *     finds less gives it back, so the word dips below zero only by the
+ *     takes in flight, and no grant ever overdraws);
+ *   - the balance never goes above the cap (a credit is a compare-and-swap
+ *     to min(cap, balance + amount));
  *   - every elapsed nanosecond of floor refill is claimed once: claiming is
  *     a compare-and-swap on last_refill_ns, and only the winner credits;
  *   - what was credited, spent and discarded is counted, so
@@ -19,7 +22,8 @@
  *
  * The token word carries the slot's generation (16 bits) beside the
  * balance, so a handle to a retired slot cannot spend from its successor:
- * its compare-and-swap fails. The full 32-bit ident is checked first.
+ * its take sees the other generation and gives the token back. The full
+ * 32-bit ident is checked first.
  */
 #include "bucket.h"
 
@@ -44,45 +48,24 @@ static uint64_t coarse_now(void *ctx)
 
 const bucket_clock retryd__coarse_clock = {coarse_now, NULL};
 
-static inline void tally(const bucket_tally *t, int i, uint64_t n)
-{
-    _Atomic uint64_t *c = &t->counters[i];
-    if (t->exclusive)
-        atomic_store_explicit(c,
-                              atomic_load_explicit(c, memory_order_relaxed) + n,
-                              memory_order_relaxed);
-    else
-        atomic_fetch_add_explicit(c, n, memory_order_relaxed);
-}
-
-static inline bool generation_ok(uint64_t word, uint64_t ident)
-{
-    return (uint16_t)(word >> SEG_BALANCE_BITS) ==
-           (uint16_t)seg_ident_generation(ident);
-}
-
-static inline bool ident_ok(seg_upstream *s, uint64_t ident)
-{
-    return atomic_load_explicit(&s->ident, memory_order_acquire) == ident;
-}
-
 /*
- * Add @p amount to the balance, capped, and count what the cap discarded.
- * Returns 0 or RETRYD_ESTALE.
+ * Add @p amount to the balance of a word of generation @p gen16, capped,
+ * and count what the cap discarded. Returns 0 or RETRYD_ESTALE (the word
+ * has another generation now).
  */
-static int credit(seg_upstream *s, uint64_t ident, uint64_t amount,
-                  const bucket_tally *t)
+static int credit_gen(seg_upstream *s, uint32_t gen16, uint64_t amount,
+                      const bucket_tally *t)
 {
     uint64_t old = atomic_load_explicit(&s->tokens, memory_order_relaxed);
-    uint64_t cap = atomic_load_explicit(&s->cap_micro, memory_order_relaxed);
-    uint64_t gen = seg_ident_generation(ident);
-    uint64_t bal, nb;
+    int64_t cap =
+        (int64_t)atomic_load_explicit(&s->cap_micro, memory_order_relaxed);
+    int64_t bal, nb;
 
     for (;;) {
-        if (!generation_ok(old, ident))
+        if ((uint16_t)seg_token_generation(old) != (uint16_t)gen16)
             return RETRYD_ESTALE;
-        bal = old & SEG_BALANCE_MASK;
-        nb = bal + amount < cap ? bal + amount : cap;
+        bal = seg_token_balance(old);
+        nb = bal + (int64_t)amount < cap ? bal + (int64_t)amount : cap;
         /* At the cap there is nothing to write: reading alone keeps the
          * line shared between cores, which is the steady state of a
          * healthy upstream (every first attempt deposits into a full
@@ -90,13 +73,20 @@ static int credit(seg_upstream *s, uint64_t ident, uint64_t amount,
         if (nb == bal)
             break;
         if (atomic_compare_exchange_weak_explicit(
-                &s->tokens, &old, seg_token_word((uint32_t)gen, nb),
+                &s->tokens, &old, seg_token_word(gen16, (uint64_t)nb),
                 memory_order_acq_rel, memory_order_relaxed))
             break;
     }
-    if (bal + amount != nb)
-        tally(t, SEG_C_DISCARDED_MICRO, bal + amount - nb);
+    if (bal + (int64_t)amount != nb)
+        bucket_tally_add(t, SEG_C_DISCARDED_MICRO,
+                         (uint64_t)(bal + (int64_t)amount - nb));
     return 0;
+}
+
+static int credit(seg_upstream *s, uint64_t ident, uint64_t amount,
+                  const bucket_tally *t)
+{
+    return credit_gen(s, seg_ident_generation(ident), amount, t);
 }
 
 /* Claim the floor refill due since the last claim, if any. */
@@ -122,56 +112,59 @@ static int refill(seg_upstream *s, uint64_t ident, const bucket_clock *clk,
         add > SEG_MAX_CAP_MICRO ? SEG_MAX_CAP_MICRO : (uint64_t)add;
     if (amount == 0)
         return 0;
-    tally(t, SEG_C_REFILLED_MICRO, amount);
+    bucket_tally_add(t, SEG_C_REFILLED_MICRO, amount);
     return credit(s, ident, amount, t);
 }
 
 int retryd__bucket_deposit(seg_upstream *s, uint64_t ident,
                            const bucket_tally *t)
 {
-    if (!ident_ok(s, ident))
+    if (!bucket_ident_ok(s, ident))
         return RETRYD_ESTALE;
     uint64_t ratio =
         atomic_load_explicit(&s->ratio_micro, memory_order_relaxed);
     int r = credit(s, ident, ratio, t);
     if (r == 0)
-        tally(t, SEG_C_DEPOSITS, 1);
+        bucket_tally_add(t, SEG_C_DEPOSITS, 1);
     return r;
 }
 
-/* One compare-and-swap attempt loop; 0, RETRYD_EBUDGET or RETRYD_ESTALE. */
-static int take_one(seg_upstream *s, uint64_t ident)
+/*
+ * Take one token: subtract first, then look at what was there (one atomic
+ * instruction, where a load and a compare-and-swap would move the line
+ * between cores twice under contention). A take that finds less than a
+ * token, or another generation, gives the token back to the generation
+ * it took it from; if that word was replaced meanwhile (the slot retired)
+ * the debt went with it. 0, RETRYD_EBUDGET or RETRYD_ESTALE.
+ */
+static int take_one(seg_upstream *s, uint64_t ident, const bucket_tally *t)
 {
-    uint64_t old = atomic_load_explicit(&s->tokens, memory_order_relaxed);
+    uint64_t old =
+        atomic_fetch_sub_explicit(&s->tokens, SEG_MICRO, memory_order_acq_rel);
+    bool same_gen = bucket_generation_ok(old, ident);
 
-    for (;;) {
-        if (!generation_ok(old, ident))
-            return RETRYD_ESTALE;
-        if ((old & SEG_BALANCE_MASK) < SEG_MICRO)
-            return RETRYD_EBUDGET;
-        if (atomic_compare_exchange_weak_explicit(
-                &s->tokens, &old, old - SEG_MICRO, memory_order_acq_rel,
-                memory_order_relaxed))
-            return 0;
-    }
+    if (same_gen && seg_token_balance(old) >= (int64_t)SEG_MICRO)
+        return 0;
+    (void)credit_gen(s, seg_token_generation(old), SEG_MICRO, t);
+    return same_gen ? RETRYD_EBUDGET : RETRYD_ESTALE;
 }
 
-int retryd__bucket_withdraw(seg_upstream *s, uint64_t ident,
-                            const bucket_clock *clk, const bucket_tally *t)
+int retryd__bucket_withdraw_short(seg_upstream *s, uint64_t ident,
+                                  const bucket_clock *clk,
+                                  const bucket_tally *t, uint64_t old)
 {
-    if (!ident_ok(s, ident))
+    bool same_gen = bucket_generation_ok(old, ident);
+    (void)credit_gen(s, seg_token_generation(old), SEG_MICRO, t);
+    if (!same_gen)
         return RETRYD_ESTALE;
-    int r = take_one(s, ident);
-    if (r == RETRYD_EBUDGET) {
-        /* Short of a token: claim the refill due, then try once more. */
-        r = refill(s, ident, clk, t);
-        if (r == 0)
-            r = take_one(s, ident);
-    }
+    /* Short of a token: claim the refill due, then try once more. */
+    int r = refill(s, ident, clk, t);
     if (r == 0)
-        tally(t, SEG_C_GRANTED, 1);
+        r = take_one(s, ident, t);
+    if (r == 0)
+        bucket_tally_add(t, SEG_C_GRANTED, 1);
     else if (r == RETRYD_EBUDGET)
-        tally(t, SEG_C_DENIED_FIRST + 1, 1); /* budget_exhausted */
+        bucket_tally_add(t, SEG_C_DENIED_FIRST + 1, 1); /* budget_exhausted */
     return r;
 }
 
@@ -181,27 +174,28 @@ int retryd__bucket_balance(seg_upstream *s, uint64_t ident,
 {
     int r;
 
-    if (!ident_ok(s, ident))
+    if (!bucket_ident_ok(s, ident))
         return RETRYD_ESTALE;
     r = refill(s, ident, clk, t);
     if (r < 0)
         return r;
     uint64_t word = atomic_load_explicit(&s->tokens, memory_order_acquire);
-    if (!generation_ok(word, ident))
+    if (!bucket_generation_ok(word, ident))
         return RETRYD_ESTALE;
-    *ret_micro = word & SEG_BALANCE_MASK;
+    int64_t bal = seg_token_balance(word); /* < 0: takes giving back */
+    *ret_micro = bal > 0 ? (uint64_t)bal : 0;
     return 0;
 }
 
 int retryd__bucket_peek(seg_upstream *s, uint64_t ident,
                         const bucket_clock *clk, const bucket_tally *t)
 {
-    if (!ident_ok(s, ident))
+    if (!bucket_ident_ok(s, ident))
         return RETRYD_ESTALE;
     uint64_t word = atomic_load_explicit(&s->tokens, memory_order_acquire);
-    if (!generation_ok(word, ident))
+    if (!bucket_generation_ok(word, ident))
         return RETRYD_ESTALE;
-    if ((word & SEG_BALANCE_MASK) >= SEG_MICRO)
+    if (seg_token_balance(word) >= (int64_t)SEG_MICRO)
         return 1;
     uint64_t bal;
     int r = retryd__bucket_balance(s, ident, clk, t, &bal);

@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "retryd/common.h"
 #include "segment.h"
 
 /* Where an operation counts what it did: SEG_COUNTERS counters, written
@@ -40,8 +41,53 @@ int retryd__bucket_deposit(seg_upstream *s, uint64_t ident,
                            const bucket_tally *t);
 
 /* A retry: take one token. 0, RETRYD_EBUDGET, or RETRYD_ESTALE. */
-int retryd__bucket_withdraw(seg_upstream *s, uint64_t ident,
-                            const bucket_clock *clk, const bucket_tally *t);
+int retryd__bucket_withdraw_short(seg_upstream *s, uint64_t ident,
+                                  const bucket_clock *clk,
+                                  const bucket_tally *t, uint64_t old);
+
+static inline void bucket_tally_add(const bucket_tally *t, int i, uint64_t n)
+{
+    _Atomic uint64_t *c = &t->counters[i];
+    if (t->exclusive)
+        atomic_store_explicit(c,
+                              atomic_load_explicit(c, memory_order_relaxed) + n,
+                              memory_order_relaxed);
+    else
+        atomic_fetch_add_explicit(c, n, memory_order_relaxed);
+}
+
+static inline bool bucket_generation_ok(uint64_t word, uint64_t ident)
+{
+    return (uint16_t)seg_token_generation(word) ==
+           (uint16_t)seg_ident_generation(ident);
+}
+
+static inline bool bucket_ident_ok(seg_upstream *s, uint64_t ident)
+{
+    return atomic_load_explicit(&s->ident, memory_order_acquire) == ident;
+}
+
+/*
+ * Take one token. The common case is inline (it runs for every retry of
+ * every request): subtract, and keep the token if the word held one; the
+ * rest (giving it back, claiming the refill, another try) is out of line.
+ */
+static inline int retryd__bucket_withdraw(seg_upstream *s, uint64_t ident,
+                                          const bucket_clock *clk,
+                                          const bucket_tally *t)
+{
+    if (!bucket_ident_ok(s, ident))
+        return RETRYD_ESTALE;
+    uint64_t old =
+        atomic_fetch_sub_explicit(&s->tokens, SEG_MICRO, memory_order_acq_rel);
+    if (__builtin_expect(bucket_generation_ok(old, ident) &&
+                             seg_token_balance(old) >= (int64_t)SEG_MICRO,
+                         1)) {
+        bucket_tally_add(t, SEG_C_GRANTED, 1);
+        return 0;
+    }
+    return retryd__bucket_withdraw_short(s, ident, clk, t, old);
+}
 
 /* 1 when at least one token is there, 0 when not, or RETRYD_ESTALE. */
 int retryd__bucket_peek(seg_upstream *s, uint64_t ident,

@@ -28,7 +28,7 @@
 /* --- counter lanes -------------------------------------------------------- */
 
 static _Atomic unsigned lanes_taken; /* bit i: lane i has an owner */
-static _Thread_local int tls_lane = -1;
+_Thread_local int retryd__tls_lane = -1;
 static pthread_key_t lane_key;
 static pthread_once_t lane_once = PTHREAD_ONCE_INIT;
 
@@ -45,11 +45,11 @@ static void lane_key_create(void)
         lane_key = (pthread_key_t)-1;
 }
 
-int retryd__thread_lane(void)
+int retryd__thread_lane_slow(void)
 {
-    if (tls_lane >= 0)
-        return tls_lane;
-    tls_lane = 0;
+    if (retryd__tls_lane >= 0)
+        return retryd__tls_lane;
+    retryd__tls_lane = 0;
     pthread_once(&lane_once, lane_key_create);
     if (lane_key == (pthread_key_t)-1)
         return 0;
@@ -65,7 +65,7 @@ int retryd__thread_lane(void)
                 lane_release((void *)(intptr_t)lane);
                 return 0;
             }
-            tls_lane = lane;
+            retryd__tls_lane = lane;
             return lane;
         }
         lane = 0; /* lost a race: rescan with the fresh mask */

@@ -83,7 +83,20 @@ int retryd__host_attach_locked(retryd_host *h);
 int retryd__host_register_locked(retryd_host *h, retryd_upstream *up,
                                  uint32_t *ret_slot, uint32_t *ret_gen);
 
-/* The counter lane of the calling thread: 0 (shared) or 1..3 (its own). */
-int retryd__thread_lane(void);
+/*
+ * The counter lane of the calling thread: 0 (shared) or 1..3 (its own).
+ * Read on every withdrawal and deposit, so the lane lives in initial-exec
+ * TLS (one %fs-relative load, no __tls_get_addr call) and only the first
+ * call of a thread leaves the header.
+ */
+extern _Thread_local int retryd__tls_lane
+    __attribute__((tls_model("initial-exec"), visibility("hidden")));
+int retryd__thread_lane_slow(void);
+
+static inline int retryd__thread_lane(void)
+{
+    int lane = retryd__tls_lane;
+    return __builtin_expect(lane >= 0, 1) ? lane : retryd__thread_lane_slow();
+}
 
 #endif /* RETRYD_HOST_H */

@@ -17,7 +17,7 @@
 #include <stdint.h>
 
 #define SEG_MAGIC UINT64_C(0x4753445952544552) /* "RETRYDSG", little-endian */
-#define SEG_LAYOUT_VERSION 1u
+#define SEG_LAYOUT_VERSION 2u
 #define SEG_LINE 64
 #define SEG_HEADER_SIZE 4096u
 
@@ -47,16 +47,22 @@ enum seg_counter {
     SEG_C_EVIDENCE_FIRST = 11, /* + retryd_evidence, 4 of them */
     SEG_C_REFILLED_MICRO = 15,
     SEG_C_DISCARDED_MICRO = 16,
-    SEG_COUNTERS = 20, /* 17..19 reserved for growth within layout 1 */
+    SEG_COUNTERS = 20, /* 17..19 reserved for growth within a layout */
 };
 
 /* Fixed point: balances and parameters are in micro-tokens. */
 #define SEG_MICRO UINT64_C(1000000)
-/* The token word: generation (16 bits) above the balance (48 bits), so a
- * compare-and-swap by a stale handle fails once the slot is reused. */
+/*
+ * The token word: generation (16 bits) above a biased balance (48 bits).
+ * The field holds SEG_BALANCE_BIAS + balance, so a withdrawal can subtract
+ * first and look afterwards (one atomic instruction): a balance driven
+ * below zero by withdrawals in flight, each of which gives its token back,
+ * borrows from the bias and never from the generation.
+ */
 #define SEG_BALANCE_BITS 48
 #define SEG_BALANCE_MASK ((UINT64_C(1) << SEG_BALANCE_BITS) - 1)
-#define SEG_MAX_CAP_MICRO SEG_BALANCE_MASK
+#define SEG_BALANCE_BIAS (UINT64_C(1) << (SEG_BALANCE_BITS - 1))
+#define SEG_MAX_CAP_MICRO (SEG_BALANCE_BIAS - 1)
 
 typedef struct seg_header {
     /* Immutable after creation. */
@@ -147,7 +153,19 @@ static inline enum seg_state seg_ident_state(uint64_t ident)
 static inline uint64_t seg_token_word(uint32_t generation, uint64_t balance)
 {
     return (uint64_t)(uint16_t)generation << SEG_BALANCE_BITS |
-           (balance & SEG_BALANCE_MASK);
+           ((SEG_BALANCE_BIAS + balance) & SEG_BALANCE_MASK);
+}
+
+/* The balance a token word holds; negative while withdrawals that found
+ * the bucket short are still giving their tokens back. */
+static inline int64_t seg_token_balance(uint64_t word)
+{
+    return (int64_t)(word & SEG_BALANCE_MASK) - (int64_t)SEG_BALANCE_BIAS;
+}
+
+static inline uint32_t seg_token_generation(uint64_t word)
+{
+    return (uint32_t)(word >> SEG_BALANCE_BITS);
 }
 
 /* Bytes a segment of these capacities occupies. */

@@ -73,6 +73,19 @@ Test(bucket, withdrawal_is_all_or_nothing)
     cr_expect_eq(balance(), 0, "never below zero");
 }
 
+Test(bucket, refused_take_gives_its_token_back_exactly)
+{
+    for (int i = 0; i < 9; i++)
+        cr_assert_eq(retryd__bucket_deposit(&slot, ident, &tally), 0);
+    uint64_t before = atomic_load(&slot.tokens);
+    cr_expect_eq(retryd__bucket_withdraw(&slot, ident, &clk, &tally),
+                 RETRYD_EBUDGET);
+    cr_expect_eq(atomic_load(&slot.tokens), before,
+                 "the word is exactly as the take found it");
+    cr_expect_eq(atomic_load(&counters[SEG_C_DISCARDED_MICRO]), 0);
+    cr_expect_eq(balance(), 9 * M / 10);
+}
+
 Test(bucket, floor_refills_with_time)
 {
     fake_now += S / 10; /* 100 ms at 10/s: exactly one token */
@@ -143,8 +156,9 @@ Test(bucket, stale_generation_cannot_spend)
 Test(bucket, token_word_generation_alone_stops_a_racing_handle)
 {
     /* A handle that passed the ident check just before the retirement
-     * still fails its compare-and-swap: the token word's generation moved
-     * on. Simulated by changing only the token word. */
+     * is still refused: its take sees the token word's new generation and
+     * gives the token back, leaving the word as it was. Simulated by
+     * changing only the token word. */
     setup_with(10);
     atomic_store(&slot.tokens, seg_token_word(8, 50 * M));
     cr_expect_eq(retryd__bucket_withdraw(&slot, ident, &clk, &tally),

@@ -54,7 +54,7 @@ Test(segment, bad_magic_is_corrupt)
 Test(segment, other_layout_version_is_refused)
 {
     seg_view v;
-    hdr()->layout_version = 2;
+    hdr()->layout_version = SEG_LAYOUT_VERSION + 1;
     cr_expect_eq(retryd__segment_view(mem, size, &v), RETRYD_EVERSION);
     hdr()->layout_version = SEG_LAYOUT_VERSION;
     hdr()->upstream_slot_size += 64;
@@ -109,11 +109,18 @@ Test(segment, slot_indexes_are_bounds_checked)
 
 Test(segment, token_word_keeps_generation_and_balance_apart)
 {
-    uint64_t w = seg_token_word(0x12345, SEG_BALANCE_MASK);
+    uint64_t w = seg_token_word(0x12345, SEG_MAX_CAP_MICRO);
     cr_expect_eq(w >> SEG_BALANCE_BITS, 0x2345, "low 16 bits of the gen");
-    cr_expect_eq(w & SEG_BALANCE_MASK, SEG_BALANCE_MASK);
-    cr_expect_eq(seg_token_word(1, SEG_BALANCE_MASK + 1) & SEG_BALANCE_MASK, 0,
-                 "a balance never spills into the generation");
+    cr_expect_eq(seg_token_balance(w), (int64_t)SEG_MAX_CAP_MICRO);
+    cr_expect_eq(seg_token_balance(seg_token_word(7, 0)), 0);
+    /* Takes in flight drive an empty bucket below zero by subtracting
+     * from the word itself: the bias absorbs the borrow. */
+    uint64_t empty = seg_token_word(0xffff, 0);
+    uint64_t dipped = empty - 1000 * SEG_MICRO;
+    cr_expect_eq(seg_token_generation(dipped), 0xffff,
+                 "a borrow never reaches the generation");
+    cr_expect_eq(seg_token_balance(dipped), -1000 * (int64_t)SEG_MICRO);
+    cr_expect_eq(dipped + 1000 * SEG_MICRO, empty, "and giving back restores");
 }
 
 Test(segment, start_time_tells_a_live_process)
