@@ -6,12 +6,19 @@
  *
  * The server is Debian's nginx, started by the benchmark with a
  * configuration of its own in a temporary directory, on a free port of
- * 127.0.0.1, and stopped at the end. Three variants, single-threaded, each
+ * 127.0.0.1, and stopped at the end. Four variants, single-threaded, each
  * on its own keep-alive connection, warmed up untimed:
  *
  *   raw      one easy handle, options set once (URL, NOSIGNAL, no proxy,
  *            a write callback), then curl_easy_perform() in a loop; the
- *            body appended to a buffer kept across requests. The baseline.
+ *            body appended to a buffer kept across requests. The baseline
+ *            the target is measured against.
+ *   raw + timeout + headers kept
+ *            the same handle setup plus what the executor cannot leave out
+ *            and a careful caller adds too: CURLOPT_TIMEOUT_MS and a header
+ *            callback keeping every response header line. A second
+ *            reference, which separates libcurl's cost of that work from
+ *            retryd's own.
  *   local    retryd_execute: a safe GET through an HTTP/1.1 profile, a
  *            client with a process-local budget (RETRYD_HOST_LOCAL_ONLY),
  *            result freed.
@@ -80,10 +87,11 @@
 #define TARGET_RATIO 0.97
 #define BLOCK 500 /* requests a variant makes before the next one's turn */
 
-enum variant { V_RAW, V_LOCAL, V_DAEMON, N_VARIANTS };
+enum variant { V_RAW, V_RAW_SAME, V_LOCAL, V_DAEMON, N_VARIANTS };
 
 static const char *const labels[N_VARIANTS] = {
     [V_RAW] = "raw libcurl (baseline)",
+    [V_RAW_SAME] = "raw + timeout + headers kept",
     [V_LOCAL] = "retryd_execute, local budget",
     [V_DAEMON] = "retryd_execute, daemon budget",
 };
@@ -105,6 +113,8 @@ typedef struct bench {
     pid_t daemon_pid;  /* 0 when not running */
     char control[128]; /* the daemon's control socket */
     CURL *raw;         /* the baseline */
+    CURL *raw_same;    /* the baseline doing the executor's job */
+    sink hdr;          /* raw_same's response header lines */
     CURL *status;      /* stub_status queries, its own connection */
     sink sk;
     retryd_client *client[2]; /* local, daemon */
@@ -321,10 +331,16 @@ static size_t on_body(char *data, size_t size, size_t n, void *ctx)
     return len;
 }
 
-/* The options of the baseline, set once on its handle. */
-static void raw_options(bench *b)
+/* raw_same's header callback: every line kept, as the executor keeps the
+ * response's headers for its result. */
+static size_t on_header(char *data, size_t size, size_t n, void *ctx)
 {
-    CURL *h = b->raw;
+    return on_body(data, size, n, ctx);
+}
+
+/* The options of a baseline handle, set once. */
+static void raw_options(bench *b, CURL *h)
+{
     curl_easy_setopt(h, CURLOPT_URL, b->url);
     /* What any threaded program sets (and the executor does): without it,
      * libcurl swaps SIGPIPE's handler around every transfer. */
@@ -332,22 +348,32 @@ static void raw_options(bench *b)
     curl_easy_setopt(h, CURLOPT_PROXY, ""); /* as the executor: no proxy */
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, &b->sk);
+    if (h == b->raw_same) {
+        /* What any careful caller adds, and the executor does: a bound on
+         * the transfer, and the response's headers. */
+        curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, 30000L);
+        curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+        curl_easy_setopt(h, CURLOPT_HEADERDATA, &b->hdr);
+    }
 }
 
-/* One request on the baseline's handle; 0 when it answered 200 with the
+/* One request on a baseline handle; 0 when it answered 200 with the
  * body. */
-static int raw_request(bench *b)
+static int raw_request(bench *b, enum variant v)
 {
+    CURL *h = v == V_RAW ? b->raw : b->raw_same;
     long code = 0;
 
     b->sk.len = 0;
-    CURLcode rc = curl_easy_perform(b->raw);
-    curl_easy_getinfo(b->raw, CURLINFO_RESPONSE_CODE, &code);
-    if (rc != CURLE_OK || code != 200 || b->sk.len != b->body_len)
-        return bench_fail("%s: %s, status %ld, %zu body bytes (expected 200, "
-                          "%zu)",
-                          labels[V_RAW], curl_easy_strerror(rc), code,
-                          b->sk.len, b->body_len);
+    b->hdr.len = 0;
+    CURLcode rc = curl_easy_perform(h);
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
+    if (rc != CURLE_OK || code != 200 || b->sk.len != b->body_len ||
+        (v == V_RAW_SAME && b->hdr.len == 0))
+        return bench_fail("%s: %s, status %ld, %zu body bytes, %zu header "
+                          "bytes (expected 200, %zu)",
+                          labels[v], curl_easy_strerror(rc), code, b->sk.len,
+                          b->hdr.len, b->body_len);
     return 0;
 }
 
@@ -410,7 +436,7 @@ static int request(bench *b, enum variant v)
 {
     if (bench_stop)
         return bench_fail("interrupted");
-    return v == V_RAW ? raw_request(b) : exec_request(b, v);
+    return v < V_LOCAL ? raw_request(b, v) : exec_request(b, v);
 }
 
 /* nginx's own counters: connections accepted, requests served. */
@@ -500,8 +526,9 @@ static int setup(bench *b, bool with_daemon)
     snprintf(b->url, sizeof(b->url), "%s%s", b->base_url, b->path);
     snprintf(probe, sizeof(probe), "%s/status", b->base_url);
     b->raw = curl_easy_init();
+    b->raw_same = curl_easy_init();
     b->status = curl_easy_init();
-    if (b->raw == NULL || b->status == NULL)
+    if (b->raw == NULL || b->raw_same == NULL || b->status == NULL)
         return bench_fail("out of memory");
     curl_easy_setopt(b->status, CURLOPT_URL, probe);
     curl_easy_setopt(b->status, CURLOPT_NOSIGNAL, 1L);
@@ -511,7 +538,8 @@ static int setup(bench *b, bool with_daemon)
     curl_easy_setopt(b->status, CURLOPT_WRITEDATA, &b->sk);
     if (nginx_counters(b, &accepts, &requests) < 0)
         return -1;
-    raw_options(b);
+    raw_options(b, b->raw);
+    raw_options(b, b->raw_same);
     /* The expected body: what the baseline gets first. */
     b->sk.len = 0;
     long code = 0;
@@ -535,8 +563,10 @@ static int teardown(bench *b)
         retryd_client_free(b->client[i]);
     }
     curl_easy_cleanup(b->raw);
+    curl_easy_cleanup(b->raw_same);
     curl_easy_cleanup(b->status);
     free(b->sk.buf);
+    free(b->hdr.buf);
     /* SIGQUIT: nginx's graceful shutdown. */
     if (bench_stop_child(&b->nginx_pid, SIGQUIT, "nginx") < 0)
         rc = -1;
@@ -587,6 +617,11 @@ static void report(const bench *b, long n, int runs, double rps[][MAX_RUNS],
         printf("  target: %-29s >= %.2f x raw: %.3f  %s\n", labels[v],
                TARGET_RATIO, med[v] / med[V_RAW],
                med[v] >= TARGET_RATIO * med[V_RAW] ? "met" : "MISSED");
+    for (int v = V_LOCAL; v < nv; v++)
+        printf("  retryd's own share: %-18s %.3f x raw + timeout + "
+               "headers kept (%+.2f us)\n",
+               labels[v] + strlen("retryd_execute, "), med[v] / med[V_RAW_SAME],
+               us[v] - us[V_RAW_SAME]);
     printf("  (us/req: wall time, 1e6 / req/s; cpu us: the benchmark "
            "thread's own CPU time per request,\n   user + system, without "
            "nginx's; +: above the baseline. Every request answered 200\n"
