@@ -213,8 +213,8 @@ void owner_upstream_retire(owner *o, uint32_t slot)
         return;
     uint32_t gen = seg_ident_generation(atomic_load(&s->ident)) + 1;
     /* The ident first (handles check it), then the token word, whose new
-     * generation makes any in-flight compare-and-swap of a stale handle
-     * fail. */
+     * generation refuses any in-flight take or credit of a stale handle
+     * (a take gives its token back to this retired word). */
     atomic_store_explicit(&s->ident, seg_ident(gen, SEG_RETIRED),
                           memory_order_release);
     atomic_store_explicit(&s->tokens, seg_token_word(gen, 0),
