@@ -244,7 +244,7 @@ static int params_key(parse_state *st, const char *section, budget_params *p,
         return 1;
     }
     if (strcmp(key, "min_retries_per_sec") == 0) {
-        if (!parse_tokens(v, UINT64_C(1) << 40, &p->floor_micro_per_s))
+        if (!parse_tokens(v, CONFIG_MAX_FLOOR_MICRO, &p->floor_micro_per_s))
             return fail(st, section, key, "'%s' is not a number >= 0", v);
         return 1;
     }
@@ -412,6 +412,13 @@ void config_free(config *c)
         return;
     free(c->upstreams);
     free(c);
+}
+
+bool budget_params_plausible(const budget_params *p)
+{
+    return p->cap_micro >= SEG_MICRO && p->cap_micro <= SEG_MAX_CAP_MICRO &&
+           p->ratio_micro <= SEG_MAX_CAP_MICRO &&
+           p->floor_micro_per_s <= CONFIG_MAX_FLOOR_MICRO;
 }
 
 const budget_params *config_params_for(const config *c, const char *name)

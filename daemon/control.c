@@ -274,12 +274,8 @@ static int on_attach(server *d, conn *c, const Retryd__Attach *a)
 
 static int params_from_wire(const Retryd__Params *w, budget_params *p)
 {
-    if (w->cap_micro < SEG_MICRO || w->cap_micro > SEG_MAX_CAP_MICRO ||
-        w->ratio_micro > SEG_MAX_CAP_MICRO ||
-        w->floor_micro_per_s > (UINT64_C(1) << 40))
-        return RETRYD_EINVAL;
     *p = (budget_params){w->ratio_micro, w->floor_micro_per_s, w->cap_micro};
-    return 0;
+    return budget_params_plausible(p) ? 0 : RETRYD_EINVAL;
 }
 
 static int upstream_reply(conn *c, const reg_entry *e)

@@ -6,6 +6,7 @@
  */
 #include <string.h>
 
+#include "bucket.h"
 #include "rcu.h"
 
 #include "daemon.h"
@@ -141,6 +142,31 @@ void daemon_adopt_upstreams(server *d)
             .floor_micro_per_s = atomic_load(&s->floor_micro_per_s),
             .cap_micro = atomic_load(&s->cap_micro),
         };
+        if (!budget_params_plausible(&e.params)) {
+            log_warn("upstream '%s' (slot %u) holds implausible parameters: "
+                     "retired",
+                     e.name, i);
+            owner_upstream_retire(&d->seg, i);
+            continue;
+        }
+        bucket_tally t = {s->counters, false};
+        unsigned damage =
+            retryd__bucket_check(s, id, retryd__clock_coarse_ns(), &t);
+        if (damage & BUCKET_BROKEN) {
+            log_warn("upstream '%s' (slot %u) holds a token word of another "
+                     "generation or an impossible balance: retired",
+                     e.name, i);
+            owner_upstream_retire(&d->seg, i);
+            continue;
+        }
+        if (damage & BUCKET_CLAMPED)
+            log_warn("upstream '%s' (slot %u): balance above the cap, "
+                     "clamped to it",
+                     e.name, i);
+        if (damage & BUCKET_REFILL_RESET)
+            log_warn("upstream '%s' (slot %u): refill time in the future, "
+                     "reset to now",
+                     e.name, i);
         e.pinned = !configured(d->cfg, e.name);
         if (registry_add(d->reg, &e) < 0) {
             log_warn("slot %u repeats upstream '%s': retired", i, e.name);

@@ -202,6 +202,33 @@ int retryd__bucket_peek(seg_upstream *s, uint64_t ident,
     return r < 0 ? r : bal >= SEG_MICRO;
 }
 
+unsigned retryd__bucket_check(seg_upstream *s, uint64_t ident, uint64_t now_ns,
+                              const bucket_tally *t)
+{
+    unsigned found = 0;
+    uint64_t word = atomic_load_explicit(&s->tokens, memory_order_acquire);
+    if (!bucket_generation_ok(word, ident) ||
+        seg_token_balance(word) < -BUCKET_MAX_DIP_MICRO)
+        return BUCKET_BROKEN;
+    uint64_t cap = atomic_load_explicit(&s->cap_micro, memory_order_relaxed);
+    if (seg_token_balance(word) > (int64_t)cap) {
+        if (credit(s, ident, 0, t) < 0)
+            return BUCKET_BROKEN; /* retired meanwhile */
+        found |= BUCKET_CLAMPED;
+    }
+    uint64_t last =
+        atomic_load_explicit(&s->last_refill_ns, memory_order_relaxed);
+    while (last > now_ns + NS_PER_S) {
+        if (atomic_compare_exchange_weak_explicit(&s->last_refill_ns, &last,
+                                                  now_ns, memory_order_acq_rel,
+                                                  memory_order_relaxed)) {
+            found |= BUCKET_REFILL_RESET;
+            break;
+        }
+    }
+    return found;
+}
+
 void retryd__bucket_init(seg_upstream *s, uint32_t generation,
                          uint64_t ratio_micro, uint64_t floor_micro_per_s,
                          uint64_t cap_micro, uint64_t balance_micro,

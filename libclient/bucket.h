@@ -100,6 +100,29 @@ int retryd__bucket_balance(seg_upstream *s, uint64_t ident,
 
 /* Initialise a slot's bucket: parameters, balance, refill clock. The daemon
  * does it on a shared slot, the library on a local one. */
+/* What retryd__bucket_check() found in a slot's bucket. */
+enum bucket_damage {
+    BUCKET_CLAMPED = 1,      /* balance above the cap: clamped, discarded */
+    BUCKET_REFILL_RESET = 2, /* refill stamp in the future: set to now */
+    BUCKET_BROKEN = 4,       /* another generation, or an impossible dip */
+};
+
+/* Takes in flight cannot drive a balance lower than this (a million
+ * tokens: one per thread of every process, with room to spare). */
+#define BUCKET_MAX_DIP_MICRO (INT64_C(1) << 40)
+
+/*
+ * Check a bucket found in an adopted segment, and repair what can be:
+ * a balance above the cap is clamped as the next credit would (counted as
+ * discarded), a refill stamp more than a second ahead of @p now_ns is
+ * brought back to it. A token word of another generation than @p ident's
+ * or a balance below -BUCKET_MAX_DIP_MICRO is BUCKET_BROKEN: nothing in it
+ * can be trusted, the caller retires the slot. Safe while clients spend.
+ * Returns a mask of enum bucket_damage, 0 for a sound bucket.
+ */
+unsigned retryd__bucket_check(seg_upstream *s, uint64_t ident, uint64_t now_ns,
+                              const bucket_tally *t);
+
 void retryd__bucket_init(seg_upstream *s, uint32_t generation,
                          uint64_t ratio_micro, uint64_t floor_micro_per_s,
                          uint64_t cap_micro, uint64_t balance_micro,

@@ -11,7 +11,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -22,6 +24,7 @@
 #include "harness.h"
 #include "retryd/retryd.h"
 #include "run.h"
+#include "segment.h"
 
 #define ASK_MS 10000
 
@@ -539,4 +542,78 @@ Test(daemon, corrupted_segment_is_retired_and_replaced)
     char *cat[] = {"/bin/cat", D.log, NULL};
     cr_assert_eq(run_program(cat, 5000, &log), 0);
     cr_expect(strstr(log.out, "retiring segment") != NULL, "%s", log.out);
+}
+
+/* The slot of upstream @p name in the segment mapped by @p v. */
+static seg_upstream *slot_named(seg_view *v, const char *name)
+{
+    for (uint32_t i = 0; i < v->upstream_capacity; i++)
+        if (strcmp(v->upstreams[i].name, name) == 0 &&
+            seg_ident_state(atomic_load(&v->upstreams[i].ident)) == SEG_ACTIVE)
+            return &v->upstreams[i];
+    cr_assert_fail("no active slot holds '%s'", name);
+    return NULL;
+}
+
+Test(daemon, damaged_slots_are_repaired_or_retired_on_adoption)
+{
+    child c;
+    start_client(&c);
+    ask(&c, "open payments", "ok shared=1");
+    ask(&c, "open orders", "ok shared=1");
+    ask(&c, "deposit 10", "ok"); /* into orders, the last opened */
+    double orders_gen = stat_of("orders", "slot_generation");
+    cr_assert_eq(rd_daemon_stop(&D, SIGTERM), 0);
+
+    /* What another process (or a bit flip) could leave behind. */
+    int fd = open(D.segment, O_RDWR);
+    cr_assert(fd >= 0);
+    struct stat st;
+    cr_assert_eq(fstat(fd, &st), 0);
+    void *map = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE,
+                     MAP_SHARED, fd, 0);
+    close(fd);
+    cr_assert(map != MAP_FAILED);
+    seg_view v;
+    cr_assert_eq(retryd__segment_view(map, (size_t)st.st_size, &v), 0);
+    seg_upstream *pay = slot_named(&v, "payments");
+    seg_upstream *ord = slot_named(&v, "orders");
+    uint32_t pay_gen = seg_ident_generation(atomic_load(&pay->ident));
+    uint32_t ord_gen = seg_ident_generation(atomic_load(&ord->ident));
+    /* payments: 1000 tokens under a cap of 20, a refill stamp far ahead. */
+    atomic_store(&pay->tokens, seg_token_word(pay_gen, 1000 * SEG_MICRO));
+    atomic_store(&pay->last_refill_ns, UINT64_MAX / 2);
+    uint64_t discarded_before =
+        atomic_load(&pay->counters[SEG_C_DISCARDED_MICRO]);
+    /* orders: a token word of another generation. */
+    atomic_store(&ord->tokens, seg_token_word(ord_gen + 5, 10 * SEG_MICRO));
+
+    cr_assert_eq(rd_daemon_start(&D), 0, "the daemon must adopt the rest");
+    cr_expect_eq(stat_of("payments", "balance"), 20, "clamped to the cap");
+    cr_expect_eq(atomic_load(&pay->counters[SEG_C_DISCARDED_MICRO]) -
+                     discarded_before,
+                 980 * SEG_MICRO, "what the clamp took is counted");
+    cr_expect_lt(atomic_load(&pay->last_refill_ns), UINT64_MAX / 4,
+                 "the refill stamp is back to now");
+    /* orders was retired: the client's handle rebinds to a fresh slot, and
+     * the 10 tokens of the damaged word are gone. */
+    ask(&c, "withdraw 1", "granted 0 denied 1");
+    cr_expect_gt(stat_of("orders", "slot_generation"), orders_gen);
+    cr_expect_eq(stat_of("orders", "balance"), 0);
+    ask(&c, "deposit 2", "ok");
+    ask(&c, "withdraw 1", "granted 1 denied 0");
+    child_stop(&c);
+    munmap(map, (size_t)st.st_size);
+
+    run_result log;
+    char *cat[] = {"/bin/cat", D.log, NULL};
+    cr_assert_eq(run_program(cat, 5000, &log), 0);
+    cr_expect(strstr(log.out, "'payments' (slot") != NULL &&
+                  strstr(log.out, "clamped to it") != NULL,
+              "%s", log.out);
+    cr_expect(strstr(log.out, "refill time in the future") != NULL, "%s",
+              log.out);
+    cr_expect(strstr(log.out, "'orders' (slot") != NULL &&
+                  strstr(log.out, "retired") != NULL,
+              "%s", log.out);
 }

@@ -176,3 +176,33 @@ Test(bucket, exclusive_tally_counts_like_the_shared_one)
     cr_expect_eq(atomic_load(&mine[SEG_C_GRANTED]), 3);
     cr_expect_eq(atomic_load(&mine[SEG_C_DENIED_FIRST + 1]), 2);
 }
+
+Test(bucket, check_repairs_what_it_can_and_refuses_the_rest)
+{
+    setup_with(10);
+    cr_expect_eq(retryd__bucket_check(&slot, ident, fake_now, &tally), 0,
+                 "a sound bucket");
+    /* Takes in flight may dip below zero: still sound. */
+    atomic_store(&slot.tokens, seg_token_word(7, 0) - 3 * M);
+    cr_expect_eq(retryd__bucket_check(&slot, ident, fake_now, &tally), 0);
+
+    atomic_store(&slot.tokens, seg_token_word(7, 250 * M));
+    atomic_store(&slot.last_refill_ns, fake_now + 10 * S);
+    cr_expect_eq(retryd__bucket_check(&slot, ident, fake_now, &tally),
+                 BUCKET_CLAMPED | BUCKET_REFILL_RESET);
+    cr_expect_eq(balance(), 100 * M, "clamped to the cap");
+    cr_expect_eq(atomic_load(&counters[SEG_C_DISCARDED_MICRO]), 150 * M,
+                 "and the clamp counted as discarded");
+    cr_expect_eq(atomic_load(&slot.last_refill_ns), fake_now);
+    /* Half a second ahead is clock skew, not damage. */
+    atomic_store(&slot.last_refill_ns, fake_now + S / 2);
+    cr_expect_eq(retryd__bucket_check(&slot, ident, fake_now, &tally), 0);
+
+    atomic_store(&slot.tokens, seg_token_word(8, 5 * M));
+    cr_expect_eq(retryd__bucket_check(&slot, ident, fake_now, &tally),
+                 BUCKET_BROKEN, "another generation");
+    atomic_store(&slot.tokens,
+                 seg_token_word(7, 0) - (uint64_t)BUCKET_MAX_DIP_MICRO - M);
+    cr_expect_eq(retryd__bucket_check(&slot, ident, fake_now, &tally),
+                 BUCKET_BROKEN, "a dip no takes in flight could make");
+}
