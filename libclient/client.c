@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "macros.h"
 #include "executor.h"
 
 #define DEFAULT_CONNECT_NS (2 * INT64_C(1000000000))
@@ -42,9 +43,8 @@ int retryd_client_new(const retryd_client_opts *opts, retryd_client **ret)
     if (ret == NULL)
         return RETRYD_EINVAL;
     if (opts != NULL) {
-        if (opts->sz < sizeof(size_t) || opts->sz > 4 * sizeof(o))
+        if (RETRYD_COPY_OPTS(&o, opts, sizeof(size_t)) < 0)
             return RETRYD_EINVAL;
-        memcpy(&o, opts, opts->sz < sizeof(o) ? opts->sz : sizeof(o));
     }
     pthread_once(&curl_once, curl_init);
     if (curl_init_result != CURLE_OK)
@@ -151,10 +151,9 @@ int retryd_profile_new(retryd_client *c, const retryd_profile_opts *opts,
     bool oom = false;
     int r;
 
-    if (c == NULL || opts == NULL || ret == NULL || opts->sz < sizeof(size_t) ||
-        opts->sz > 4 * sizeof(o))
+    if (c == NULL || opts == NULL || ret == NULL ||
+        RETRYD_COPY_OPTS(&o, opts, sizeof(size_t)) < 0)
         return RETRYD_EINVAL;
-    memcpy(&o, opts, opts->sz < sizeof(o) ? opts->sz : sizeof(o));
     if (o.base_url == NULL || !url_ok(o.base_url))
         return RETRYD_EINVAL;
     p = calloc(1, sizeof(*p));

@@ -71,8 +71,6 @@ void retryd__trace_text(attempt_trace *t, const char *text, size_t len)
         t->http_major = 2;
     } else if (starts_with(text, len, "REFUSED_STREAM, retrying")) {
         t->refused_stream = true;
-    } else if (starts_with(text, len, "Connection died, retrying")) {
-        t->connection_died = true;
     } else if (starts_with(text, len, "recveived GOAWAY") ||
                starts_with(text, len, "received GOAWAY")) {
         /* 7.88.1 spells it "recveived"; later versions "received". */

@@ -21,7 +21,6 @@ typedef struct attempt_trace {
     int64_t stream_id;       /* HTTP/2 "Using Stream ID", -1 when none */
     int64_t goaway_last;     /* HTTP/2 GOAWAY last-stream-id, -1 when none */
     bool refused_stream;     /* libcurl: "REFUSED_STREAM, retrying ..." */
-    bool connection_died;    /* libcurl: "Connection died, retrying ..." */
     bool http11_required;    /* RST_STREAM HTTP_1_1_REQUIRED */
     bool resend_blocked;     /* we vetoed a libcurl re-send */
     bool final_headers;      /* a final (non-1xx) header block completed */

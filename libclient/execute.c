@@ -20,6 +20,7 @@
 
 #include <uuid/uuid.h>
 
+#include "macros.h"
 #include "body_internal.h"
 #include "evidence.h"
 #include "executor.h"
@@ -102,7 +103,7 @@ static bool header_line_ok(const char *h)
         if (!is_token_char(*q))
             return false;
     for (const char *q = colon; *q; q++)
-        if (*q == '\r' || *q == '\n' || *q == '\0')
+        if (*q == '\r' || *q == '\n')
             return false;
     return true;
 }
@@ -117,8 +118,6 @@ static bool value_ok(const char *v)
 
 static int validate(const retryd_request *r)
 {
-    if (r->sz < sizeof(size_t) || r->sz > 4 * sizeof(*r))
-        return RETRYD_EINVAL;
     if ((r->method && !method_ok(r->method)) || (r->path && !path_ok(r->path)))
         return RETRYD_EINVAL;
     if ((unsigned)r->idempotency >= RETRYD_IDEMPOTENCY_COUNT ||
@@ -339,9 +338,7 @@ static int build_headers(call *c)
 #undef LINK
     for (size_t i = 0; i < k; i++)
         nodes[i].next = i + 1 < k ? &nodes[i + 1] : NULL;
-    c->headers = k ? nodes : NULL;
-    if (!k)
-        free(nodes);
+    c->headers = nodes; /* k >= 1: every reason to get here adds a line */
     return 0;
 }
 
@@ -422,6 +419,9 @@ static void set_method(call *c, easy *e)
     const char *custom = post || get || head ? "" : m;
 
     if (kind != e->method) {
+        /* POSTFIELDS does not clear HEAD's NOBODY: a bodyless POST after
+         * a HEAD on this handle would go out as HEAD. */
+        curl_easy_setopt(h, CURLOPT_NOBODY, 0L);
         curl_easy_setopt(h, CURLOPT_POSTFIELDS, NULL);
         curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, NULL);
         e->custom[0] = '\0';
@@ -569,11 +569,13 @@ static void run_attempt(call *c, uint32_t n, retryd_attempt *a)
         c->p->bulkhead_wait_ns && start + c->p->bulkhead_wait_ns < c->deadline
             ? start + c->p->bulkhead_wait_ns
             : c->deadline;
-    int rc = CURLE_READ_ERROR;
+    int rc = CURLE_OK; /* stays so when libcurl never ran (no body) */
     easy *h;
 
     attempt_reset(c);
     a->number = n;
+    if (n == 1)
+        retryd_upstream_deposit(c->p->budget); /* every first attempt */
     int r = retryd__slot_take(c->p, permit_deadline, &h);
     if (r < 0) {
         a->evidence = RETRYD_EVIDENCE_NOT_SENT;
@@ -586,8 +588,6 @@ static void run_attempt(call *c, uint32_t n, retryd_attempt *a)
         a->duration_ns = c->now - start;
         return;
     }
-    if (n == 1)
-        retryd_upstream_deposit(c->p->budget); /* every first attempt */
     open_body(c);
     if (!c->trace.body_source_failed)
         rc = perform(c, h, a, attempt_ns);
@@ -609,7 +609,7 @@ static void run_attempt(call *c, uint32_t n, retryd_attempt *a)
 /* --- the loop ------------------------------------------------------------ */
 
 static void fill_facts(call *c, const retryd_attempt *a, int64_t prev_delay,
-                       retryd_facts *f)
+                       bool refreshed, retryd_facts *f)
 {
     int64_t retry_after = -1;
     /* A success or a redirect is final whatever it says: no lookup. */
@@ -634,8 +634,10 @@ static void fill_facts(call *c, const retryd_attempt *a, int64_t prev_delay,
         .prev_delay_ns = prev_delay,
         .response_delivered = c->delivered,
         .draining = retryd_host_draining(c->p->client->host),
-        /* Without a refresh callback there is no refresh to spend. */
-        .refresh_used = c->refresh_used || c->req->refresh == NULL,
+        /* A refresh is there to spend when one just succeeded; without a
+         * callback there is none. */
+        .refresh_used =
+            c->req->refresh == NULL || (c->refresh_used && !refreshed),
         .transient_500 = c->p->transient_500,
     };
 }
@@ -805,8 +807,11 @@ int retryd_execute(retryd_profile *p, const retryd_request *req,
                              .budget = &retryd_upstream_budget};
     int r;
 
-    if (p == NULL || req == NULL || ret == NULL || validate(req) < 0)
+    retryd_request rq = {0}; /* the caller's, at this library's size */
+    if (p == NULL || req == NULL || ret == NULL ||
+        RETRYD_COPY_OPTS(&rq, req, sizeof(size_t)) < 0 || validate(&rq) < 0)
         return RETRYD_EINVAL;
+    req = &rq;
     r = call_init(&c, p, req);
     if (r < 0)
         goto out;
@@ -816,7 +821,14 @@ int retryd_execute(retryd_profile *p, const retryd_request *req,
         retryd_attempt a = {.wait_before_ns = wait};
         retryd_facts f;
         run_attempt(&c, n, &a);
-        fill_facts(&c, &a, prev_delay, &f);
+        /* The one credential refresh comes before the decision, so that a
+         * refresh that fails is a fact the engine sees (a 401 it does not
+         * retry, no token spent), not a granted retry then abandoned. Only
+         * where the 401 rule could grant it: a safe operation. */
+        bool refreshed = a.status == 401 && !c.refresh_used &&
+                         req->refresh != NULL &&
+                         retryd_idempotency_is_safe(c.idem) && refresh(&c);
+        fill_facts(&c, &a, prev_delay, refreshed, &f);
         r = retryd_decide(&f, &env, &a.decision);
         if (r < 0)
             goto out;
@@ -824,10 +836,7 @@ int retryd_execute(retryd_profile *p, const retryd_request *req,
         r = log_attempt(&c, &a);
         if (r < 0)
             goto out;
-        bool again = a.decision.verdict == RETRYD_VERDICT_RETRY;
-        if (again && (a.decision.flags & RETRYD_RETRY_REFRESH_CREDENTIALS))
-            again = refresh(&c);
-        if (!again)
+        if (a.decision.verdict != RETRYD_VERDICT_RETRY)
             break;
         /* Nothing is held while waiting: the permit and the handle went
          * back when the attempt ended. */

@@ -8,6 +8,7 @@
  * parent's process slot, so the child handler drops the attachment; the
  * child attaches anew on its next budget operation.
  */
+#include "macros.h"
 #include "host.h"
 
 #include <errno.h>
@@ -392,10 +393,10 @@ int retryd_host_open(const retryd_host_opts *opts, retryd_host **ret)
     if (ret == NULL)
         return RETRYD_EINVAL;
     if (opts != NULL) {
-        if (opts->sz < offsetof(retryd_host_opts, flags) + sizeof(unsigned) ||
-            opts->sz > sizeof(o) * 4)
+        if (RETRYD_COPY_OPTS(&o, opts,
+                             offsetof(retryd_host_opts, flags) +
+                                 sizeof(unsigned)) < 0)
             return RETRYD_EINVAL;
-        memcpy(&o, opts, opts->sz < sizeof(o) ? opts->sz : sizeof(o));
     }
     path =
         o.control_socket ? o.control_socket : getenv(RETRYD_CONTROL_SOCKET_ENV);

@@ -10,4 +10,18 @@
 #define RETRYD_CONTAINER_OF(ptr, type, member)                                 \
     ((type *)(void *)((char *)(ptr)-offsetof(type, member)))
 
+/*
+ * Copy a caller's options structure of @p src->sz bytes into @p dst, a
+ * zeroed structure of this library's size: fields a caller built against
+ * an older header does not have stay zero, fields of a newer one are
+ * ignored. 0, or RETRYD_EINVAL when sz is below @p min_sz or implausibly
+ * large.
+ */
+#define RETRYD_COPY_OPTS(dst, src, min_sz)                                     \
+    ((src)->sz < (min_sz) || (src)->sz > 4 * sizeof(*(dst))                    \
+         ? RETRYD_EINVAL                                                       \
+         : (memcpy((dst), (src),                                               \
+                   (src)->sz < sizeof(*(dst)) ? (src)->sz : sizeof(*(dst))),   \
+            0))
+
 #endif
