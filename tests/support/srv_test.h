@@ -1,8 +1,8 @@
 /* Helpers shared by the test servers' own tests (test_faultsrv.c,
  * test_h2srv.c): both run their server through testsrv.h, compare LOG
- * checksums, time a hold, and insist that the server exits cleanly after
- * every test. Header-only (static inline): each of those tests is a
- * single criterion translation unit, and nothing else uses these. */
+ * checksums, and insist that the server exits cleanly after every test.
+ * Header-only (static inline): each of those tests is a single criterion
+ * translation unit, and nothing else uses these. */
 #ifndef RETRYD_SRV_TEST_H
 #define RETRYD_SRV_TEST_H
 
@@ -12,16 +12,6 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/wait.h>
-#include <time.h>
-
-/* Monotonic milliseconds, for "answered no earlier than" checks. */
-static inline int64_t srvtest_now_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* FNV-1a 64, the body checksum the servers print in LOG. Written out here
  * rather than taken from the servers, so the tests check their format. */

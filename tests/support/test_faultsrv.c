@@ -605,11 +605,11 @@ FAULTSRV_TEST(hold_with_ms_answers_after_the_delay)
 {
     struct rawhttp_response r;
     int fd = http_connect();
-    int64_t t0 = srvtest_now_ms();
+    int64_t t0 = testsrv_now_ms();
 
     send_request(fd, "GET", "/hold?id=h1&ms=300", NULL, NULL);
     expect_response(fd, &r, 200);
-    cr_assert_geq(srvtest_now_ms() - t0, 300);
+    cr_assert_geq(testsrv_now_ms() - t0, 300);
     expect_count("h1", 1);
     free(r.body);
     close(fd);
@@ -634,14 +634,14 @@ FAULTSRV_TEST(hold_does_not_spin_while_a_pipelined_request_waits)
     struct rawhttp_response r;
     int fd = http_connect();
     long before = server_cpu_ticks();
-    int64_t t0 = srvtest_now_ms();
+    int64_t t0 = testsrv_now_ms();
 
     /* The next request arrives while the first is held, so the socket is
      * readable throughout the hold: waiting on POLLIN would spin. */
     send_request(fd, "GET", "/hold?id=h3&ms=500", NULL, NULL);
     cr_assert_eq(testsrv_wait_count(srv, "h3", 1, WAIT_MS), 1);
     free(exchange(fd, "GET", "/ok?id=h3", NULL, NULL, 200));
-    cr_assert_geq(srvtest_now_ms() - t0, 500, "the hold ended early");
+    cr_assert_geq(testsrv_now_ms() - t0, 500, "the hold ended early");
     /* Waiting costs about nothing (0-1 tick measured, even under TSan); a
      * spinning thread burns hundreds of ms (28+ ticks measured while
      * competing for the CPUs with the tests). Threshold: 50 ms of CPU. */
@@ -785,12 +785,12 @@ FAULTSRV_TEST(slow_body_streams_chunks_with_pauses)
 {
     struct rawhttp_response r;
     int fd = http_connect();
-    int64_t t0 = srvtest_now_ms();
+    int64_t t0 = testsrv_now_ms();
 
     send_request(fd, "GET", "/slow-body?id=sb&len=40&chunk=10&ms=50", NULL,
                  NULL);
     expect_response(fd, &r, 200);
-    cr_assert_geq(srvtest_now_ms() - t0, 150, "4 chunks, 3 pauses of 50 ms");
+    cr_assert_geq(testsrv_now_ms() - t0, 150, "4 chunks, 3 pauses of 50 ms");
     cr_assert_eq(r.body_len, 40);
     for (size_t i = 0; i < r.body_len; i++)
         cr_assert_eq(r.body[i], 'a' + (int)(i % 26), "byte %zu", i);

@@ -276,7 +276,7 @@ static CURL *new_handle(struct result *r)
 static void perform(CURL *h, struct result *r, const char *path)
 {
     char url[512];
-    int64_t t0 = srvtest_now_ms();
+    int64_t t0 = testsrv_now_ms();
 
     url_for(url, sizeof url, "127.0.0.1", path);
     free(r->body);
@@ -285,7 +285,7 @@ static void perform(CURL *h, struct result *r, const char *path)
     r->retry_after[0] = r->errbuf[0] = '\0';
     curl_easy_setopt(h, CURLOPT_URL, url);
     r->rc = curl_easy_perform(h);
-    r->elapsed_ms = srvtest_now_ms() - t0;
+    r->elapsed_ms = testsrv_now_ms() - t0;
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &r->status);
     curl_easy_getinfo(h, CURLINFO_HTTP_VERSION, &r->version);
 }
@@ -763,7 +763,7 @@ static void run_multiplexed(const char *path_a, const char *path_b,
     CURLM *m = curl_multi_init();
     CURL *a = new_handle(ra), *b = new_handle(rb);
     char url_a[256], url_b[256];
-    int64_t deadline = srvtest_now_ms() + TRANSFER_MS;
+    int64_t deadline = testsrv_now_ms() + TRANSFER_MS;
     int running = 1;
 
     cr_assert_not_null(m);
@@ -776,7 +776,7 @@ static void run_multiplexed(const char *path_a, const char *path_b,
     curl_easy_setopt(b, CURLOPT_PIPEWAIT, 1L);
     curl_multi_add_handle(m, a);
     curl_multi_add_handle(m, b);
-    while (running && srvtest_now_ms() < deadline) {
+    while (running && testsrv_now_ms() < deadline) {
         cr_assert_eq(curl_multi_perform(m, &running), CURLM_OK);
         if (running)
             curl_multi_poll(m, NULL, 0, 100, NULL);

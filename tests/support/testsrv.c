@@ -33,7 +33,7 @@ struct testsrv {
 
 /* --- time and fds ----------------------------------------------------- */
 
-static int64_t now_ms(void)
+int64_t testsrv_now_ms(void)
 {
     struct timespec ts;
 
@@ -47,7 +47,7 @@ static int wait_fd(int fd, short events, int64_t deadline)
 {
     for (;;) {
         struct pollfd p = {.fd = fd, .events = events};
-        int64_t left = deadline - now_ms();
+        int64_t left = deadline - testsrv_now_ms();
         int n = poll(&p, 1, left > 0 ? (int)left : 0);
 
         if (n > 0)
@@ -246,7 +246,7 @@ int testsrv_start(const char *binary_path, char *const extra_argv[],
                   testsrv **ret)
 {
     int in[2] = {-1, -1}, out[2] = {-1, -1}, err[2] = {-1, -1};
-    int64_t deadline = now_ms() + START_TIMEOUT_MS;
+    int64_t deadline = testsrv_now_ms() + START_TIMEOUT_MS;
     char **argv = NULL;
     testsrv *srv;
     int rc;
@@ -311,7 +311,7 @@ static int wait_polling(testsrv *srv, int64_t deadline)
 
         if (rc != -EAGAIN)
             return rc;
-        if (now_ms() >= deadline)
+        if (testsrv_now_ms() >= deadline)
             return -ETIMEDOUT;
         nanosleep(&ts, NULL);
     }
@@ -319,7 +319,7 @@ static int wait_polling(testsrv *srv, int64_t deadline)
 
 int testsrv_wait_exit(testsrv *srv, int timeout_ms, int *wstatus)
 {
-    int64_t deadline = now_ms() + (timeout_ms > 0 ? timeout_ms : 0);
+    int64_t deadline = testsrv_now_ms() + (timeout_ms > 0 ? timeout_ms : 0);
     int rc = 0;
 
     if (!srv || srv->pid <= 0)
@@ -473,7 +473,7 @@ static int recv_line(int fd, char *reply, size_t reply_len, int64_t deadline)
 int testsrv_command_timeout(testsrv *srv, const char *cmd, char *reply,
                             size_t reply_len, int timeout_ms)
 {
-    int64_t deadline = now_ms() + timeout_ms;
+    int64_t deadline = testsrv_now_ms() + timeout_ms;
     int fd, rc;
 
     if (!srv || !cmd || !reply || reply_len == 0 || strchr(cmd, '\n') ||
@@ -499,8 +499,8 @@ int testsrv_command(testsrv *srv, const char *cmd, char *reply,
 }
 
 /* Runs "<verb>[ <arg>]" and parses a non-negative integer reply. */
-static long numeric_command(testsrv *srv, const char *verb, const char *arg,
-                            int timeout_ms)
+static long number_within(testsrv *srv, const char *verb, const char *arg,
+                          int timeout_ms)
 {
     char cmd[1024], reply[64], *end;
     int n = arg ? snprintf(cmd, sizeof cmd, "%s %s", verb, arg)
@@ -520,21 +520,25 @@ static long numeric_command(testsrv *srv, const char *verb, const char *arg,
     return v;
 }
 
+long testsrv_number(testsrv *srv, const char *verb, const char *arg)
+{
+    return verb ? number_within(srv, verb, arg, TESTSRV_COMMAND_TIMEOUT_MS)
+                : -EINVAL;
+}
+
 long testsrv_count(testsrv *srv, const char *id)
 {
-    return id ? numeric_command(srv, "COUNT", id, TESTSRV_COMMAND_TIMEOUT_MS)
-              : -EINVAL;
+    return id ? testsrv_number(srv, "COUNT", id) : -EINVAL;
 }
 
 long testsrv_rejects(testsrv *srv, const char *id)
 {
-    return id ? numeric_command(srv, "REJECTS", id, TESTSRV_COMMAND_TIMEOUT_MS)
-              : -EINVAL;
+    return id ? testsrv_number(srv, "REJECTS", id) : -EINVAL;
 }
 
 long testsrv_conns(testsrv *srv)
 {
-    return numeric_command(srv, "CONNS", NULL, TESTSRV_COMMAND_TIMEOUT_MS);
+    return testsrv_number(srv, "CONNS", NULL);
 }
 
 static int ok_command(testsrv *srv, const char *cmd)
@@ -571,8 +575,8 @@ long testsrv_wait_count(testsrv *srv, const char *id, long n, int timeout_ms)
             sizeof arg)
         return -EINVAL;
     /* The server waits up to timeout_ms; give the exchange itself room. */
-    return numeric_command(srv, "WAIT", arg,
-                           timeout_ms + TESTSRV_COMMAND_TIMEOUT_MS);
+    return number_within(srv, "WAIT", arg,
+                         timeout_ms + TESTSRV_COMMAND_TIMEOUT_MS);
 }
 
 int testsrv_wait_idle(testsrv *srv, int timeout_ms)

@@ -18,6 +18,7 @@
 #define RETRYD_TESTSRV_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 typedef struct testsrv testsrv;
@@ -58,6 +59,9 @@ int testsrv_command_timeout(testsrv *srv, const char *cmd, char *reply,
                             size_t reply_len, int timeout_ms);
 
 /* Numeric replies; negative errno on failure (-EPROTO: ERR reply). */
+/* "<verb> <arg>" (arg NULL: just "<verb>"), for any command that answers
+ * a count: a server's own (h2srv: REFUSED id, STREAMS) or ACTIVE. */
+long testsrv_number(testsrv *srv, const char *verb, const char *arg);
 long testsrv_count(testsrv *srv, const char *id);   /* COUNT id */
 long testsrv_rejects(testsrv *srv, const char *id); /* REJECTS id */
 long testsrv_conns(testsrv *srv);                   /* CONNS */
@@ -73,6 +77,10 @@ int testsrv_reset(testsrv *srv);
  * 0, or -ETIMEDOUT. */
 long testsrv_wait_count(testsrv *srv, const char *id, long n, int timeout_ms);
 int testsrv_wait_idle(testsrv *srv, int timeout_ms);
+
+/* Monotonic milliseconds: the clock of every deadline here, and of a
+ * test's "answered no earlier than" checks. */
+int64_t testsrv_now_ms(void);
 
 /* Closes our end of the child's stdin (the server should then exit). */
 void testsrv_close_stdin(testsrv *srv);
