@@ -642,6 +642,43 @@ static void fill_facts(call *c, const retryd_attempt *a, int64_t prev_delay,
     };
 }
 
+static bool refresh(call *c);
+
+/*
+ * The decision after an attempt, counted in the upstream's statistics. A
+ * complete 2xx or 3xx response (or a status above 599) is final and needs
+ * none: asking the engine would run the rules of a failed attempt first
+ * (the budget peek among them) and count a success as a denied retry. It
+ * is logged as the engine would end it, status_final.
+ */
+static int decide_attempt(call *c, retryd_attempt *a, int64_t prev_delay,
+                          const retryd_decide_env *env)
+{
+    retryd_facts f;
+    if (a->evidence == RETRYD_EVIDENCE_RESPONSE_RECEIVED &&
+        (a->status < 400 || a->status > 599)) {
+        a->decision = (retryd_decision){
+            .verdict = RETRYD_VERDICT_DENIED,
+            .reason = RETRYD_DENIAL_STATUS_NOT_RETRYABLE,
+            .rule = RETRYD_RULE_STATUS_FINAL,
+        };
+        retryd_upstream_record(c->p->budget, NULL, a->evidence);
+        return 0;
+    }
+    /* The one credential refresh comes before the decision, so that a
+     * refresh that fails is a fact the engine sees (a 401 it does not
+     * retry, no token spent), not a granted retry then abandoned. Only
+     * where the 401 rule could grant it: a safe operation. */
+    bool refreshed = a->status == 401 && !c->refresh_used &&
+                     c->req->refresh != NULL &&
+                     retryd_idempotency_is_safe(c->idem) && refresh(c);
+    fill_facts(c, a, prev_delay, refreshed, &f);
+    int r = retryd_decide(&f, env, &a->decision);
+    if (r == 0)
+        retryd_upstream_record(c->p->budget, &a->decision, a->evidence);
+    return r;
+}
+
 static bool refresh(call *c)
 {
     char *value = calloc(1, AUTH_MAX);
@@ -819,20 +856,10 @@ int retryd_execute(retryd_profile *p, const retryd_request *req,
     env.budget_ctx = p->budget;
     for (uint32_t n = 1;; n++) {
         retryd_attempt a = {.wait_before_ns = wait};
-        retryd_facts f;
         run_attempt(&c, n, &a);
-        /* The one credential refresh comes before the decision, so that a
-         * refresh that fails is a fact the engine sees (a 401 it does not
-         * retry, no token spent), not a granted retry then abandoned. Only
-         * where the 401 rule could grant it: a safe operation. */
-        bool refreshed = a.status == 401 && !c.refresh_used &&
-                         req->refresh != NULL &&
-                         retryd_idempotency_is_safe(c.idem) && refresh(&c);
-        fill_facts(&c, &a, prev_delay, refreshed, &f);
-        r = retryd_decide(&f, &env, &a.decision);
+        r = decide_attempt(&c, &a, prev_delay, &env);
         if (r < 0)
             goto out;
-        retryd_upstream_record(p->budget, &a.decision, a.evidence);
         r = log_attempt(&c, &a);
         if (r < 0)
             goto out;

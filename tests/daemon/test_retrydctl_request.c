@@ -176,3 +176,31 @@ Test(retrydctl_request, shell_requests_share_the_host_budget)
     cr_expect_eq(testsrv_count(srv, "s"), 4);
     rd_daemon_cleanup(&d);
 }
+
+/* A success is not a retry that was refused: it counts its evidence only,
+ * whatever the engine's earlier rules would have said (here: an empty
+ * budget and the last attempt). */
+Test(retrydctl_request, successes_are_not_counted_as_denied_retries)
+{
+    rd_daemon d;
+    cr_assert_eq(rd_daemon_init(&d, "[upstream ok-upstream]\nratio = 0\n"
+                                    "min_retries_per_sec = 0\ncap = 10\n"),
+                 0);
+    cr_assert_eq(rd_daemon_start(&d), 0);
+    for (int i = 0; i < 3; i++)
+        REQUEST("--safe", "--upstream", "ok-upstream", "--control-socket",
+                d.control, "--max-attempts", "1", at("/ok?id=fine"));
+    char *stats[] = {RETRYDCTL_PATH,   "stats", "--json",
+                     "--stats-socket", d.stats, NULL};
+    cr_assert_eq(run_program(stats, 10000, &res), 0);
+    const char *u = strstr(res.out, "\"name\":\"ok-upstream\"");
+    cr_assert(u != NULL, "%s", res.out);
+    cr_expect(strstr(u, "\"deposits\":3,\"retries_granted\":0,"
+                        "\"retries_denied\":{\"max_attempts\":0,"
+                        "\"budget_exhausted\":0,") != NULL,
+              "%s", u);
+    cr_expect(strstr(u, "\"status_not_retryable\":0}") != NULL, "%s", u);
+    cr_expect(strstr(u, "\"response_received\":3") != NULL, "%s", u);
+    cr_expect_eq(testsrv_count(srv, "fine"), 3);
+    rd_daemon_cleanup(&d);
+}

@@ -604,3 +604,99 @@ Test(executor_rules, endless_response_headers_are_cut_off)
     pthread_join(t, NULL);
     close(lfd);
 }
+
+/* --- pooled handles carry nothing from one request to the next ----------- */
+
+static void expect_log(const char *id, const char *method)
+{
+    char cmd[64], reply[512];
+    snprintf(cmd, sizeof(cmd), "LOG %s", id);
+    cr_assert_eq(testsrv_command(srv, cmd, reply, sizeof(reply)), 0);
+    cr_expect(strstr(reply, method) != NULL, "LOG %s: %s (wanted %s)", id,
+              reply, method);
+}
+
+Test(executor_rules, head_then_bodyless_post_on_one_handle_sends_a_post)
+{
+    /* One permit: every request takes the same pooled handle. */
+    retryd_profile *p = profile((retryd_profile_opts){.bulkhead = 1});
+    static const struct {
+        const char *method, *id;
+    } seq[] = {{"HEAD", "m1"}, {"POST", "m2"}, {"GET", "m3"},
+               {"HEAD", "m4"}, {"POST", "m5"}, {"PUT", "m6"}};
+    for (size_t i = 0; i < sizeof(seq) / sizeof(seq[0]); i++) {
+        char path[32];
+        snprintf(path, sizeof(path), "/ok?id=%s", seq[i].id);
+        retryd_result *r =
+            run(p, (retryd_request){.method = seq[i].method, .path = path});
+        cr_expect_eq(retryd_result_status(r), 200);
+        retryd_result_free(r);
+        char want[16];
+        snprintf(want, sizeof(want), " %s ", seq[i].method);
+        expect_log(seq[i].id, want);
+    }
+    cr_expect_eq(testsrv_conns(srv), 1, "and all on one connection");
+    retryd_profile_free(p);
+}
+
+static int open_never(void *ctx, retryd_body_reader *ret)
+{
+    (void)ctx, (void)ret;
+    return -1;
+}
+
+Test(executor_rules, body_that_fails_to_open_keeps_the_connection)
+{
+    retryd_profile *p = profile((retryd_profile_opts){.bulkhead = 1});
+    retryd_body *b;
+    cr_assert_eq(retryd_body_new_supplier(open_never, NULL, &b), 0);
+    retryd_result *r = run(p, (retryd_request){.path = "/ok?id=c1"});
+    retryd_result_free(r);
+    r = run(p, (retryd_request){.method = "PUT",
+                                .path = "/echo?id=c2",
+                                .body = b,
+                                .idempotency = RETRYD_IDEMPOTENCY_IDEMPOTENT});
+    cr_expect_eq(retryd_result_attempt(r, 0)->failure,
+                 RETRYD_FAILURE_BODY_SOURCE);
+    retryd_result_free(r);
+    r = run(p, (retryd_request){.path = "/ok?id=c3"});
+    cr_expect_eq(retryd_result_status(r), 200);
+    retryd_result_free(r);
+    cr_expect_eq(testsrv_count(srv, "c2"), 0);
+    cr_expect_eq(testsrv_conns(srv), 1, "libcurl never ran: handle kept");
+    retryd_body_free(b);
+    retryd_profile_free(p);
+}
+
+/* --- the 401 refresh ------------------------------------------------------ */
+
+static int refresh_bad(void *ctx, char *value, size_t len)
+{
+    (void)ctx, (void)value, (void)len;
+    refreshes++;
+    return -1;
+}
+
+Test(executor_rules, failed_refresh_is_a_denial_that_spends_no_token)
+{
+    /* No floor: the balance moves only by deposits and withdrawals. */
+    static const retryd_budget_params exact = {1, 0, 10};
+    retryd_profile *p = profile(
+        (retryd_profile_opts){.budget = &exact, .upstream = "refresh-fails"});
+    double balance;
+    refreshes = 0;
+    retryd_result *r =
+        run(p, (retryd_request){.path = "/auth?token=fresh&id=rf",
+                                .idempotency = RETRYD_IDEMPOTENCY_SAFE,
+                                .refresh = refresh_bad});
+    cr_expect_eq(refreshes, 1);
+    cr_expect_eq(retryd_result_attempt_count(r), 1);
+    cr_expect_eq(retryd_result_decision(r)->verdict, RETRYD_VERDICT_DENIED);
+    cr_expect_eq(retryd_result_decision(r)->rule,
+                 RETRYD_RULE_STATUS_401_DENIED);
+    cr_assert_eq(retryd_upstream_balance(retryd_profile_budget(p), &balance),
+                 0);
+    cr_expect_eq(balance, 1.0, "the first attempt's deposit, unspent");
+    retryd_result_free(r);
+    retryd_profile_free(p);
+}
