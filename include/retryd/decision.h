@@ -159,7 +159,7 @@ typedef struct retryd_facts {
     retryd_replayability replayability;
     retryd_idempotency idempotency;
     retryd_failure failure; /**< NONE when a final status arrived */
-    int status;             /**< final HTTP status (100..999), 0 when none */
+    int status;             /**< final HTTP status (200..999), 0 when none */
     /** Parsed Retry-After (retryd_retry_after_parse()), -1 when absent. */
     int64_t retry_after_ns;
     int64_t remaining_ns;    /**< time left before the request's deadline */
@@ -226,7 +226,7 @@ typedef struct retryd_decision {
  * @param ret     written only on success.
  * @return 0, or RETRYD_EINVAL when the facts are inconsistent (attempt 0,
  *         attempt above max_attempts, an enum out of range, a status outside
- *         100..999, a response evidence without a status, negative
+ *         200..999, a response evidence without a status, negative
  *         durations).
  */
 RETRYD_EXPORT int retryd_decide(const retryd_facts *facts,
