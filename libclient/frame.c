@@ -24,10 +24,12 @@ int retryd__frame_decode(const uint8_t *buf, size_t len, size_t cap,
      * message: every field at its default.) */
     if (n > cap)
         return RETRYD_EPROTO;
+    /* Told while the body is still to come too: a reader holding only the
+     * header learns how much to read. */
+    *ret_body_len = n;
     if (len - RETRYD_FRAME_HEADER < n)
         return 1;
     *ret_body = buf + RETRYD_FRAME_HEADER;
-    *ret_body_len = n;
     *ret_consumed = RETRYD_FRAME_HEADER + (size_t)n;
     return 0;
 }
@@ -193,25 +195,24 @@ int retryd__frame_recv(int fd, size_t cap, int timeout_ms, uint8_t **ret_body,
     r = recv_exact(fd, hdr, sizeof(hdr), deadline, &passed);
     if (r < 0)
         goto fail;
-    /* Only the header is decoded here: it tells the body's length. */
+    /* Only the header is there: 1 (or 0 for an empty body), with the
+     * body's length. */
     r = retryd__frame_decode(hdr, sizeof(hdr), cap, &body, &body_len,
                              &consumed);
     if (r < 0)
         goto fail;
-    uint32_t n = (uint32_t)hdr[0] << 24 | (uint32_t)hdr[1] << 16 |
-                 (uint32_t)hdr[2] << 8 | (uint32_t)hdr[3];
-    uint8_t *buf = malloc(n ? n : 1);
+    uint8_t *buf = malloc(body_len ? body_len : 1);
     if (buf == NULL) {
         r = RETRYD_ENOMEM;
         goto fail;
     }
-    r = recv_exact(fd, buf, n, deadline, &passed);
+    r = recv_exact(fd, buf, body_len, deadline, &passed);
     if (r < 0) {
         free(buf);
         goto fail;
     }
     *ret_body = buf;
-    *ret_len = n;
+    *ret_len = body_len;
     if (ret_fd != NULL)
         *ret_fd = passed;
     else if (passed >= 0)

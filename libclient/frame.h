@@ -23,7 +23,9 @@
  * more bytes are needed, RETRYD_EPROTO when the announced length is above
  * @p cap (the connection cannot be resynchronised: close it). A zero
  * length is an empty message.
- * *ret_consumed is the frame's total size (header + body) on 0.
+ * *ret_body_len is the announced length whenever the header is whole (on 0,
+ * and on 1 with at least RETRYD_FRAME_HEADER bytes), *ret_consumed the
+ * frame's total size (header + body) on 0.
  */
 int retryd__frame_decode(const uint8_t *buf, size_t len, size_t cap,
                          const uint8_t **ret_body, size_t *ret_body_len,

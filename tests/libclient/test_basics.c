@@ -1,6 +1,13 @@
-/* Error codes, names, the body-kind algebra and durations. */
+/* Error codes, names, the body-kind algebra, durations and frames. */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <criterion/criterion.h>
 
+#include "frame.h"
+#include "retryd.pb-c.h"
 #include "retryd/retryd.h"
 
 Test(error, every_code_has_a_distinct_name_and_text)
@@ -151,4 +158,60 @@ Test(duration, parses_the_units_people_write)
     cr_expect_eq(retryd_duration_parse("9999999999999h", &v), RETRYD_ERANGE);
     cr_expect_eq(retryd_duration_parse("99999999999999999999999s", &v),
                  RETRYD_ERANGE);
+}
+
+Test(frame, a_header_alone_tells_the_body_length)
+{
+    const uint8_t frame[] = {0, 0, 0, 3, 0xaa, 0xbb, 0xcc};
+    const uint8_t *body = NULL;
+    size_t len = 0, used = 0;
+    cr_expect_eq(retryd__frame_decode(frame, 4, 16, &body, &len, &used), 1);
+    cr_expect_eq(len, 3, "the reader knows how much is to come");
+    cr_expect_eq(retryd__frame_decode(frame, 3, 16, &body, &len, &used), 1);
+    cr_expect_eq(retryd__frame_decode(frame, 7, 16, &body, &len, &used), 0);
+    cr_expect_eq(len, 3);
+    cr_expect_eq(used, 7);
+    cr_expect_eq(body, frame + 4);
+    cr_expect_eq(retryd__frame_decode(frame, 4, 2, &body, &len, &used),
+                 RETRYD_EPROTO, "above the cap");
+}
+
+Test(frame, messages_cross_a_socket_whole)
+{
+    int sv[2];
+    cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    Retryd__Hello hello;
+    retryd__hello__init(&hello);
+    hello.protocol_version = RETRYD_PROTOCOL_VERSION;
+    hello.client = "a client name long enough to need a few bytes";
+    Retryd__ControlRequest req, empty;
+    retryd__control_request__init(&req);
+    retryd__control_request__init(&empty);
+    req.body_case = RETRYD__CONTROL_REQUEST__BODY_HELLO;
+    req.hello = &hello;
+    cr_assert_eq(retryd__frame_send(sv[0], &req.base, -1, 1000), 0);
+    cr_assert_eq(retryd__frame_send(sv[0], &empty.base, -1, 1000), 0);
+
+    uint8_t *body;
+    size_t len;
+    int fd = 0;
+    cr_assert_eq(retryd__frame_recv(sv[1], RETRYD_FRAME_REQUEST_MAX, 1000,
+                                    &body, &len, &fd),
+                 0);
+    cr_expect_eq(fd, -1);
+    cr_expect_eq(len, protobuf_c_message_get_packed_size(&req.base));
+    Retryd__ControlRequest *got =
+        retryd__control_request__unpack(NULL, len, body);
+    free(body);
+    cr_assert(got != NULL && got->hello != NULL);
+    cr_expect_str_eq(got->hello->client, hello.client);
+    retryd__control_request__free_unpacked(got, NULL);
+    /* An empty message is a frame of length zero. */
+    cr_assert_eq(retryd__frame_recv(sv[1], RETRYD_FRAME_REQUEST_MAX, 1000,
+                                    &body, &len, NULL),
+                 0);
+    cr_expect_eq(len, 0);
+    free(body);
+    close(sv[0]);
+    close(sv[1]);
 }
