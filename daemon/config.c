@@ -6,6 +6,7 @@
  */
 #include "config.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <grp.h>
 #include <math.h>
@@ -29,11 +30,22 @@ typedef struct parse_state {
     size_t buf_cap;
     char stats_group_name[64];
     bool allow_groups_set;
-    char error[256]; /* the handler's reason; the line comes from inih */
+    char error[384]; /* the handler's reason; the line comes from inih */
     char rel_control[CONFIG_SOCKET_MAX];
     char rel_stats[CONFIG_SOCKET_MAX];
     char rel_segment[PATH_MAX];
+    /* Lines of the path keys (0: the default), to name a clash. */
+    int line_control, line_stats, line_segment;
+    /* The last section header as written: inih cuts long names. */
+    char section[128];
+    bool after_key; /* inih reads an indented line as a continuation */
 } parse_state;
+
+/* inih's section buffer (its ini.c MAX_SECTION): longer names are cut to
+ * one byte less, silently. */
+#ifndef INI_MAX_SECTION
+#define INI_MAX_SECTION 50
+#endif
 
 #define SECTION_DAEMON "retryd"
 #define SECTION_DEFAULTS "defaults"
@@ -66,6 +78,61 @@ __attribute__((format(printf, 4, 5))) static int fail(parse_state *st,
     return 0;
 }
 
+/* Where inih's search for @p stop ends: at one of those bytes, at an
+ * inline comment (a ';' after white space) or at the end. */
+static const char *ini_scan(const char *s, const char *stop)
+{
+    bool was_space = false;
+    while (*s && !strchr(stop, *s) && !(was_space && *s == ';')) {
+        was_space = isspace((unsigned char)*s);
+        s++;
+    }
+    return s;
+}
+
+/*
+ * Keep the whole name of a section header, read as inih reads the line
+ * (after a BOM and white space; an indented line after a key continues
+ * its value), since inih keeps only INI_MAX_SECTION - 1 bytes of it.
+ */
+static void note_section(parse_state *st, const char *line)
+{
+    const char *s = line;
+    if (st->line == 1 && strncmp(s, "\xEF\xBB\xBF", 3) == 0)
+        s += 3;
+    const char *start = s;
+    while (isspace((unsigned char)*start))
+        start++;
+    if (*start == '\0' || *start == ';' || *start == '#')
+        return;
+    if (st->after_key && start > line)
+        return;
+    if (*start != '[') {
+        const char *end = ini_scan(start, "=:");
+        if (*end == '=' || *end == ':')
+            st->after_key = true;
+        return;
+    }
+    const char *end = ini_scan(start + 1, "]");
+    if (*end != ']')
+        return; /* inih reports the line */
+    size_t n = (size_t)(end - start - 1);
+    if (n >= sizeof(st->section))
+        n = sizeof(st->section) - 1; /* still too long for any section */
+    memcpy(st->section, start + 1, n);
+    st->section[n] = '\0';
+    st->after_key = false;
+}
+
+/* The whole name of the section inih calls @p section. */
+static const char *whole_section(const parse_state *st, const char *section)
+{
+    size_t n = strlen(section);
+    if (n == INI_MAX_SECTION - 1 && strncmp(st->section, section, n) == 0)
+        return st->section;
+    return section;
+}
+
 /*
  * inih's reader: one line per call, counted, so a handler error can name
  * its line. A line longer than inih's buffer is an error here rather than
@@ -88,6 +155,7 @@ static char *read_line(char *str, int num, void *stream)
         return NULL;
     }
     memcpy(str, st->buf, (size_t)n + 1);
+    note_section(st, str);
     return str;
 }
 
@@ -191,14 +259,20 @@ static int daemon_key(parse_state *st, const char *key, const char *v)
             return fail(st, s, key, "'%s' is not an absolute path", v);
         return copy_path(st, s, key, v, c->runtime_dir, sizeof(c->runtime_dir));
     }
-    if (strcmp(key, "control_socket") == 0)
+    if (strcmp(key, "control_socket") == 0) {
+        st->line_control = st->line;
         return copy_path(st, s, key, v, st->rel_control,
                          sizeof(st->rel_control));
-    if (strcmp(key, "stats_socket") == 0)
+    }
+    if (strcmp(key, "stats_socket") == 0) {
+        st->line_stats = st->line;
         return copy_path(st, s, key, v, st->rel_stats, sizeof(st->rel_stats));
-    if (strcmp(key, "segment") == 0)
+    }
+    if (strcmp(key, "segment") == 0) {
+        st->line_segment = st->line;
         return copy_path(st, s, key, v, st->rel_segment,
                          sizeof(st->rel_segment));
+    }
     if (strcmp(key, "group") == 0) {
         if (!lookup_gid(v, &c->group))
             return fail(st, s, key, "unknown group '%s'", v);
@@ -285,6 +359,7 @@ static int handler(void *user, const char *section, const char *key,
 {
     parse_state *st = user;
 
+    section = whole_section(st, section);
     if (strcmp(section, SECTION_DAEMON) == 0)
         return daemon_key(st, key, value);
     if (strcmp(section, SECTION_DEFAULTS) == 0)
@@ -327,6 +402,69 @@ static void set_defaults(config *c, parse_state *st)
     };
 }
 
+/* @p path with "//", "." and ".." resolved by spelling alone. */
+static void path_spelling(char out[PATH_MAX], const char *path)
+{
+    size_t n = 0;
+    out[0] = '\0';
+    for (const char *p = path; *p;) {
+        while (*p == '/')
+            p++;
+        size_t len = strcspn(p, "/");
+        if (len == 2 && p[0] == '.' && p[1] == '.') {
+            while (n > 0 && out[--n] != '/')
+                ;
+        } else if (len > 0 && !(len == 1 && p[0] == '.') &&
+                   n + 1 + len < PATH_MAX) {
+            out[n++] = '/';
+            memcpy(out + n, p, len);
+            n += len;
+        }
+        out[n] = '\0';
+        p += len;
+    }
+}
+
+/*
+ * The daemon creates each of these files: two of them naming one file
+ * would have it bind a socket over the other or map its lock file as the
+ * segment. Names the key set last of a clashing pair.
+ */
+static int check_distinct(const config *c, const parse_state *st, char *err,
+                          size_t err_len)
+{
+    const struct {
+        const char *what;
+        const char *path;
+        int line; /* of its key, 0 for a default */
+    } f[] = {
+        {"control_socket", c->control_socket, st->line_control},
+        {"stats_socket", c->stats_socket, st->line_stats},
+        {"segment", c->segment_path, st->line_segment},
+        {"lock file", c->lock_path, 0},
+    };
+    const size_t n = sizeof(f) / sizeof(f[0]);
+    char a[PATH_MAX], b[PATH_MAX];
+
+    for (size_t i = 0; i < n; i++) {
+        path_spelling(a, f[i].path);
+        for (size_t j = i + 1; j < n; j++) {
+            path_spelling(b, f[j].path);
+            if (strcmp(a, b) != 0)
+                continue;
+            size_t k = f[j].line > f[i].line ? j : i, o = i + j - k;
+            snprintf(err, err_len,
+                     "%s:%d: [%s] %s: '%s' is also the %s; control_socket, "
+                     "stats_socket, segment and the lock file (retryd.lock) "
+                     "each need a path of their own",
+                     c->path, f[k].line, SECTION_DAEMON, f[k].what, f[k].path,
+                     f[o].what);
+            return RETRYD_ECONFIG;
+        }
+    }
+    return 0;
+}
+
 static int finish(config *c, parse_state *st, char *err, size_t err_len)
 {
     if (join(c->control_socket, sizeof(c->control_socket), c->runtime_dir,
@@ -343,6 +481,8 @@ static int finish(config *c, parse_state *st, char *err, size_t err_len)
                  c->path);
         return RETRYD_ECONFIG;
     }
+    if (check_distinct(c, st, err, err_len) < 0)
+        return RETRYD_ECONFIG;
     if (!c->has_stats_group && c->has_group) {
         c->stats_group = c->group;
         c->has_stats_group = true;

@@ -94,3 +94,67 @@ Test(config, missing_file_is_a_clear_error)
     cr_expect(strstr(res.err, "/nonexistent/retryd.conf: cannot open") != NULL,
               "%s", res.err);
 }
+
+/* "[upstream " + @p name + "]" with @p name @p len times @p fill, then
+ * @p last. */
+static void upstream_header(char *out, size_t cap, char fill, size_t len,
+                            char last)
+{
+    char name[128];
+    memset(name, fill, len);
+    name[len] = last;
+    name[len + 1] = '\0';
+    snprintf(out, cap, "[upstream %s]\ncap = 10\n", name);
+}
+
+Test(config, long_upstream_names_are_kept_whole)
+{
+    char a[160], b[160], text[512];
+    /* 95 bytes each, the first 94 shared: far past inih's 49-byte section
+     * buffer, so a cut name would merge the two. */
+    upstream_header(a, sizeof(a), 'n', 94, 'a');
+    upstream_header(b, sizeof(b), 'n', 94, 'b');
+    snprintf(text, sizeof(text), "%s%s", a, b);
+    check(text);
+    cr_expect_eq(res.exit_code, 0, "%s", res.err);
+    cr_expect(strstr(res.out, "ok (2 upstreams configured)") != NULL, "%s",
+              res.out);
+
+    /* Repeating a section continues it, long or not. */
+    snprintf(text, sizeof(text), "%s%s", a, a);
+    check(text);
+    cr_expect(strstr(res.out, "ok (1 upstreams configured)") != NULL, "%s",
+              res.out);
+}
+
+Test(config, an_upstream_name_over_95_bytes_is_refused_on_its_line)
+{
+    char a[160], text[512];
+    upstream_header(a, sizeof(a), 'n', 95, 'x'); /* 96 bytes */
+    snprintf(text, sizeof(text), "[defaults]\ncap = 5\n%s", a);
+    expect_error(text, 4, "must be 1..95 printable bytes");
+    cr_expect(strstr(res.err, "nnnnx'") != NULL, "the whole name: %s", res.err);
+}
+
+Test(config, sockets_segment_and_lock_need_paths_of_their_own)
+{
+    expect_error("[retryd]\ncontrol_socket = stats.sock\n", 2,
+                 "[retryd] control_socket: '/run/retryd/stats.sock' is also "
+                 "the stats_socket");
+    expect_error("[retryd]\nruntime_dir = /run/x\n"
+                 "stats_socket = /run/x/control.sock\n",
+                 3,
+                 "[retryd] stats_socket: '/run/x/control.sock' is also the "
+                 "control_socket");
+    expect_error("[retryd]\nsegment = retryd.lock\n", 2,
+                 "[retryd] segment: '/run/retryd/retryd.lock' is also the "
+                 "lock file");
+    /* The later of two keys is named; spelling does not hide a clash. */
+    expect_error("[retryd]\nsegment = s\ncontrol_socket = ./x/../s\n", 3,
+                 "[retryd] control_socket: '/run/retryd/./x/../s' is also "
+                 "the segment");
+    expect_error("[retryd]\nsegment = /tmp//a\nstats_socket = /tmp/a\n", 3,
+                 "is also the segment");
+    check("[retryd]\ncontrol_socket = c\nstats_socket = s\nsegment = seg\n");
+    cr_expect_eq(res.exit_code, 0, "%s", res.err);
+}
