@@ -199,9 +199,19 @@ static void reload(server *d)
         strcmp(n->control_socket, o->control_socket) != 0 ||
         strcmp(n->stats_socket, o->stats_socket) != 0 ||
         strcmp(n->segment_path, o->segment_path) != 0 ||
+        strcmp(n->lock_path, o->lock_path) != 0 ||
         n->upstream_capacity != o->upstream_capacity ||
         n->process_capacity != o->process_capacity)
         log_warn("reload: paths and capacities change only at restart");
+    /* What is in use stays as it is, so the published configuration says
+     * what the daemon does (teardown removes the sockets it names). */
+    memcpy(n->runtime_dir, o->runtime_dir, sizeof(n->runtime_dir));
+    memcpy(n->control_socket, o->control_socket, sizeof(n->control_socket));
+    memcpy(n->stats_socket, o->stats_socket, sizeof(n->stats_socket));
+    memcpy(n->segment_path, o->segment_path, sizeof(n->segment_path));
+    memcpy(n->lock_path, o->lock_path, sizeof(n->lock_path));
+    n->upstream_capacity = o->upstream_capacity;
+    n->process_capacity = o->process_capacity;
     config *old = d->cfg;
     rd_rcu_publish();
     rcu_assign_pointer(d->cfg, n);

@@ -617,3 +617,46 @@ Test(daemon, damaged_slots_are_repaired_or_retired_on_adoption)
                   strstr(log.out, "retired") != NULL,
               "%s", log.out);
 }
+
+static bool payments_cap_is(double cap)
+{
+    ctl("stats", "--json");
+    if (res.exit_code != 0)
+        return false;
+    const char *p = strstr(res.out, "\"name\":\"payments\"");
+    return p != NULL && json_number(p, NULL, "cap") == cap;
+}
+
+static bool cap_is_31(void *arg)
+{
+    (void)arg;
+    return payments_cap_is(31);
+}
+
+Test(daemon, reload_keeps_the_paths_it_cannot_move)
+{
+    char moved[256], extra[512];
+    snprintf(moved, sizeof(moved), "%s/moved.sock", D.runtime);
+    snprintf(extra, sizeof(extra),
+             "control_socket = %s\n"
+             "[upstream payments]\nratio = 0.5\nmin_retries_per_sec = 0\n"
+             "cap = 31\n",
+             moved);
+    cr_assert_eq(rd_daemon_write_config(&D, extra), 0);
+    kill(D.pid, SIGHUP);
+    /* The reload applies (cap 31) and the daemon still serves the socket it
+     * listens on. */
+    cr_assert(rd_wait_until(cap_is_31, NULL, 5000), "reload not applied");
+    ctl("drain", "on");
+    cr_expect_eq(res.exit_code, 0, "%s", res.err);
+    cr_expect_eq(access(moved, F_OK), -1);
+    cr_assert_eq(rd_daemon_stop(&D, SIGTERM), 0);
+    /* It removed what it created, and nothing else. */
+    cr_expect_eq(access(D.control, F_OK), -1, "%s left behind", D.control);
+    cr_expect_eq(access(D.stats, F_OK), -1, "%s left behind", D.stats);
+    cr_expect_eq(access(moved, F_OK), -1, "%s was created", moved);
+    run_result log;
+    char *cat[] = {"/bin/cat", D.log, NULL};
+    cr_assert_eq(run_program(cat, 5000, &log), 0);
+    cr_expect(strstr(log.out, "change only at restart") != NULL, "%s", log.out);
+}
