@@ -202,8 +202,14 @@ int owner_upstream_alloc(owner *o, const char *name, const budget_params *p,
 void owner_upstream_set_params(owner *o, uint32_t slot, const budget_params *p)
 {
     seg_upstream *s = retryd__segment_upstream(&o->view, slot);
-    if (s != NULL)
-        write_params(s, p);
+    if (s == NULL)
+        return;
+    write_params(s, p);
+    /* A lower cap binds at once: the balance above it is discarded (and
+     * counted), not left for clients to spend. */
+    bucket_tally t = {s->counters, false};
+    (void)retryd__bucket_check(s, atomic_load(&s->ident),
+                               retryd__clock_coarse_ns(), &t);
 }
 
 void owner_upstream_retire(owner *o, uint32_t slot)

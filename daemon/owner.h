@@ -41,6 +41,8 @@ bool owner_draining(const owner *o);
  * floor), then published ACTIVE. RETRYD_EFULL when none is free. */
 int owner_upstream_alloc(owner *o, const char *name, const budget_params *p,
                          uint32_t *ret_slot, uint32_t *ret_gen);
+/* New parameters; a balance above a lowered cap is clamped to it at once
+ * (counted as discarded). */
 void owner_upstream_set_params(owner *o, uint32_t slot, const budget_params *p);
 /* Retire: a new generation, so handles to the old one can spend nothing. */
 void owner_upstream_retire(owner *o, uint32_t slot);

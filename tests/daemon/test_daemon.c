@@ -618,19 +618,21 @@ Test(daemon, damaged_slots_are_repaired_or_retired_on_adoption)
               "%s", log.out);
 }
 
-static bool payments_cap_is(double cap)
+static bool cap_is(const char *upstream, double cap)
 {
+    char anchor[128];
     ctl("stats", "--json");
     if (res.exit_code != 0)
         return false;
-    const char *p = strstr(res.out, "\"name\":\"payments\"");
+    snprintf(anchor, sizeof(anchor), "\"name\":\"%s\"", upstream);
+    const char *p = strstr(res.out, anchor);
     return p != NULL && json_number(p, NULL, "cap") == cap;
 }
 
 static bool cap_is_31(void *arg)
 {
     (void)arg;
-    return payments_cap_is(31);
+    return cap_is("payments", 31);
 }
 
 Test(daemon, reload_keeps_the_paths_it_cannot_move)
@@ -659,4 +661,32 @@ Test(daemon, reload_keeps_the_paths_it_cannot_move)
     char *cat[] = {"/bin/cat", D.log, NULL};
     cr_assert_eq(run_program(cat, 5000, &log), 0);
     cr_expect(strstr(log.out, "change only at restart") != NULL, "%s", log.out);
+}
+
+static bool orders_cap_is_5(void *arg)
+{
+    (void)arg;
+    return cap_is("orders", 5);
+}
+
+Test(daemon, reload_that_lowers_the_cap_clamps_the_balance)
+{
+    child c;
+    start_client(&c);
+    ask(&c, "open orders", "ok shared=1");
+    ask(&c, "deposit 50", "ok"); /* ratio 1, cap 100: 50 tokens */
+    cr_expect_eq(stat_of("orders", "balance"), 50);
+    double discarded = stat_of("orders", "discarded_tokens");
+    cr_assert_eq(rd_daemon_write_config(&D,
+                                        "[upstream orders]\nratio = 1\n"
+                                        "min_retries_per_sec = 0\ncap = 5\n"),
+                 0);
+    kill(D.pid, SIGHUP);
+    cr_assert(rd_wait_until(orders_cap_is_5, NULL, 5000), "reload not applied");
+    cr_expect_eq(stat_of("orders", "balance"), 5);
+    cr_expect_eq(stat_of("orders", "discarded_tokens") - discarded, 45,
+                 "the clamp counts what it took");
+    /* No client can spend above the new cap. */
+    ask(&c, "withdraw 50", "granted 5 denied 45");
+    child_stop(&c);
 }
