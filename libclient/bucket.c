@@ -40,6 +40,13 @@ uint64_t retryd__clock_coarse_ns(void)
     return (uint64_t)ts.tv_sec * NS_PER_S + (uint64_t)ts.tv_nsec;
 }
 
+uint64_t retryd__clock_monotonic_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * NS_PER_S + (uint64_t)ts.tv_nsec;
+}
+
 static uint64_t coarse_now(void *ctx)
 {
     (void)ctx;
@@ -164,7 +171,8 @@ int retryd__bucket_withdraw_short(seg_upstream *s, uint64_t ident,
     if (r == 0)
         bucket_tally_add(t, SEG_C_GRANTED, 1);
     else if (r == RETRYD_EBUDGET)
-        bucket_tally_add(t, SEG_C_DENIED_FIRST + 1, 1); /* budget_exhausted */
+        bucket_tally_add(t, seg_denied_counter(RETRYD_DENIAL_BUDGET_EXHAUSTED),
+                         1);
     return r;
 }
 

@@ -33,6 +33,10 @@ typedef struct bucket_clock {
 extern const bucket_clock retryd__coarse_clock;
 uint64_t retryd__clock_coarse_ns(void);
 
+/* CLOCK_MONOTONIC in nanoseconds: for deadlines and timeouts, which need
+ * better than the coarse clock's milliseconds. */
+uint64_t retryd__clock_monotonic_ns(void);
+
 /*
  * A first attempt: deposit the slot's ratio, capped. 0, or RETRYD_ESTALE
  * when the slot's ident is no longer @p ident.

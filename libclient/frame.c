@@ -6,9 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "bucket.h"
 #include "retryd/common.h"
 
 int retryd__frame_decode(const uint8_t *buf, size_t len, size_t cap,
@@ -36,9 +36,7 @@ int retryd__frame_decode(const uint8_t *buf, size_t len, size_t cap,
 
 static int64_t now_ms(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    return (int64_t)(retryd__clock_monotonic_ns() / 1000000);
 }
 
 /* Wait for @p events on @p fd until @p deadline (ms, CLOCK_MONOTONIC). */

@@ -377,9 +377,10 @@ int retryd__host_register_locked(retryd_host *h, retryd_upstream *up,
 /* --- the host ------------------------------------------------------------ */
 
 const retryd_budget_params retryd_budget_defaults = {
-    .ratio = 0.1,
-    .min_retries_per_sec = 10,
-    .cap = 100,
+    .ratio = (double)SEG_DEFAULT_RATIO_MICRO / (double)SEG_MICRO,
+    .min_retries_per_sec =
+        (double)SEG_DEFAULT_FLOOR_MICRO_PER_S / (double)SEG_MICRO,
+    .cap = (double)SEG_DEFAULT_CAP_MICRO / (double)SEG_MICRO,
 };
 
 static void host_free(retryd_host *h);

@@ -16,6 +16,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "retryd/decision.h"
+
 #define SEG_MAGIC UINT64_C(0x4753445952544552) /* "RETRYDSG", little-endian */
 #define SEG_LAYOUT_VERSION 2u
 #define SEG_LINE 64
@@ -50,6 +52,17 @@ enum seg_counter {
     SEG_COUNTERS = 20, /* 17..19 reserved for growth within a layout */
 };
 
+_Static_assert(SEG_C_DENIED_FIRST + RETRYD_DENIAL_COUNT - 1 == SEG_C_AMBIGUOUS,
+               "one counter per denial reason");
+
+/* The counter of a denial reason; -1 for NONE or a value out of range. */
+static inline int seg_denied_counter(retryd_denial reason)
+{
+    return (unsigned)reason - 1 < RETRYD_DENIAL_COUNT - 1
+               ? SEG_C_DENIED_FIRST + (int)reason - 1
+               : -1;
+}
+
 /* Fixed point: balances and parameters are in micro-tokens. */
 #define SEG_MICRO UINT64_C(1000000)
 /*
@@ -63,6 +76,51 @@ enum seg_counter {
 #define SEG_BALANCE_MASK ((UINT64_C(1) << SEG_BALANCE_BITS) - 1)
 #define SEG_BALANCE_BIAS (UINT64_C(1) << (SEG_BALANCE_BITS - 1))
 #define SEG_MAX_CAP_MICRO (SEG_BALANCE_BIAS - 1)
+/* The largest floor refill accepted, per second (about a million tokens). */
+#define SEG_MAX_FLOOR_MICRO (UINT64_C(1) << 40)
+
+/* The budget parameters of an upstream nobody configured, for the daemon
+ * and for the library's local buckets alike (docs/budget.md). */
+#define SEG_DEFAULT_RATIO_MICRO (SEG_MICRO / 10)       /* 0.1 per attempt */
+#define SEG_DEFAULT_FLOOR_MICRO_PER_S (10 * SEG_MICRO) /* 10 per second */
+#define SEG_DEFAULT_CAP_MICRO (100 * SEG_MICRO)        /* 100 tokens */
+
+/* Whether budget parameters could come from a configuration or a client:
+ * a cap of at least one token (a retry needs a whole one), every figure
+ * within the segment's range. Checked by whoever accepts them, and by a
+ * daemon adopting a segment written by another. */
+static inline bool seg_params_plausible(uint64_t ratio_micro,
+                                        uint64_t floor_micro_per_s,
+                                        uint64_t cap_micro)
+{
+    return cap_micro >= SEG_MICRO && cap_micro <= SEG_MAX_CAP_MICRO &&
+           ratio_micro <= SEG_MAX_CAP_MICRO &&
+           floor_micro_per_s <= SEG_MAX_FLOOR_MICRO;
+}
+
+/* Whether @p name can name an upstream: 1..SEG_NAME_MAX printable ASCII
+ * bytes, no space (a slot's name field holds SEG_NAME_MAX). */
+static inline bool seg_name_valid(const char *name)
+{
+    size_t n = 0;
+    if (name == NULL)
+        return false;
+    for (; name[n] != '\0'; n++)
+        if (n == SEG_NAME_MAX || (unsigned char)name[n] <= 0x20 ||
+            (unsigned char)name[n] >= 0x7f)
+            return false;
+    return n >= 1;
+}
+
+/* The hash of an upstream name (64-bit FNV-1a), for the tables that index
+ * handles and registrations by name. */
+static inline unsigned long seg_name_hash(const char *name)
+{
+    uint64_t h = UINT64_C(0xcbf29ce484222325);
+    for (; *name != '\0'; name++)
+        h = (h ^ (unsigned char)*name) * UINT64_C(0x100000001b3);
+    return (unsigned long)h;
+}
 
 typedef struct seg_header {
     /* Immutable after creation. */

@@ -21,14 +21,6 @@
 /* How long a handle on its local bucket waits before asking again. */
 #define REBIND_INTERVAL_NS (NS_PER_S / 2)
 
-static unsigned long name_hash(const char *s)
-{
-    uint64_t h = UINT64_C(0xcbf29ce484222325);
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * UINT64_C(0x100000001b3);
-    return (unsigned long)h;
-}
-
 static int name_match(struct cds_lfht_node *node, const void *key)
 {
     const retryd_upstream *up =
@@ -36,33 +28,24 @@ static int name_match(struct cds_lfht_node *node, const void *key)
     return strcmp(up->name, key) == 0;
 }
 
-static int name_validate(const char *name)
+/* Tokens to micro-tokens; false for what no figure of the segment may be
+ * (seg_params_plausible() then checks each figure's own range). */
+static bool to_micro(double tokens, uint64_t *ret)
 {
-    size_t n = 0;
-    if (name == NULL)
-        return RETRYD_EINVAL;
-    for (; name[n]; n++)
-        if ((unsigned char)name[n] <= 0x20 || (unsigned char)name[n] >= 0x7f)
-            return RETRYD_EINVAL;
-    return n >= 1 && n <= SEG_NAME_MAX ? 0 : RETRYD_EINVAL;
-}
-
-/* Tokens to micro-tokens, refusing what the segment cannot hold. */
-static int to_micro(double tokens, uint64_t max, uint64_t *ret)
-{
-    if (!isfinite(tokens) || tokens < 0 || tokens * 1e6 > (double)max)
-        return RETRYD_EINVAL;
-    *ret = (uint64_t)llround(tokens * 1e6);
-    return 0;
+    if (!isfinite(tokens) || tokens < 0 ||
+        tokens * (double)SEG_MICRO > (double)SEG_MAX_CAP_MICRO)
+        return false;
+    *ret = (uint64_t)llround(tokens * (double)SEG_MICRO);
+    return true;
 }
 
 static int params_to_micro(const retryd_budget_params *p, retryd_upstream *up)
 {
-    if (to_micro(p->ratio, SEG_MAX_CAP_MICRO, &up->ratio_micro) < 0 ||
-        to_micro(p->min_retries_per_sec, UINT64_C(1) << 40,
-                 &up->floor_micro_per_s) < 0 ||
-        to_micro(p->cap, SEG_MAX_CAP_MICRO, &up->cap_micro) < 0 ||
-        up->cap_micro < SEG_MICRO)
+    if (!to_micro(p->ratio, &up->ratio_micro) ||
+        !to_micro(p->min_retries_per_sec, &up->floor_micro_per_s) ||
+        !to_micro(p->cap, &up->cap_micro) ||
+        !seg_params_plausible(up->ratio_micro, up->floor_micro_per_s,
+                              up->cap_micro))
         return RETRYD_EINVAL;
     return 0;
 }
@@ -73,7 +56,7 @@ static retryd_upstream *lookup(retryd_host *h, const char *name)
     struct cds_lfht_node *node;
 
     urcu_bp_read_lock();
-    cds_lfht_lookup(h->names, name_hash(name), name_match, name, &it);
+    cds_lfht_lookup(h->names, seg_name_hash(name), name_match, name, &it);
     node = cds_lfht_iter_get_node(&it);
     urcu_bp_read_unlock();
     /* Handles are freed only with the host, so the pointer outlives the
@@ -220,7 +203,7 @@ int retryd_upstream_open(retryd_host *host, const char *name,
     retryd_upstream *up, *found;
     int r, err;
 
-    if (host == NULL || ret == NULL || name_validate(name) < 0)
+    if (host == NULL || ret == NULL || !seg_name_valid(name))
         return RETRYD_EINVAL;
     up = calloc(1, sizeof(*up));
     if (up == NULL)
@@ -258,7 +241,7 @@ int retryd_upstream_open(retryd_host *host, const char *name,
 
     pthread_mutex_lock(&host->lock);
     struct cds_lfht_node *prev = cds_lfht_add_unique(
-        host->names, name_hash(name), name_match, up->name, &up->node);
+        host->names, seg_name_hash(name), name_match, up->name, &up->node);
     if (prev != &up->node) {
         /* Another thread opened it first. */
         pthread_mutex_unlock(&host->lock);
@@ -413,11 +396,10 @@ void retryd_upstream_record(retryd_upstream *up,
     if (decision->verdict == RETRYD_VERDICT_AMBIGUOUS)
         BUMP(SEG_C_AMBIGUOUS);
     /* Failed takes were counted by the withdrawal itself. */
-    if (decision->verdict != RETRYD_VERDICT_RETRY &&
-        decision->reason > RETRYD_DENIAL_NONE &&
-        decision->reason < RETRYD_DENIAL_COUNT &&
+    int denied = seg_denied_counter(decision->reason);
+    if (decision->verdict != RETRYD_VERDICT_RETRY && denied >= 0 &&
         decision->rule != RETRYD_RULE_BUDGET_TAKE_FAILED)
-        BUMP(SEG_C_DENIED_FIRST + (int)decision->reason - 1);
+        BUMP(denied);
 #undef BUMP
 }
 

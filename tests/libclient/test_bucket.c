@@ -2,12 +2,15 @@
  * The bucket's arithmetic on one slot, with a simulated clock: deposits,
  * withdrawals, floor refill, the cap, and generations.
  */
+#include <time.h>
+
 #include <criterion/criterion.h>
 
 #include "bucket.h"
 #include "retryd/common.h"
 
 #define M SEG_MICRO
+#define EXHAUSTED seg_denied_counter(RETRYD_DENIAL_BUDGET_EXHAUSTED)
 #define S UINT64_C(1000000000)
 
 static uint64_t fake_now;
@@ -60,7 +63,7 @@ Test(bucket, ten_deposits_of_a_tenth_make_one_token)
     cr_expect_eq(balance(), 0);
     cr_expect_eq(atomic_load(&counters[SEG_C_DEPOSITS]), 10);
     cr_expect_eq(atomic_load(&counters[SEG_C_GRANTED]), 1);
-    cr_expect_eq(atomic_load(&counters[SEG_C_DENIED_FIRST + 1]), 1);
+    cr_expect_eq(atomic_load(&counters[EXHAUSTED]), 1);
 }
 
 Test(bucket, withdrawal_is_all_or_nothing)
@@ -174,7 +177,7 @@ Test(bucket, exclusive_tally_counts_like_the_shared_one)
     for (int i = 0; i < 5; i++)
         retryd__bucket_withdraw(&slot, ident, &clk, &own);
     cr_expect_eq(atomic_load(&mine[SEG_C_GRANTED]), 3);
-    cr_expect_eq(atomic_load(&mine[SEG_C_DENIED_FIRST + 1]), 2);
+    cr_expect_eq(atomic_load(&mine[EXHAUSTED]), 2);
 }
 
 Test(bucket, check_repairs_what_it_can_and_refuses_the_rest)
@@ -205,4 +208,16 @@ Test(bucket, check_repairs_what_it_can_and_refuses_the_rest)
                  seg_token_word(7, 0) - (uint64_t)BUCKET_MAX_DIP_MICRO - M);
     cr_expect_eq(retryd__bucket_check(&slot, ident, fake_now, &tally),
                  BUCKET_BROKEN, "a dip no takes in flight could make");
+}
+
+Test(clock, monotonic_reads_clock_monotonic_in_nanoseconds)
+{
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    uint64_t t1 = retryd__clock_monotonic_ns();
+    uint64_t t2 = retryd__clock_monotonic_ns();
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    cr_expect_geq(t1, (uint64_t)a.tv_sec * S + (uint64_t)a.tv_nsec);
+    cr_expect_geq(t2, t1);
+    cr_expect_leq(t2, (uint64_t)b.tv_sec * S + (uint64_t)b.tv_nsec);
 }

@@ -1,13 +1,16 @@
 /*
  * A corrupted segment is an error, never a crash: every header field a
- * reader relies on is validated against the mapping.
+ * reader relies on is validated against the mapping. And the rules both
+ * sides of the segment share: names, parameters, counters.
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include <criterion/criterion.h>
 
+#include "retryd/budget.h"
 #include "retryd/common.h"
 #include "segment.h"
 
@@ -127,4 +130,80 @@ Test(segment, start_time_tells_a_live_process)
 {
     cr_expect_gt(retryd__process_start_time((uint64_t)getpid()), 0);
     cr_expect_eq(retryd__process_start_time(UINT64_C(1) << 40), 0);
+}
+
+Test(shared, upstream_names_are_printable_and_bounded)
+{
+    char longest[SEG_NAME_MAX + 2];
+    memset(longest, 'n', sizeof(longest));
+    longest[SEG_NAME_MAX] = '\0';
+    cr_expect(seg_name_valid(longest), "95 bytes");
+    longest[SEG_NAME_MAX] = 'n';
+    longest[SEG_NAME_MAX + 1] = '\0';
+    cr_expect(!seg_name_valid(longest), "96 bytes");
+    cr_expect(seg_name_valid("payments"));
+    cr_expect(seg_name_valid("a-b_c.d:e/f@g"));
+    cr_expect(!seg_name_valid(""));
+    cr_expect(!seg_name_valid(NULL));
+    cr_expect(!seg_name_valid("two words"));
+    cr_expect(!seg_name_valid("tab\there"));
+    cr_expect(!seg_name_valid("del\x7f"));
+    cr_expect(!seg_name_valid("caf\xc3\xa9"));
+}
+
+Test(shared, name_hash_is_fnv1a_64)
+{
+    cr_expect_eq(seg_name_hash(""),
+                 (unsigned long)UINT64_C(0xcbf29ce484222325));
+    cr_expect_eq(seg_name_hash("a"),
+                 (unsigned long)UINT64_C(0xaf63dc4c8601ec8c));
+    cr_expect_eq(seg_name_hash("foobar"),
+                 (unsigned long)UINT64_C(0x85944171f73967e8));
+}
+
+Test(shared, parameters_are_plausible_within_the_segment_range)
+{
+    cr_expect(seg_params_plausible(SEG_DEFAULT_RATIO_MICRO,
+                                   SEG_DEFAULT_FLOOR_MICRO_PER_S,
+                                   SEG_DEFAULT_CAP_MICRO));
+    cr_expect(seg_params_plausible(0, 0, SEG_MICRO), "one token of cap");
+    cr_expect(!seg_params_plausible(0, 0, SEG_MICRO - 1), "a retry needs one");
+    cr_expect(seg_params_plausible(SEG_MAX_CAP_MICRO, SEG_MAX_FLOOR_MICRO,
+                                   SEG_MAX_CAP_MICRO));
+    cr_expect(!seg_params_plausible(SEG_MAX_CAP_MICRO + 1, 0, SEG_MICRO));
+    cr_expect(!seg_params_plausible(0, SEG_MAX_FLOOR_MICRO + 1, SEG_MICRO));
+    cr_expect(!seg_params_plausible(0, 0, SEG_MAX_CAP_MICRO + 1));
+}
+
+Test(shared, library_defaults_are_the_segment_defaults)
+{
+    cr_expect_eq(llround(retryd_budget_defaults.ratio * 1e6),
+                 (long long)SEG_DEFAULT_RATIO_MICRO);
+    cr_expect_eq(llround(retryd_budget_defaults.min_retries_per_sec * 1e6),
+                 (long long)SEG_DEFAULT_FLOOR_MICRO_PER_S);
+    cr_expect_eq(llround(retryd_budget_defaults.cap * 1e6),
+                 (long long)SEG_DEFAULT_CAP_MICRO);
+    /* As documented (docs/budget.md, retryd/budget.h). */
+    cr_expect_eq(retryd_budget_defaults.ratio, 0.1);
+    cr_expect_eq(retryd_budget_defaults.min_retries_per_sec, 10);
+    cr_expect_eq(retryd_budget_defaults.cap, 100);
+}
+
+Test(shared, every_denial_has_a_counter_of_its_own)
+{
+    bool seen[SEG_COUNTERS] = {false};
+    for (int d = RETRYD_DENIAL_NONE + 1; d < RETRYD_DENIAL_COUNT; d++) {
+        int c = seg_denied_counter((retryd_denial)d);
+        cr_assert(c >= SEG_C_DENIED_FIRST && c < SEG_C_AMBIGUOUS, "%d", d);
+        cr_expect(!seen[c]);
+        seen[c] = true;
+    }
+    /* The order the daemon's stats read them in. */
+    cr_expect_eq(seg_denied_counter(RETRYD_DENIAL_MAX_ATTEMPTS),
+                 SEG_C_DENIED_FIRST);
+    cr_expect_eq(seg_denied_counter(RETRYD_DENIAL_BUDGET_EXHAUSTED),
+                 SEG_C_DENIED_FIRST + 1);
+    cr_expect_eq(seg_denied_counter(RETRYD_DENIAL_NONE), -1);
+    cr_expect_eq(seg_denied_counter((retryd_denial)RETRYD_DENIAL_COUNT), -1);
+    cr_expect_eq(seg_denied_counter((retryd_denial)-1), -1);
 }
