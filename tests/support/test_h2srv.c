@@ -15,6 +15,7 @@
  * libcurl 7.88.1 cannot reuse an h2c prior-knowledge connection (curl
  * #10634, fixed in 8.0.0): tests that need several streams on one
  * connection run over TLS only. */
+#include "rawhttp.h"
 #include "srv_test.h"
 #include "testsrv.h"
 
@@ -500,8 +501,14 @@ BOTH_TEST(refuse_once_is_resent_by_curl_and_executed_once)
 BOTH_TEST(goaway_below_the_stream_fails_with_http2_error_unexecuted)
 {
     struct result r;
+    CURL *h = new_handle(&r);
 
-    get("/goaway?id=g", &r);
+    perform(h, &r, "/goaway?id=g");
+    /* The connection is gone before curl_easy_cleanup could close it. (It
+     * is libcurl that drops it on GOAWAY; that the server closes by itself
+     * is goaway_closes_a_connection_the_client_keeps_open.) */
+    expect_idle();
+    curl_easy_cleanup(h);
     /* GOAWAY(last-stream-id 0) for stream 1: libcurl 7.88.1 returns
      * CURLE_HTTP2 with an empty error buffer, and does not retry. */
     expect_rc(&r, CURLE_HTTP2);
@@ -510,7 +517,6 @@ BOTH_TEST(goaway_below_the_stream_fails_with_http2_error_unexecuted)
     cr_expect_eq(refused("g"), 1);
     cr_expect_eq(streams(), 1);
     cr_expect_eq(conns(), 1);
-    expect_idle(); /* and the server closed the connection */
     free_result(&r);
 }
 
@@ -537,15 +543,75 @@ BOTH_TEST(http11_required_downgrades_and_executes_over_http11)
 BOTH_TEST(goaway_after_the_response_lets_the_request_succeed)
 {
     struct result r;
+    CURL *h = new_handle(&r);
 
-    get("/goaway-after?id=ga", &r);
+    perform(h, &r, "/goaway-after?id=ga");
+    /* Without the GOAWAY, libcurl would keep the connection for reuse
+     * until curl_easy_cleanup: so check before that. */
+    expect_idle();
+    curl_easy_cleanup(h);
     expect_rc(&r, CURLE_OK);
     cr_expect_eq(r.status, 200);
     cr_expect_str_eq(r.body ? r.body : "", "ok");
     cr_expect_eq(count("ga"), 1);
     cr_expect_eq(refused("ga"), 0);
-    expect_idle();
     free_result(&r);
+}
+
+/* Sends the h2c preface, an empty SETTINGS and a GET of path as stream 1,
+ * on a raw socket: unlike libcurl, which drops a connection that got a
+ * GOAWAY, it stays open until the server closes it. HPACK: :method GET
+ * and :scheme http from the static table, :path and :authority as
+ * literals without Huffman coding. Returns the socket. */
+static int raw_h2c_get(const char *path)
+{
+    static const unsigned char start[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+                                         "\0\0\0\x04\0\0\0\0\0";
+    static const char authority[] = "127.0.0.1";
+    /* Frame header: length (set below), HEADERS, END_STREAM | END_HEADERS,
+     * stream 1. */
+    unsigned char f[256] = {[3] = 0x1, [4] = 0x5, [8] = 1};
+    size_t len = strlen(path), n = 9;
+    int fd = rawhttp_connect(testsrv_port(srv));
+
+    cr_assert_geq(fd, 0, "connect: %s", strerror(-fd));
+    cr_assert_lt(len, 127);
+    f[n++] = 0x82; /* :method GET */
+    f[n++] = 0x86; /* :scheme http */
+    f[n++] = 0x04; /* :path (static index 4), literal value */
+    f[n++] = (unsigned char)len;
+    memcpy(f + n, path, len);
+    n += len;
+    f[n++] = 0x01; /* :authority (static index 1), literal value */
+    f[n++] = sizeof authority - 1;
+    memcpy(f + n, authority, sizeof authority - 1);
+    n += sizeof authority - 1;
+    f[2] = (unsigned char)(n - 9); /* payload length */
+    cr_assert_eq(rawhttp_send(fd, start, sizeof start - 1), 0);
+    cr_assert_eq(rawhttp_send(fd, f, n), 0);
+    return fd;
+}
+
+ONE_TEST(h2c, goaway_closes_a_connection_the_client_keeps_open)
+{
+    static const char *const paths[] = {"/goaway?id=raw",
+                                        "/goaway-after?id=raw-after"};
+
+    for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
+        int fd = raw_h2c_get(paths[i]);
+        int rc;
+
+        /* Frames (SETTINGS, a response, GOAWAY), then the server's FIN;
+         * every read is bounded (rawhttp's SO_RCVTIMEO). */
+        while ((rc = rawhttp_wait_close(fd)) == 1)
+            continue;
+        cr_expect_eq(rc, 0, "%s: %s", paths[i], strerror(-rc));
+        close(fd);
+    }
+    cr_expect_eq(count("raw"), 0);
+    cr_expect_eq(refused("raw"), 1);
+    cr_expect_eq(count("raw-after"), 1);
+    cr_expect_eq(refused("raw-after"), 0);
 }
 
 BOTH_TEST(reset_after_read_is_executed_without_a_response)
