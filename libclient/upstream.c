@@ -385,22 +385,21 @@ void retryd_upstream_record(retryd_upstream *up,
     if (up == NULL)
         return;
     binding *b = current(up);
+    /* On the thread's own lane the counts are plain stores, like the
+     * bucket's: no locked instruction. */
     bucket_tally t = b ? tally_of(b) : local_tally(up);
-    _Atomic uint64_t *c = t.counters;
 
-#define BUMP(i) atomic_fetch_add_explicit(&c[(i)], 1, memory_order_relaxed)
     if ((unsigned)evidence < RETRYD_EVIDENCE_COUNT)
-        BUMP(SEG_C_EVIDENCE_FIRST + (int)evidence);
+        bucket_tally_add(&t, SEG_C_EVIDENCE_FIRST + (int)evidence, 1);
     if (decision == NULL)
         return;
     if (decision->verdict == RETRYD_VERDICT_AMBIGUOUS)
-        BUMP(SEG_C_AMBIGUOUS);
+        bucket_tally_add(&t, SEG_C_AMBIGUOUS, 1);
     /* Failed takes were counted by the withdrawal itself. */
     int denied = seg_denied_counter(decision->reason);
     if (decision->verdict != RETRYD_VERDICT_RETRY && denied >= 0 &&
         decision->rule != RETRYD_RULE_BUDGET_TAKE_FAILED)
-        BUMP(denied);
-#undef BUMP
+        bucket_tally_add(&t, denied, 1);
 }
 
 static bool budget_peek(void *ctx)
