@@ -155,6 +155,9 @@ static binding *rebind(retryd_upstream *up, int *err)
     binding *b = NULL;
 
     *err = 0;
+    /* Never to be shared: no clock, no lock, on every operation. */
+    if (h->flags & RETRYD_HOST_LOCAL_ONLY)
+        return NULL;
     uint64_t now = retryd__clock_coarse_ns();
     if (now < atomic_load_explicit(&up->next_bind_ns, memory_order_relaxed))
         return NULL;

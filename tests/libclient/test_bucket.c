@@ -2,11 +2,13 @@
  * The bucket's arithmetic on one slot, with a simulated clock: deposits,
  * withdrawals, floor refill, the cap, and generations.
  */
+#include <pthread.h>
 #include <time.h>
 
 #include <criterion/criterion.h>
 
 #include "bucket.h"
+#include "host.h"
 #include "retryd/common.h"
 
 #define M SEG_MICRO
@@ -220,4 +222,39 @@ Test(clock, monotonic_reads_clock_monotonic_in_nanoseconds)
     cr_expect_geq(t1, (uint64_t)a.tv_sec * S + (uint64_t)a.tv_nsec);
     cr_expect_geq(t2, t1);
     cr_expect_leq(t2, (uint64_t)b.tv_sec * S + (uint64_t)b.tv_nsec);
+}
+
+static void *withdraw_thread(void *arg)
+{
+    return (void *)(intptr_t)retryd_upstream_withdraw(arg);
+}
+
+Test(handle, local_only_stays_off_the_slow_path)
+{
+    retryd_host_opts o = {.sz = sizeof(o), .flags = RETRYD_HOST_LOCAL_ONLY};
+    retryd_host *h;
+    retryd_upstream *up;
+    cr_assert_eq(retryd_host_open(&o, &h), 0);
+    cr_assert_eq(retryd_upstream_open(h, "payments", NULL, &up), 0);
+    cr_assert(!retryd_upstream_shared(up));
+    /* Due for another attempt to bind, with the slow path's lock held
+     * elsewhere: a local-only handle neither waits for it nor books an
+     * attempt. */
+    atomic_store(&up->next_bind_ns, 0);
+    pthread_mutex_lock(&h->lock);
+    pthread_t t;
+    cr_assert_eq(pthread_create(&t, NULL, withdraw_thread, up), 0);
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 5;
+    void *ret = NULL;
+    int joined = pthread_timedjoin_np(t, &ret, &until);
+    pthread_mutex_unlock(&h->lock);
+    if (joined != 0)
+        pthread_join(t, &ret);
+    cr_expect_eq(joined, 0, "the withdrawal waited for the host's lock");
+    cr_expect_eq((intptr_t)ret, 0, "a token of the local bucket");
+    cr_expect_eq(retryd_upstream_deposit(up), 0);
+    cr_expect_eq(atomic_load(&up->next_bind_ns), 0);
+    retryd_host_close(h);
 }
