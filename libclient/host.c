@@ -246,9 +246,7 @@ static int map_attachment(const Retryd__AttachReply *ar, int seg_fd,
         munmap(map, ar->segment_size);
         return r;
     }
-    *a = (attachment){.map = map,
-                      .size = ar->segment_size,
-                      .view = v,
+    *a = (attachment){.view = v,
                       .proc_slot = ar->process_slot,
                       .proc_ident = ident,
                       .proc = p,
@@ -322,7 +320,7 @@ int retryd__host_attach_locked(retryd_host *h)
     if (cur != NULL && cur->generation == a->generation &&
         cur->proc_slot == a->proc_slot) {
         /* The daemon came back and resumed our slot: nothing moves. */
-        munmap(a->map, a->size);
+        munmap(a->view.hdr, a->view.size);
         free(a);
         return 0;
     }
@@ -446,7 +444,7 @@ static void host_free(retryd_host *h)
     }
     for (attachment *next; h->old_atts; h->old_atts = next) {
         next = h->old_atts->next_old;
-        munmap(h->old_atts->map, h->old_atts->size);
+        munmap(h->old_atts->view.hdr, h->old_atts->view.size);
         free(h->old_atts);
     }
     /* No reader is left (the caller's guarantee): empty the table, which

@@ -20,14 +20,12 @@
 #include "retryd/budget.h"
 #include "segment.h"
 
-/* A mapped segment and this process's slot in it. Never unmapped while the
- * host lives: bindings may still point into it. */
+/* A mapped segment (view.hdr, view.size) and this process's slot in it.
+ * Never unmapped while the host lives: bindings may still point into it. */
 typedef struct attachment {
-    void *map;
-    size_t size;
     seg_view view;
     uint32_t proc_slot;
-    uint64_t proc_ident;
+    uint64_t proc_ident; /* the slot's ident when the daemon gave it to us */
     seg_process *proc;
     uint64_t generation;
     struct attachment *next_old;

@@ -183,7 +183,9 @@ typedef struct seg_process {
 } seg_process;
 
 /* A validated view of a mapped segment. Pointers are derived from the
- * header only after every offset and size was checked against the mapping. */
+ * header only after every offset and size was checked against the mapping;
+ * size is the mapping's own, not the header's (which a peer could
+ * rewrite), so it is what to unmap. */
 typedef struct seg_view {
     seg_header *hdr;
     seg_upstream *upstreams;
