@@ -384,65 +384,80 @@ static int dispatch(server *d, conn *c, const Retryd__ControlRequest *req)
     }
 }
 
-/* Handle every whole frame in the buffer; < 0 to close the connection. */
-static int drain_frames(server *d, conn *c)
+/* How many bytes to read for the frame being assembled: the rest of its
+ * header, then the rest of the body it announces, never into the next
+ * frame. 0 for a length above the cap. */
+static size_t frame_wanted(const conn *c)
 {
-    size_t off = 0;
-    int r = 0;
-    while (r == 0) {
-        const uint8_t *body;
-        size_t body_len, used;
-        int dec = retryd__frame_decode(c->buf + off, c->len - off,
-                                       RETRYD_FRAME_REQUEST_MAX, &body,
-                                       &body_len, &used);
-        if (dec == 1)
-            break;
-        if (dec < 0) {
-            log_warn("pid %d: oversized or empty frame: closing", (int)c->pid);
-            reply_error(c, RETRYD_EPROTO, "frame length out of bounds");
-            return -1;
-        }
-        Retryd__ControlRequest *req =
-            retryd__control_request__unpack(NULL, body_len, body);
-        off += used;
-        if (req == NULL) {
-            log_warn("pid %d: undecodable request: closing", (int)c->pid);
-            reply_error(c, RETRYD_EPROTO, "malformed request");
-            return -1;
-        }
-        r = dispatch(d, c, req);
-        retryd__control_request__free_unpacked(req, NULL);
-    }
-    memmove(c->buf, c->buf + off, c->len - off);
-    c->len -= off;
-    return r;
+    if (c->len < RETRYD_FRAME_HEADER)
+        return RETRYD_FRAME_HEADER - c->len;
+    size_t body = (size_t)c->buf[0] << 24 | (size_t)c->buf[1] << 16 |
+                  (size_t)c->buf[2] << 8 | (size_t)c->buf[3];
+    if (body > RETRYD_FRAME_REQUEST_MAX)
+        return 0;
+    return RETRYD_FRAME_HEADER + body - c->len;
 }
 
-void control_ready(server *d, conn *c, uint32_t events)
+/* Serve the buffered frame if it is whole: 1 when served, 0 when more
+ * bytes are needed, < 0 to close the connection. */
+static int handle_frame(server *d, conn *c)
+{
+    const uint8_t *body;
+    size_t body_len, used;
+    int dec = retryd__frame_decode(c->buf, c->len, RETRYD_FRAME_REQUEST_MAX,
+                                   &body, &body_len, &used);
+    if (dec == 1)
+        return 0;
+    if (dec < 0) {
+        log_warn("pid %d: oversized or empty frame: closing", (int)c->pid);
+        reply_error(c, RETRYD_EPROTO, "frame length out of bounds");
+        return -1;
+    }
+    Retryd__ControlRequest *req =
+        retryd__control_request__unpack(NULL, body_len, body);
+    c->len = 0;
+    if (req == NULL) {
+        log_warn("pid %d: undecodable request: closing", (int)c->pid);
+        reply_error(c, RETRYD_EPROTO, "malformed request");
+        return -1;
+    }
+    int r = dispatch(d, c, req);
+    retryd__control_request__free_unpacked(req, NULL);
+    return r < 0 ? r : 1;
+}
+
+/*
+ * At most one frame per readiness event (a read for its header, one for
+ * its body): what the peer sent beyond it stays in the socket, and the
+ * level-triggered epoll comes back to it after every other ready
+ * descriptor had its turn. A peer that writes without pause cannot hold
+ * the loop. A hang-up is noticed as end of file, after the frames sent
+ * before it.
+ */
+void control_ready(server *d, conn *c)
 {
     if (c->buf == NULL && (c->buf = malloc(CONN_BUF)) == NULL) {
         conn_close(d, c);
         return;
     }
-    for (;;) {
-        ssize_t n = read(c->fd, c->buf + c->len, CONN_BUF - c->len);
-        if (n > 0) {
-            c->len += (size_t)n;
-            if (drain_frames(d, c) < 0) {
-                conn_close(d, c);
+    for (int reads = 0; reads < 2; reads++) {
+        size_t want = frame_wanted(c);
+        if (want > 0) {
+            ssize_t n = read(c->fd, c->buf + c->len, want);
+            if (n < 0 && (errno == EAGAIN || errno == EINTR))
+                return; /* epoll says when there is more */
+            if (n <= 0) {
+                conn_close(d, c); /* EOF or error: the peer is gone */
                 return;
             }
-            continue;
+            c->len += (size_t)n;
         }
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0 && errno == EAGAIN)
-            break;
-        conn_close(d, c); /* EOF or error: the peer is gone */
-        return;
+        int r = handle_frame(d, c);
+        if (r < 0)
+            conn_close(d, c);
+        if (r != 0)
+            return;
     }
-    if (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR))
-        conn_close(d, c);
 }
 
 void daemon_release_process(server *d, uint32_t slot)

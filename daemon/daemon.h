@@ -65,7 +65,7 @@ typedef struct server {
 
 /* control.c: the control socket (main thread). */
 int control_accept(server *d);
-void control_ready(server *d, conn *c, uint32_t events);
+void control_ready(server *d, conn *c);
 void control_close_all(server *d);
 /* Connections closed during an epoll batch stay allocated (events of the
  * same batch may name them) until control_reap() after the batch. */

@@ -350,7 +350,7 @@ static void run(server *d, int notify_fd)
                 break;
             case WATCH_CONN:
                 if (!control_dead(w->ptr))
-                    control_ready(d, w->ptr, evs[i].events);
+                    control_ready(d, w->ptr);
                 break;
             case WATCH_PIDFD:
                 on_pid_exit(d, w->slot);

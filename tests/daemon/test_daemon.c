@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -689,4 +690,70 @@ Test(daemon, reload_that_lowers_the_cap_clamps_the_balance)
     /* No client can spend above the new cap. */
     ask(&c, "withdraw 50", "granted 5 denied 45");
     child_stop(&c);
+}
+
+/* Writes Hello frames as fast as the daemon takes them, reads and drops
+ * the replies, counting their bytes in *@p got; never returns. */
+static _Noreturn void flood(_Atomic long *got)
+{
+    static const unsigned char hello[] = {0, 0, 0, 4, 0x0a, 2, 0x08, 1};
+    unsigned char frames[512 * sizeof(hello)], sink[65536];
+    for (size_t i = 0; i < sizeof(frames); i += sizeof(hello))
+        memcpy(frames + i, hello, sizeof(hello));
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    strcpy(sa.sun_path, D.control);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    if (fd < 0 || (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 &&
+                   errno != EINPROGRESS))
+        _exit(1);
+    size_t off = 0; /* into the endless stream of frames */
+    for (;;) {
+        struct pollfd p = {.fd = fd, .events = POLLIN | POLLOUT};
+        if (poll(&p, 1, -1) < 0)
+            _exit(1);
+        if (p.revents & (POLLHUP | POLLERR))
+            _exit(0);
+        if (p.revents & POLLOUT) {
+            ssize_t n =
+                send(fd, frames + off, sizeof(frames) - off, MSG_NOSIGNAL);
+            if (n > 0)
+                off = (off + (size_t)n) % sizeof(frames);
+        }
+        if (p.revents & POLLIN) {
+            ssize_t n = read(fd, sink, sizeof(sink));
+            if (n == 0)
+                _exit(0);
+            if (n > 0)
+                atomic_fetch_add(got, n);
+        }
+    }
+}
+
+static _Atomic long *flood_got;
+static bool flooding(void *arg)
+{
+    (void)arg;
+    return atomic_load(flood_got) > 64 * 1024;
+}
+
+Test(daemon, a_flooding_client_cannot_starve_the_others)
+{
+    flood_got = mmap(NULL, sizeof(*flood_got), PROT_READ | PROT_WRITE,
+                     MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    cr_assert(flood_got != MAP_FAILED);
+    pid_t pid = fork();
+    cr_assert(pid >= 0);
+    if (pid == 0)
+        flood(flood_got);
+    cr_assert(rd_wait_until(flooding, NULL, 5000), "the flood did not start");
+
+    /* Another client on the control socket, then a signal, are each served
+     * within retrydctl's and the harness's bounds while the flood goes on. */
+    ctl("drain", "on");
+    cr_expect_eq(res.exit_code, 0, "drain under a flood: %s", res.err);
+    long before = atomic_load(flood_got);
+    cr_expect_eq(rd_daemon_stop(&D, SIGTERM), 0, "clean exit under a flood");
+    cr_expect_gt(before, 64 * 1024);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
 }
