@@ -113,24 +113,19 @@ TestSuite(tls, .init = start_tls, .fini = stop_server, .timeout = 30);
 TestSuite(tls_http11, .init = start_tls_http11_only, .fini = stop_server,
           .timeout = 30);
 
-/* A behaviour checked over both transports: one Test() per suite, each
- * followed by expect_clean_exit() so that no test can forget it. */
+/* A behaviour checked over both transports: SRV_TEST (srv_test.h) in
+ * each suite, so both end with expect_clean_exit(). */
 #define BOTH_TEST(name)                                                        \
     static void name##_body(void);                                             \
-    Test(h2c, name)                                                            \
+    SRV_TEST(h2c, name)                                                        \
     {                                                                          \
         name##_body();                                                         \
-        expect_clean_exit();                                                   \
     }                                                                          \
-    Test(tls, name)                                                            \
+    SRV_TEST(tls, name)                                                        \
     {                                                                          \
         name##_body();                                                         \
-        expect_clean_exit();                                                   \
     }                                                                          \
     static void name##_body(void)
-
-/* A behaviour of one suite only. */
-#define ONE_TEST(suite, name) SRV_TEST(suite, name)
 
 /* --- control port ----------------------------------------------------------
  */
@@ -305,258 +300,227 @@ static void expect_rc(const struct result *r, CURLcode want)
                  curl_easy_strerror(want));
 }
 
+/* --- one request, checked from both sides ----------------------------------
+ */
+
+/* What one request on a fresh handle must lead to: libcurl's result, and
+ * every server count, for the id= parameter of the path. The zero value
+ * of a field is an expectation too (no body, nothing refused, ...). */
+struct want {
+    const char *path;
+    size_t upload;               /* > 0: a POST of that many bytes, "abc..z" */
+    const char *idempotency_key; /* NULL: no Idempotency-Key */
+    size_t header_bytes;         /* > 0: plus a header field X-Big that long */
+    long timeout_ms;             /* 0: TRANSFER_MS */
+    CURLcode rc;
+    long status;      /* 0: no response */
+    bool http11;      /* answered over HTTP/1.1 rather than HTTP/2 */
+    bool echo;        /* the body is the upload */
+    const char *body; /* else this; NULL: len bytes of 'x' (none if 0) */
+    size_t len;
+    const char *retry_after; /* NULL: absent */
+    int64_t min_ms;          /* answered no earlier than this */
+    long count, refused, streams, conns;
+    /* The connection ends while the handle still holds it (a GOAWAY):
+     * curl_easy_cleanup would close it anyway, so checked before. */
+    bool gone_before_cleanup;
+};
+
+/* The id= parameter of path, verbatim: COUNT of an id that the server
+ * decodes or rejects is 0, as wanted. */
+static void id_of(const char *path, char *id, size_t len)
+{
+    const char *p = strstr(path, "?id=");
+
+    if (!p)
+        p = strstr(path, "&id=");
+    cr_assert_not_null(p, "%s has no id=", path);
+    p += 4;
+    snprintf(id, len, "%.*s", (int)strcspn(p, "&"), p);
+}
+
+/* LOG of the id: its execution (at most one here) was a GET or the
+ * upload, with the key, on stream 1 of its connection. */
+static void expect_log_of(const struct want *w, const char *id,
+                          const char *upload)
+{
+    char log[512];
+
+    if (w->count == 0) {
+        expect_log(id, "0");
+        return;
+    }
+    cr_assert_eq(w->count, 1, "LOG of several executions: not predicted");
+    snprintf(log, sizeof log, "1 %s %zu %016" PRIx64 " %s - %s",
+             upload ? "POST" : "GET", w->upload,
+             srvtest_fnv1a64(upload ? upload : "", w->upload),
+             w->idempotency_key ? w->idempotency_key : "-",
+             w->http11 ? "http/1.1" : "h2:1");
+    expect_log(id, log);
+}
+
+static void expect_request(const struct want *w)
+{
+    struct curl_slist *hdrs = NULL;
+    char *upload = NULL, *field = NULL, id[256], key[128];
+    struct result r;
+    CURL *h = new_handle(&r);
+
+    id_of(w->path, id, sizeof id);
+    if (w->upload) {
+        cr_assert_not_null(upload = malloc(w->upload));
+        for (size_t i = 0; i < w->upload; i++)
+            upload[i] = (char)('a' + i % 26);
+        curl_easy_setopt(h, CURLOPT_POSTFIELDS, upload);
+        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)w->upload);
+    }
+    if (w->idempotency_key) {
+        snprintf(key, sizeof key, "Idempotency-Key: %s", w->idempotency_key);
+        hdrs = curl_slist_append(hdrs, key);
+    }
+    if (w->header_bytes) {
+        cr_assert_not_null(field = malloc(w->header_bytes + 8));
+        memcpy(field, "X-Big: ", 7);
+        memset(field + 7, 'v', w->header_bytes);
+        field[7 + w->header_bytes] = '\0';
+        hdrs = curl_slist_append(hdrs, field);
+    }
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
+    if (w->timeout_ms)
+        curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, w->timeout_ms);
+    perform(h, &r, w->path);
+    if (w->gone_before_cleanup)
+        expect_idle();
+    curl_easy_cleanup(h);
+    curl_slist_free_all(hdrs);
+    free(field);
+    expect_idle(); /* whatever happened, the server lets go of the client */
+
+    expect_rc(&r, w->rc);
+    cr_expect_eq(r.status, w->status, "status %ld", r.status);
+    if (w->status)
+        cr_expect_eq(r.version,
+                     w->http11 ? CURL_HTTP_VERSION_1_1 : CURL_HTTP_VERSION_2_0,
+                     "HTTP version %ld", r.version);
+    if (w->echo) {
+        cr_expect(r.body_len == w->upload &&
+                      memcmp(r.body, upload, w->upload) == 0,
+                  "echoed %zu bytes, not the upload", r.body_len);
+    } else if (w->body) {
+        cr_expect_str_eq(r.body ? r.body : "", w->body);
+    } else {
+        cr_expect_eq(r.body_len, w->len, "body length %zu", r.body_len);
+        cr_expect_eq(strspn(r.body ? r.body : "", "x"), w->len);
+    }
+    cr_expect_str_eq(r.retry_after, w->retry_after ? w->retry_after : "");
+    cr_expect_geq(r.elapsed_ms, w->min_ms, "answered after %" PRId64 " ms",
+                  r.elapsed_ms);
+    cr_expect_eq(count(id), w->count, "COUNT %s", id);
+    cr_expect_eq(refused(id), w->refused, "REFUSED %s", id);
+    cr_expect_eq(streams(), w->streams, "STREAMS");
+    cr_expect_eq(conns(), w->conns, "CONNS");
+    expect_log_of(w, id, upload);
+    free(upload);
+    free_result(&r);
+}
+
+/* A named test of one request, over both transports (REQUEST_TEST) or
+ * in one suite (REQUEST_TEST_IN); the arguments fill its struct want. */
+#define REQUEST_TEST(name, ...)                                                \
+    static const struct want name##_want;                                      \
+    BOTH_TEST(name)                                                            \
+    {                                                                          \
+        expect_request(&name##_want);                                          \
+    }                                                                          \
+    static const struct want name##_want = {__VA_ARGS__}
+
+#define REQUEST_TEST_IN(suite, name, ...)                                      \
+    static const struct want suite##_##name##_want;                            \
+    SRV_TEST(suite, name)                                                      \
+    {                                                                          \
+        expect_request(&suite##_##name##_want);                                \
+    }                                                                          \
+    static const struct want suite##_##name##_want = {__VA_ARGS__}
+
 /* --- plain requests ----------------------------------------------------------
  */
 
-BOTH_TEST(ok_is_answered_over_http2_and_executed_once)
-{
-    struct result r;
+REQUEST_TEST(ok_is_answered_over_http2_and_executed_once, .path = "/ok?id=a",
+             .status = 200, .body = "ok", .count = 1, .streams = 1, .conns = 1);
 
-    get("/ok?id=a", &r);
-    expect_rc(&r, CURLE_OK);
-    cr_expect_eq(r.status, 200);
-    cr_expect_eq(r.version, CURL_HTTP_VERSION_2_0);
-    cr_expect_str_eq(r.body ? r.body : "", "ok");
-    cr_expect_eq(count("a"), 1);
-    cr_expect_eq(refused("a"), 0);
-    cr_expect_eq(streams(), 1);
-    cr_expect_eq(conns(), 1);
-    expect_log("a", "1 GET 0 cbf29ce484222325 - - h2:1");
-    free_result(&r);
-}
+/* 3 MiB: beyond every default window. */
+REQUEST_TEST(ok_len_sends_a_large_body_within_flow_control,
+             .path = "/ok?id=big&len=3145728", .status = 200, .len = 3u << 20,
+             .count = 1, .streams = 1, .conns = 1);
 
-BOTH_TEST(ok_len_sends_a_large_body_within_flow_control)
-{
-    struct result r;
-    size_t len = 3u << 20; /* beyond every default window */
+/* 3 MiB: the server's 1 MiB stream window, thrice. */
+REQUEST_TEST(echo_returns_a_large_upload_and_logs_it, .path = "/echo?id=up",
+             .upload = 3u << 20, .idempotency_key = "key-1", .status = 200,
+             .echo = true, .count = 1, .streams = 1, .conns = 1);
 
-    get("/ok?id=big&len=3145728", &r);
-    expect_rc(&r, CURLE_OK);
-    cr_expect_eq(r.status, 200);
-    cr_assert_eq(r.body_len, len);
-    cr_expect_eq(strspn(r.body, "x"), len);
-    cr_expect_eq(count("big"), 1);
-    free_result(&r);
-}
+REQUEST_TEST(status_answers_the_code_and_retry_after,
+             .path = "/status?id=s&code=503&retry_after=7", .status = 503,
+             .body = "status 503\n", .retry_after = "7", .count = 1,
+             .streams = 1, .conns = 1);
 
-BOTH_TEST(echo_returns_a_large_upload_and_logs_it)
-{
-    size_t len = 3u << 20; /* the server's 1 MiB stream window, thrice */
-    char *body = malloc(len);
-    struct curl_slist *hdrs = NULL;
-    struct result r;
-    char want[256];
+REQUEST_TEST(unknown_path_is_answered_404_and_executed, .path = "/nope?id=n",
+             .status = 404, .body = "not found\n", .count = 1, .streams = 1,
+             .conns = 1);
 
-    cr_assert_not_null(body);
-    for (size_t i = 0; i < len; i++)
-        body[i] = (char)('a' + i % 26);
-    hdrs = curl_slist_append(hdrs, "Idempotency-Key: key-1");
-    CURL *h = new_handle(&r);
-    curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
-    curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
-    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
-    perform(h, &r, "/echo?id=up");
-    curl_easy_cleanup(h);
-    curl_slist_free_all(hdrs);
+REQUEST_TEST(bad_parameter_is_answered_400_and_executed,
+             .path = "/status?id=b&code=99", .status = 400,
+             .body = "bad parameter: code\n", .count = 1, .streams = 1,
+             .conns = 1);
 
-    expect_rc(&r, CURLE_OK);
-    cr_expect_eq(r.status, 200);
-    cr_assert_eq(r.body_len, len);
-    cr_expect(memcmp(r.body, body, len) == 0, "echoed body differs");
-    snprintf(want, sizeof want, "1 POST %zu %016" PRIx64 " key-1 - h2:1", len,
-             srvtest_fnv1a64(body, len));
-    expect_log("up", want);
-    free(body);
-    free_result(&r);
-}
+REQUEST_TEST(malformed_id_is_answered_400_without_execution,
+             .path = "/ok?id=a%20b", .status = 400, .body = "bad request id\n",
+             .streams = 1, .conns = 1);
 
-BOTH_TEST(status_answers_the_code_and_retry_after)
-{
-    struct result r;
+/* Over the server's 32 KiB, under nghttp2's 64 KiB. */
+REQUEST_TEST(oversized_header_is_answered_431_without_execution,
+             .path = "/ok?id=hdr", .header_bytes = 40000, .status = 431,
+             .body = "request header fields too large\n", .streams = 1,
+             .conns = 1);
 
-    get("/status?id=s&code=503&retry_after=7", &r);
-    expect_rc(&r, CURLE_OK);
-    cr_expect_eq(r.status, 503);
-    cr_expect_str_eq(r.retry_after, "7");
-    cr_expect_eq(count("s"), 1);
-    free_result(&r);
-}
-
-BOTH_TEST(unknown_path_is_answered_404_and_executed)
-{
-    struct result r;
-
-    get("/nope?id=n", &r);
-    expect_rc(&r, CURLE_OK);
-    cr_expect_eq(r.status, 404);
-    cr_expect_eq(count("n"), 1);
-    free_result(&r);
-}
-
-BOTH_TEST(bad_parameter_is_answered_400_and_executed)
-{
-    struct result r;
-
-    get("/status?id=b&code=99", &r);
-    expect_rc(&r, CURLE_OK);
-    cr_expect_eq(r.status, 400);
-    cr_expect_eq(count("b"), 1);
-    free_result(&r);
-}
-
-BOTH_TEST(malformed_id_is_answered_400_without_execution)
-{
-    struct result r;
-
-    get("/ok?id=a%20b", &r);
-    expect_rc(&r, CURLE_OK);
-    cr_expect_eq(r.status, 400);
-    cr_expect_eq(count("a b"), 0);
-    cr_expect_eq(streams(), 1);
-    free_result(&r);
-}
-
-BOTH_TEST(oversized_header_is_answered_431_without_execution)
-{
-    size_t len = 40000; /* over the server's 32 KiB, under nghttp2's 64 KiB */
-    char *line = malloc(len + 16);
-    struct curl_slist *hdrs = NULL;
-    struct result r;
-
-    cr_assert_not_null(line);
-    memcpy(line, "X-Big: ", 7);
-    memset(line + 7, 'v', len);
-    line[7 + len] = '\0';
-    hdrs = curl_slist_append(hdrs, line);
-    CURL *h = new_handle(&r);
-    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
-    perform(h, &r, "/ok?id=hdr");
-    curl_easy_cleanup(h);
-    curl_slist_free_all(hdrs);
-    free(line);
-
-    expect_rc(&r, CURLE_OK);
-    cr_expect_eq(r.status, 431);
-    cr_expect_eq(count("hdr"), 0);
-    cr_expect_eq(streams(), 1);
-    free_result(&r);
-}
-
-BOTH_TEST(oversized_body_is_answered_413_without_execution)
-{
-    size_t len = (16u << 20) + 1;
-    char *body = calloc(1, len);
-    struct result r;
-
-    cr_assert_not_null(body);
-    CURL *h = new_handle(&r);
-    curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
-    curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
-    perform(h, &r, "/echo?id=huge");
-    curl_easy_cleanup(h);
-    free(body);
-
-    /* The 413 comes with the request headers (content-length), followed
-     * by RST_STREAM(NO_ERROR): libcurl stops uploading and reports it. */
-    expect_rc(&r, CURLE_OK);
-    cr_expect_eq(r.status, 413);
-    cr_expect_eq(count("huge"), 0);
-    free_result(&r);
-}
+/* The 413 comes with the request headers (content-length), followed by
+ * RST_STREAM(NO_ERROR): libcurl stops uploading and reports it. */
+REQUEST_TEST(oversized_body_is_answered_413_without_execution,
+             .path = "/echo?id=huge", .upload = (16u << 20) + 1, .status = 413,
+             .body = "content too large\n", .streams = 1, .conns = 1);
 
 /* --- faults that prove "not processed" --------------------------------------
  */
 
-BOTH_TEST(refuse_is_never_executed_and_curl_gives_up_after_six_streams)
-{
-    struct result r;
+/* libcurl 7.88.1 re-sends a refused stream on a fresh connection, at most
+ * 5 times, then fails "Connection died, tried 5 times". */
+REQUEST_TEST(refuse_is_never_executed_and_curl_gives_up_after_six_streams,
+             .path = "/refuse?id=r", .rc = CURLE_RECV_ERROR, .refused = 6,
+             .streams = 6, .conns = 6);
 
-    get("/refuse?id=r", &r);
-    /* libcurl 7.88.1 re-sends a refused stream on a fresh connection, at
-     * most 5 times, then fails "Connection died, tried 5 times". */
-    expect_rc(&r, CURLE_RECV_ERROR);
-    cr_expect_eq(r.status, 0);
-    cr_expect_eq(count("r"), 0);
-    cr_expect_eq(refused("r"), 6);
-    cr_expect_eq(streams(), 6);
-    cr_expect_eq(conns(), 6);
-    free_result(&r);
-}
+REQUEST_TEST(refuse_once_is_resent_by_curl_and_executed_once,
+             .path = "/refuse-once?id=r1", .status = 200, .body = "ok",
+             .count = 1, .refused = 1, .streams = 2, .conns = 2);
 
-BOTH_TEST(refuse_once_is_resent_by_curl_and_executed_once)
-{
-    struct result r;
+/* GOAWAY(last-stream-id 0) for stream 1: libcurl 7.88.1 returns
+ * CURLE_HTTP2 with an empty error buffer, and does not retry. It drops
+ * the connection itself; that the server closes it too is
+ * goaway_closes_a_connection_the_client_keeps_open. */
+REQUEST_TEST(goaway_below_the_stream_fails_with_http2_error_unexecuted,
+             .path = "/goaway?id=g", .rc = CURLE_HTTP2, .refused = 1,
+             .streams = 1, .conns = 1, .gone_before_cleanup = true);
 
-    get("/refuse-once?id=r1", &r);
-    expect_rc(&r, CURLE_OK);
-    cr_expect_eq(r.status, 200);
-    cr_expect_str_eq(r.body ? r.body : "", "ok");
-    cr_expect_eq(count("r1"), 1);
-    cr_expect_eq(refused("r1"), 1);
-    cr_expect_eq(streams(), 2);
-    cr_expect_eq(conns(), 2);
-    free_result(&r);
-}
-
-BOTH_TEST(goaway_below_the_stream_fails_with_http2_error_unexecuted)
-{
-    struct result r;
-    CURL *h = new_handle(&r);
-
-    perform(h, &r, "/goaway?id=g");
-    /* The connection is gone before curl_easy_cleanup could close it. (It
-     * is libcurl that drops it on GOAWAY; that the server closes by itself
-     * is goaway_closes_a_connection_the_client_keeps_open.) */
-    expect_idle();
-    curl_easy_cleanup(h);
-    /* GOAWAY(last-stream-id 0) for stream 1: libcurl 7.88.1 returns
-     * CURLE_HTTP2 with an empty error buffer, and does not retry. */
-    expect_rc(&r, CURLE_HTTP2);
-    cr_expect_eq(r.status, 0);
-    cr_expect_eq(count("g"), 0);
-    cr_expect_eq(refused("g"), 1);
-    cr_expect_eq(streams(), 1);
-    cr_expect_eq(conns(), 1);
-    free_result(&r);
-}
-
-BOTH_TEST(http11_required_downgrades_and_executes_over_http11)
-{
-    struct result r;
-
-    get("/http11-required?id=d", &r);
-    /* libcurl reconnects with HTTP/1.1 and the server answers there. */
-    expect_rc(&r, CURLE_OK);
-    cr_expect_eq(r.status, 200);
-    cr_expect_eq(r.version, CURL_HTTP_VERSION_1_1);
-    cr_expect_eq(count("d"), 1);
-    cr_expect_eq(refused("d"), 1);
-    cr_expect_eq(streams(), 1);
-    cr_expect_eq(conns(), 2);
-    expect_log("d", "1 GET 0 cbf29ce484222325 - - http/1.1");
-    free_result(&r);
-}
+/* libcurl reconnects with HTTP/1.1 and the server answers there. */
+REQUEST_TEST(http11_required_downgrades_and_executes_over_http11,
+             .path = "/http11-required?id=d", .status = 200, .http11 = true,
+             .body = "ok", .count = 1, .refused = 1, .streams = 1, .conns = 2);
 
 /* --- faults after execution
  * --------------------------------------------------- */
 
-BOTH_TEST(goaway_after_the_response_lets_the_request_succeed)
-{
-    struct result r;
-    CURL *h = new_handle(&r);
-
-    perform(h, &r, "/goaway-after?id=ga");
-    /* Without the GOAWAY, libcurl would keep the connection for reuse
-     * until curl_easy_cleanup: so check before that. */
-    expect_idle();
-    curl_easy_cleanup(h);
-    expect_rc(&r, CURLE_OK);
-    cr_expect_eq(r.status, 200);
-    cr_expect_str_eq(r.body ? r.body : "", "ok");
-    cr_expect_eq(count("ga"), 1);
-    cr_expect_eq(refused("ga"), 0);
-    free_result(&r);
-}
+/* Without the GOAWAY, libcurl would keep the connection for reuse. */
+REQUEST_TEST(goaway_after_the_response_lets_the_request_succeed,
+             .path = "/goaway-after?id=ga", .status = 200, .body = "ok",
+             .count = 1, .streams = 1, .conns = 1, .gone_before_cleanup = true);
 
 /* Sends the h2c preface, an empty SETTINGS and a GET of path as stream 1,
  * on a raw socket: unlike libcurl, which drops a connection that got a
@@ -592,7 +556,7 @@ static int raw_h2c_get(const char *path)
     return fd;
 }
 
-ONE_TEST(h2c, goaway_closes_a_connection_the_client_keeps_open)
+SRV_TEST(h2c, goaway_closes_a_connection_the_client_keeps_open)
 {
     static const char *const paths[] = {"/goaway?id=raw",
                                         "/goaway-after?id=raw-after"};
@@ -614,73 +578,35 @@ ONE_TEST(h2c, goaway_closes_a_connection_the_client_keeps_open)
     cr_expect_eq(refused("raw-after"), 0);
 }
 
-BOTH_TEST(reset_after_read_is_executed_without_a_response)
-{
-    struct result r;
+REQUEST_TEST(reset_after_read_is_executed_without_a_response,
+             .path = "/reset-after-read?id=x", .rc = CURLE_HTTP2_STREAM,
+             .count = 1, .streams = 1, .conns = 1);
 
-    get("/reset-after-read?id=x", &r);
-    expect_rc(&r, CURLE_HTTP2_STREAM);
-    cr_expect_eq(r.status, 0);
-    cr_expect_eq(count("x"), 1);
-    cr_expect_eq(refused("x"), 0);
-    free_result(&r);
-}
+REQUEST_TEST(reset_after_headers_leaves_a_partial_body,
+             .path = "/reset-after-headers?id=p&len=100&sent=7",
+             .rc = CURLE_HTTP2_STREAM, .status = 200, .len = 7, .count = 1,
+             .streams = 1, .conns = 1);
 
-BOTH_TEST(reset_after_headers_leaves_a_partial_body)
-{
-    struct result r;
+REQUEST_TEST(reset_after_headers_without_body_bytes,
+             .path = "/reset-after-headers?id=p0&len=10&sent=0",
+             .rc = CURLE_HTTP2_STREAM, .status = 200, .count = 1, .streams = 1,
+             .conns = 1);
 
-    get("/reset-after-headers?id=p&len=100&sent=7", &r);
-    expect_rc(&r, CURLE_HTTP2_STREAM);
-    cr_expect_eq(r.status, 200);
-    cr_expect_eq(r.body_len, 7);
-    cr_expect_eq(count("p"), 1);
-    free_result(&r);
-}
+/* 290: both clocks count whole milliseconds. */
+REQUEST_TEST(hold_answers_after_the_delay, .path = "/hold?id=h&ms=300",
+             .status = 200, .body = "ok", .min_ms = 290, .count = 1,
+             .streams = 1, .conns = 1);
 
-BOTH_TEST(reset_after_headers_without_body_bytes)
-{
-    struct result r;
-
-    get("/reset-after-headers?id=p0&len=10&sent=0", &r);
-    expect_rc(&r, CURLE_HTTP2_STREAM);
-    cr_expect_eq(r.status, 200);
-    cr_expect_eq(r.body_len, 0);
-    cr_expect_eq(count("p0"), 1);
-    free_result(&r);
-}
-
-BOTH_TEST(hold_answers_after_the_delay)
-{
-    struct result r;
-
-    get("/hold?id=h&ms=300", &r);
-    expect_rc(&r, CURLE_OK);
-    cr_expect_eq(r.status, 200);
-    cr_expect_geq(r.elapsed_ms, 290, "answered after %" PRId64 " ms",
-                  r.elapsed_ms);
-    cr_expect_eq(count("h"), 1);
-    free_result(&r);
-}
-
-BOTH_TEST(hold_notices_the_client_leaving)
-{
-    struct result r;
-    CURL *h = new_handle(&r);
-
-    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, 300L);
-    perform(h, &r, "/hold?id=hl");
-    curl_easy_cleanup(h); /* closes the connection */
-    expect_rc(&r, CURLE_OPERATION_TIMEDOUT);
-    cr_expect_eq(count("hl"), 1); /* executed, never answered */
-    expect_idle();
-    free_result(&r);
-}
+/* Executed, never answered; the client's timeout closes the connection
+ * and the server notices (expect_request waits for it to go idle). */
+REQUEST_TEST(hold_notices_the_client_leaving, .path = "/hold?id=hl",
+             .timeout_ms = 300, .rc = CURLE_OPERATION_TIMEDOUT, .count = 1,
+             .streams = 1, .conns = 1);
 
 /* --- control protocol and lifecycle -----------------------------------------
  */
 
-ONE_TEST(h2c, control_counts_reset_and_errors)
+SRV_TEST(h2c, control_counts_reset_and_errors)
 {
     char reply[256];
     struct result r;
@@ -718,7 +644,7 @@ ONE_TEST(h2c, control_counts_reset_and_errors)
     cr_expect_eq(strncmp(reply, "ERR", 3), 0, "reply: %s", reply);
 }
 
-ONE_TEST(h2c, accept_close_mode_drops_connections)
+SRV_TEST(h2c, accept_close_mode_drops_connections)
 {
     struct result r;
 
@@ -746,7 +672,7 @@ Test(h2c, server_exits_when_stdin_closes)
 /* --- TLS only
  * ------------------------------------------------------------------ */
 
-ONE_TEST(tls, certificate_is_trusted_for_localhost_and_only_via_cainfo)
+SRV_TEST(tls, certificate_is_trusted_for_localhost_and_only_via_cainfo)
 {
     char url[256], resolve[64];
     struct curl_slist *res = NULL;
@@ -778,7 +704,7 @@ ONE_TEST(tls, certificate_is_trusted_for_localhost_and_only_via_cainfo)
     free_result(&r);
 }
 
-ONE_TEST(tls, goaway_below_a_second_stream_spares_the_first)
+SRV_TEST(tls, goaway_below_a_second_stream_spares_the_first)
 {
     struct result r;
     CURL *h = new_handle(&r);
@@ -797,7 +723,7 @@ ONE_TEST(tls, goaway_below_a_second_stream_spares_the_first)
     free_result(&r);
 }
 
-ONE_TEST(tls, goaway_after_makes_curl_open_a_new_connection)
+SRV_TEST(tls, goaway_after_makes_curl_open_a_new_connection)
 {
     struct result r;
     CURL *h = new_handle(&r);
@@ -856,7 +782,7 @@ static void run_multiplexed(const char *path_a, const char *path_b,
     curl_multi_cleanup(m);
 }
 
-ONE_TEST(tls, concurrent_streams_share_one_connection)
+SRV_TEST(tls, concurrent_streams_share_one_connection)
 {
     struct result ra, rb;
 
@@ -873,7 +799,7 @@ ONE_TEST(tls, concurrent_streams_share_one_connection)
     free_result(&rb);
 }
 
-ONE_TEST(tls, goaway_lets_a_lower_stream_finish_and_curl_resends_the_higher)
+SRV_TEST(tls, goaway_lets_a_lower_stream_finish_and_curl_resends_the_higher)
 {
     struct result ra, rb;
 
@@ -900,24 +826,11 @@ ONE_TEST(tls, goaway_lets_a_lower_stream_finish_and_curl_resends_the_higher)
 /* --- TLS with ALPN http/1.1 only
  * ------------------------------------------------ */
 
-ONE_TEST(tls_http11, alpn_http11_only_serves_http11)
-{
-    struct result r;
+REQUEST_TEST_IN(tls_http11, alpn_http11_only_serves_http11, .path = "/ok?id=h1",
+                .status = 200, .http11 = true, .body = "ok", .count = 1,
+                .conns = 1);
 
-    get("/ok?id=h1", &r);
-    expect_rc(&r, CURLE_OK);
-    cr_expect_eq(r.status, 200);
-    cr_expect_eq(r.version, CURL_HTTP_VERSION_1_1);
-    cr_expect_eq(count("h1"), 1);
-    cr_expect_eq(streams(), 0);
-    expect_log("h1", "1 GET 0 cbf29ce484222325 - - http/1.1");
-    free_result(&r);
-
-    /* The HTTP/2 fault paths do not exist there: 501, not executed. */
-    get("/refuse?id=h1r", &r);
-    expect_rc(&r, CURLE_OK);
-    cr_expect_eq(r.status, 501);
-    cr_expect_eq(count("h1r"), 0);
-    cr_expect_eq(refused("h1r"), 0);
-    free_result(&r);
-}
+/* The HTTP/2 fault paths do not exist there: 501, not executed. */
+REQUEST_TEST_IN(tls_http11, http2_fault_paths_answer_501_unexecuted,
+                .path = "/refuse?id=h1r", .status = 501, .http11 = true,
+                .body = "this path needs HTTP/2\n", .conns = 1);
