@@ -76,7 +76,6 @@ struct session {
     nghttp2_session *ng;
     struct stream *streams;
     int32_t goaway_last; /* -1: no GOAWAY submitted */
-    bool closing;        /* GOAWAY submitted: close once no stream is left */
 };
 
 /* --- streams ------------------------------------------------------------- */
@@ -254,7 +253,6 @@ static int submit_goaway(struct session *s, int32_t last)
     if (s->goaway_last >= 0 && s->goaway_last < last)
         last = s->goaway_last;
     s->goaway_last = last;
-    s->closing = true;
     return check(nghttp2_submit_goaway(s->ng, NGHTTP2_FLAG_NONE, last,
                                        NGHTTP2_NO_ERROR, NULL, 0));
 }
@@ -603,14 +601,12 @@ static int consume(struct session *s)
 }
 
 /* Nothing left to do: the client ended the session, or our GOAWAY went
- * out and the streams it let live are finished. */
+ * out and the streams it let live are finished (nghttp2 wants no more
+ * input once a GOAWAY is sent and no stream is open). */
 static bool finished(const struct session *s)
 {
-    if (h2_io_out_pending(s->c) > 0 || nghttp2_session_want_write(s->ng))
-        return false;
-    if (s->closing && !s->streams)
-        return true;
-    return !nghttp2_session_want_read(s->ng) && !s->streams;
+    return h2_io_out_pending(s->c) == 0 && !nghttp2_session_want_write(s->ng) &&
+           !nghttp2_session_want_read(s->ng) && !s->streams;
 }
 
 /* Runs the session until it ends. Returns true when the connection should
