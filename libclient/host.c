@@ -4,9 +4,12 @@
  *
  * The control connection stays open for the life of the attachment: its
  * hang-up is how the daemon learns that this process detached or died (it
- * also watches the pid through a pidfd). A forked child must not act as its
- * parent's process slot, so the child handler drops the attachment; the
- * child attaches anew on its next budget operation.
+ * also watches the pid through a pidfd). So the attachment ends when the
+ * library hangs up (an exchange failed), since the daemon then releases the
+ * slot and may give it to another process; it outlives the connection only
+ * when the daemon died first. A forked child must not act as its parent's
+ * process slot, so the child handler drops the attachment; the child
+ * attaches anew on its next budget operation.
  */
 #include "macros.h"
 #include "host.h"
@@ -74,6 +77,29 @@ int retryd__thread_lane_slow(void)
     return 0;
 }
 
+/* --- the attachment ------------------------------------------------------ */
+
+/* Stop using the host's attachment: handles find none and rebind, on
+ * local budgets until the host attaches again. The mapping stays, since
+ * bindings may still point into it. Under h->lock. */
+static void retire_attachment(retryd_host *h)
+{
+    attachment *a = atomic_load_explicit(&h->att, memory_order_relaxed);
+    if (a == NULL)
+        return;
+    a->next_old = h->old_atts;
+    h->old_atts = a;
+    atomic_store_explicit(&h->att, NULL, memory_order_release);
+}
+
+/* Whether @p a's process slot still holds what the daemon gave us: not
+ * released (which changes the state) nor given again (the generation). */
+static bool slot_still_ours(const attachment *a)
+{
+    return atomic_load_explicit(&a->proc->ident, memory_order_acquire) ==
+           a->proc_ident;
+}
+
 /* --- fork ---------------------------------------------------------------- */
 
 static pthread_mutex_t hosts_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -99,16 +125,13 @@ static void atfork_parent(void)
 static void atfork_child(void)
 {
     for (retryd_host *h = hosts; h; h = h->next_host) {
-        attachment *a = atomic_load_explicit(&h->att, memory_order_relaxed);
-        if (a != NULL) {
-            a->next_old = h->old_atts;
-            h->old_atts = a;
-            atomic_store_explicit(&h->att, NULL, memory_order_release);
-        }
+        retire_attachment(h);
+        h->resume = NULL; /* the parent's slot: the daemon would refuse */
         if (h->ctl_fd >= 0) {
             close(h->ctl_fd);
             h->ctl_fd = -1;
         }
+        h->ctl_holds_slot = false;
         atomic_store_explicit(&h->next_attach_ns, 0, memory_order_relaxed);
         pthread_mutex_unlock(&h->lock);
     }
@@ -174,13 +197,32 @@ static int exchange(retryd_host *h, const Retryd__ControlRequest *req,
     return 0;
 }
 
-/* The connection is unusable: forget it, and wait a moment before the
- * next attempt so a dead daemon costs each caller nothing. */
-static void drop_connection(retryd_host *h)
+/*
+ * The connection is unusable (@p err says why): forget it, and wait a
+ * moment before the next attempt so a dead daemon costs each caller
+ * nothing.
+ *
+ * A live daemon releases the process slot tied to a connection when it
+ * sees the hang-up (now, or once it runs again), and may give it to the
+ * next process: retire the attachment so nothing more is written there.
+ * The exception is a daemon that hung up first (RETRYD_ENOTCONN) and left
+ * the slot as it was (one closing a live client releases the slot before
+ * it closes): it died or exited, and its successor keeps the slots of live
+ * processes, so the attachment stays.
+ */
+static void drop_connection(retryd_host *h, int err)
 {
+    attachment *a = atomic_load_explicit(&h->att, memory_order_relaxed);
+
     if (h->ctl_fd >= 0)
         close(h->ctl_fd);
     h->ctl_fd = -1;
+    if (h->ctl_holds_slot && a != NULL &&
+        (err != RETRYD_ENOTCONN || !slot_still_ours(a))) {
+        retire_attachment(h);
+        h->resume = a;
+    }
+    h->ctl_holds_slot = false;
     atomic_store_explicit(&h->next_attach_ns,
                           retryd__clock_coarse_ns() + 1000000000ull,
                           memory_order_relaxed);
@@ -273,13 +315,17 @@ static int request_attach(retryd_host *h, const attachment *prev,
     }
     req.body_case = RETRYD__CONTROL_REQUEST__BODY_ATTACH;
     req.attach = &at;
+    /* From now on the daemon may tie a slot to this connection: @p prev's,
+     * resumed, or a new one. */
+    h->ctl_holds_slot = true;
     r = exchange(h, &req, &rep, &seg_fd);
     if (r < 0)
         return r;
-    if (rep->error < 0)
+    if (rep->error < 0) {
         r = rep->error;
-    else if (rep->body_case != RETRYD__CONTROL_REPLY__BODY_ATTACH ||
-             seg_fd < 0 || rep->attach->layout_version != SEG_LAYOUT_VERSION)
+        h->ctl_holds_slot = false; /* refused: nothing tied */
+    } else if (rep->body_case != RETRYD__CONTROL_REPLY__BODY_ATTACH ||
+               seg_fd < 0 || rep->attach->layout_version != SEG_LAYOUT_VERSION)
         r = RETRYD_EPROTO;
     if (r == 0)
         r = map_attachment(rep->attach, seg_fd, ret);
@@ -306,28 +352,31 @@ int retryd__host_attach_locked(retryd_host *h)
     r = connect_unix(h->socket_path, h->timeout_ms, &h->ctl_fd);
     if (r < 0) {
         h->ctl_fd = -1;
-        drop_connection(h);
+        drop_connection(h, r);
         return cur != NULL ? 0 : r;
     }
     r = say_hello(h);
     if (r == 0)
-        r = request_attach(h, cur, &a);
+        r = request_attach(h, cur != NULL ? cur : h->resume, &a);
     if (r < 0) {
-        drop_connection(h);
-        /* Still attached to the segment we hold: keep deciding on it. */
-        return cur != NULL ? 0 : r;
+        drop_connection(h, r);
+        /* Unless that retired it, still attached to the segment we hold:
+         * keep deciding on it. */
+        if (atomic_load_explicit(&h->att, memory_order_relaxed) != NULL)
+            return 0;
+        return r;
     }
+    h->resume = NULL;
     if (cur != NULL && cur->generation == a->generation &&
-        cur->proc_slot == a->proc_slot) {
-        /* The daemon came back and resumed our slot: nothing moves. */
+        cur->proc_slot == a->proc_slot && cur->proc_ident == a->proc_ident) {
+        /* The daemon came back and resumed our slot: nothing moves. (The
+         * same index under another ident is a new slot: its entries were
+         * cleared, so the bindings must claim them again.) */
         munmap(a->view.hdr, a->view.size);
         free(a);
         return 0;
     }
-    if (cur != NULL) {
-        cur->next_old = h->old_atts;
-        h->old_atts = cur;
-    }
+    retire_attachment(h);
     atomic_store_explicit(&h->att, a, memory_order_release);
     return 0;
 }
@@ -357,7 +406,7 @@ int retryd__host_register_locked(retryd_host *h, retryd_upstream *up,
     req.register_ = &reg;
     r = exchange(h, &req, &rep, NULL);
     if (r < 0) {
-        drop_connection(h);
+        drop_connection(h, r);
         return r;
     }
     if (rep->error < 0)

@@ -65,6 +65,13 @@ struct retryd_host {
     _Atomic(attachment *) att; /* NULL: not attached (local budgets) */
     attachment *old_atts;      /* under lock */
     int ctl_fd;                /* -1 when not connected; under lock */
+    /* The daemon may have tied a process slot to ctl_fd (an attach was
+     * sent on it): its hang-up releases that slot. Under lock. */
+    bool ctl_holds_slot;
+    /* A retired attachment whose slot a successor daemon may have kept
+     * for us (the one that would have released it died first): asked
+     * back at the next attach. Under lock. */
+    attachment *resume;
     _Atomic uint64_t next_attach_ns;
     _Atomic bool local_draining;
     struct cds_lfht *names;

@@ -140,8 +140,13 @@ static seg_upstream *resolve_slot(retryd_host *h, retryd_upstream *up,
         *err = r;
         return NULL;
     }
-    /* The daemon did not answer: the segment we hold still decides. */
-    return up->has_params ? NULL : scan_for_name(a, up->name, ret_ident);
+    /* The daemon did not answer. If we are still attached (it died, not
+     * us hanging up on it), the segment we hold still decides; if the
+     * attachment was retired, its slot is not ours to write into. */
+    if (up->has_params ||
+        atomic_load_explicit(&h->att, memory_order_relaxed) != a)
+        return NULL;
+    return scan_for_name(a, up->name, ret_ident);
 }
 
 /*

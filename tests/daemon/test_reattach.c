@@ -70,6 +70,49 @@ static void pid_anchor(char *buf, size_t len, long pid)
     snprintf(buf, len, "{\"pid\":%ld,", pid);
 }
 
+static void start_client(child *c)
+{
+    char *argv[] = {TEST_CLIENT_PATH, D.control, NULL};
+    cr_assert_eq(child_start(c, argv), 0);
+}
+
+static void ask(child *c, const char *cmd, const char *expect)
+{
+    char reply[256];
+    cr_assert_eq(child_ask(c, cmd, reply, sizeof(reply), ASK_MS), 0,
+                 "client did not answer '%s'", cmd);
+    cr_assert_str_eq(reply, expect, "after '%s'", cmd);
+}
+
+static double attached_processes(void)
+{
+    stats();
+    return json_number("\"daemon\"", "attached_processes");
+}
+
+static bool none_attached(void *arg)
+{
+    (void)arg;
+    return attached_processes() == 0;
+}
+
+/* Spend until the client's handle is on a shared slot again. */
+static bool becomes_shared(void *arg)
+{
+    char reply[64];
+    child_ask(arg, "deposit 1", reply, sizeof(reply), ASK_MS);
+    child_ask(arg, "shared", reply, sizeof(reply), ASK_MS);
+    return strcmp(reply, "shared 1") == 0;
+}
+
+/* Stop the daemon, and have @p c open a name it has not registered: the
+ * register times out (the client's 1 s), and the library hangs up. */
+static void drop_by_timeout(child *c)
+{
+    cr_assert_eq(kill(D.pid, SIGSTOP), 0);
+    ask(c, "open newcomer", "ok shared=0");
+}
+
 /* --- the tests ----------------------------------------------------------- */
 
 Test(reattach, record_counts_on_the_thread_own_lane)
@@ -131,4 +174,81 @@ Test(reattach, record_counts_on_the_thread_own_lane)
     cr_expect_eq(json_number(anchor, "response_received"), 1);
     cr_expect_eq(json_number(anchor, "partial_response"), 1);
     retryd_host_close(h);
+}
+
+/*
+ * The daemon releases the process slot of a connection that hangs up, and
+ * may give it to the next process. The library must stop writing into it:
+ * before, it kept its bindings and counted into the other process's slot.
+ */
+Test(reattach, a_dropped_connection_leaves_the_slot_to_its_next_owner)
+{
+    child a, b;
+    char a_at[64], b_at[64];
+    start_client(&a);
+    pid_anchor(a_at, sizeof(a_at), (long)a.pid);
+    ask(&a, "open payments", "ok shared=1");
+    ask(&a, "deposit 2", "ok");
+    stats();
+    double a_slot = json_number(a_at, "slot");
+
+    drop_by_timeout(&a);
+    cr_assert_eq(kill(D.pid, SIGCONT), 0);
+    ask(&a, "attached", "attached 0");
+    cr_assert(rd_wait_until(none_attached, NULL, 5000),
+              "the daemon did not release the slot");
+
+    start_client(&b);
+    pid_anchor(b_at, sizeof(b_at), (long)b.pid);
+    ask(&b, "open payments", "ok shared=1");
+    stats();
+    cr_assert_eq(json_number(b_at, "slot"), a_slot,
+                 "the scenario needs b in a's old slot");
+
+    /* a spends through the handle it had: local, or on a slot of its own
+     * once it attaches again; never in b's. */
+    char reply[64];
+    cr_assert_eq(child_ask(&a, "open payments", reply, sizeof(reply), ASK_MS),
+                 0);
+    ask(&a, "deposit 5", "ok");
+    stats();
+    cr_expect_eq(json_number(b_at, "deposits"), 0,
+                 "a's deposits were counted as b's");
+
+    cr_expect(rd_wait_until(becomes_shared, &a, 10000),
+              "a did not attach again");
+    ask(&a, "attached", "attached 1");
+    cr_expect_eq(attached_processes(), 2);
+    cr_expect_neq(json_number(a_at, "slot"), a_slot);
+    cr_expect_gt(json_number(a_at, "deposits"), 0);
+    cr_expect_eq(json_number(b_at, "deposits"), 0);
+    child_stop(&b);
+    child_stop(&a);
+}
+
+/*
+ * A daemon killed after the library hung up on it never released the slot;
+ * the next daemon adopts it for the live process. The library asks for it
+ * back instead of leaving it to the process's exit.
+ */
+Test(reattach, a_slot_left_by_a_killed_daemon_is_resumed)
+{
+    child a;
+    char a_at[64];
+    start_client(&a);
+    pid_anchor(a_at, sizeof(a_at), (long)a.pid);
+    ask(&a, "open payments", "ok shared=1");
+    ask(&a, "deposit 2", "ok");
+    stats();
+    double a_slot = json_number(a_at, "slot");
+
+    drop_by_timeout(&a);
+    rd_daemon_stop(&D, SIGKILL);
+    cr_assert_eq(rd_daemon_start(&D), 0);
+    cr_expect(rd_wait_until(becomes_shared, &a, 10000),
+              "a did not attach again");
+    cr_expect_eq(attached_processes(), 1, "a holds one slot, not two");
+    cr_expect_eq(json_number(a_at, "slot"), a_slot);
+    cr_expect_geq(json_number(a_at, "deposits"), 3, "its counts went on");
+    child_stop(&a);
 }
