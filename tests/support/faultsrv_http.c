@@ -22,55 +22,11 @@
  * base; what follows is HTTP/1.1's own. */
 struct request {
     struct srv_request base;
-    bool http10;
-    bool chunked;
-    bool expect_continue;
-    bool conn_close, conn_keep_alive; /* Connection: tokens */
-    bool keep_alive;                  /* the verdict, after all header fields */
+    struct srv_h1_head h1;
     unsigned long nth; /* 1 for the first request on its connection */
 };
 
-enum next {
-    NEXT_KEEP,  /* read the next request from this connection */
-    NEXT_CLOSE, /* the answer said Connection: close: close gracefully */
-    NEXT_DONE,  /* already closed or reset, or I/O failed: just close */
-};
-
 /* --- reading a request -------------------------------------------------- */
-
-static void parse_connection(struct request *r, char *v)
-{
-    char *save = NULL;
-
-    for (char *t = strtok_r(v, ", \t", &save); t;
-         t = strtok_r(NULL, ", \t", &save)) {
-        if (strcasecmp(t, "close") == 0)
-            r->conn_close = true;
-        else if (strcasecmp(t, "keep-alive") == 0)
-            r->conn_keep_alive = true;
-    }
-}
-
-/* One header field line: the common fields (Content-Length, the ids and
- * keys) go to r->base; the others that matter to HTTP/1.1 are here. */
-static int parse_header(struct request *r, char *line)
-{
-    char *v;
-    int rc = srv_request_header_line(&r->base, line, &v);
-
-    if (rc != 0)
-        return rc == SRV_FIELD_TAKEN ? 0 : rc;
-    if (strcasecmp(line, "Transfer-Encoding") == 0) {
-        if (strcasecmp(v, "chunked") != 0)
-            return 501;
-        r->chunked = true;
-    } else if (strcasecmp(line, "Expect") == 0) {
-        r->expect_continue = strcasecmp(v, "100-continue") == 0;
-    } else if (strcasecmp(line, "Connection") == 0) {
-        parse_connection(r, v);
-    }
-    return 0;
-}
 
 /* Reads one line of the request head, charging it to *budget so the whole
  * head stays within FS_HEAD_MAX. */
@@ -90,7 +46,7 @@ static int read_head_line(struct srv_conn *c, size_t *budget, char **line,
 static int read_request_line(struct srv_conn *c, struct request *r,
                              size_t *budget)
 {
-    char *line, *target, *sp;
+    char *line;
     size_t len;
     int rc;
 
@@ -101,27 +57,7 @@ static int read_request_line(struct srv_conn *c, struct request *r,
             return rc;
     } while (len == 0);
 
-    sp = strchr(line, ' ');
-    if (!sp || sp == line || (size_t)(sp - line) >= sizeof r->base.method)
-        return 400;
-    memcpy(r->base.method, line, (size_t)(sp - line));
-    r->base.method[sp - line] = '\0';
-    target = sp + 1;
-    sp = strchr(target, ' ');
-    if (!sp || sp == target)
-        return 400;
-    *sp = '\0';
-    if (strcmp(sp + 1, "HTTP/1.1") == 0)
-        r->http10 = false;
-    else if (strcmp(sp + 1, "HTTP/1.0") == 0)
-        r->http10 = true;
-    else
-        return strncmp(sp + 1, "HTTP/", 5) == 0 ? 505 : 400;
-
-    /* Non-empty and NUL-free already: only memory can fail. */
-    if (srv_request_set_target(&r->base, target, strlen(target)) < 0)
-        return 500;
-    return 0;
+    return srv_h1_request_line(&r->base, &r->h1, line);
 }
 
 static int read_headers(struct srv_conn *c, struct request *r, size_t *budget)
@@ -135,13 +71,10 @@ static int read_headers(struct srv_conn *c, struct request *r, size_t *budget)
             return rc;
         if (len == 0)
             break;
-        if ((rc = parse_header(r, line)))
+        if ((rc = srv_h1_field(&r->base, &r->h1, line)))
             return rc;
     }
-    /* HTTP/1.0 closes unless asked not to; HTTP/1.1 stays open unless
-     * asked to close. */
-    r->keep_alive =
-        r->http10 ? r->conn_keep_alive && !r->conn_close : !r->conn_close;
+    r->h1.keep_alive = srv_h1_keep_alive(&r->h1);
     return 0;
 }
 
@@ -239,22 +172,16 @@ static void note(const struct srv_conn *c, const struct request *r,
                 r->base.path, r->base.id, outcome);
 }
 
-/* Status line and header fields. 204 and 304 carry no Content-Length
- * (RFC 9110 8.6 forbids it for 204); every other response does. */
+/* Status line and header fields (see srv_h1_status_head). */
 static int send_head(struct srv_conn *c, const struct request *r, int status,
                      const char *extra, size_t content_length)
 {
-    char head[1024], clen[48] = "", what[16];
-    int n;
+    char head[1024], what[16];
+    int n = srv_h1_status_head(head, sizeof head, status, content_length,
+                               r->h1.keep_alive, extra);
 
-    if (status != 204 && status != 304)
-        snprintf(clen, sizeof clen, "Content-Length: %zu\r\n", content_length);
-    n = snprintf(head, sizeof head,
-                 "HTTP/1.1 %d %s\r\n%sConnection: %s\r\n%s\r\n", status,
-                 srv_reason(status), clen,
-                 r->keep_alive ? "keep-alive" : "close", extra ? extra : "");
-    if (n < 0 || (size_t)n >= sizeof head)
-        return -EOVERFLOW;
+    if (n < 0)
+        return n;
     snprintf(what, sizeof what, "%d", status);
     note(c, r, what);
     return srv_write_all(c, head, (size_t)n);
@@ -266,25 +193,26 @@ static bool sends_body(const struct request *r, int status)
            strcmp(r->base.method, "HEAD") != 0;
 }
 
-static enum next respond(struct srv_conn *c, const struct request *r,
-                         int status, const char *extra, const void *body,
-                         size_t len)
+static enum srv_next respond(struct srv_conn *c, const struct request *r,
+                             int status, const char *extra, const void *body,
+                             size_t len)
 {
     if (send_head(c, r, status, extra, len) < 0)
-        return NEXT_DONE;
+        return SRV_NEXT_DONE;
     if (sends_body(r, status) && len > 0 && srv_write_all(c, body, len) < 0)
-        return NEXT_DONE;
-    return r->keep_alive ? NEXT_KEEP : NEXT_CLOSE;
+        return SRV_NEXT_DONE;
+    return r->h1.keep_alive ? SRV_NEXT_KEEP : SRV_NEXT_CLOSE;
 }
 
-static enum next respond_text(struct srv_conn *c, const struct request *r,
-                              int status, const char *extra, const char *text)
+static enum srv_next respond_text(struct srv_conn *c, const struct request *r,
+                                  int status, const char *extra,
+                                  const char *text)
 {
     return respond(c, r, status, extra, text, strlen(text));
 }
 
-static enum next bad_param(struct srv_conn *c, const struct request *r,
-                           const char *name)
+static enum srv_next bad_param(struct srv_conn *c, const struct request *r,
+                               const char *name)
 {
     char msg[64];
 
@@ -295,16 +223,16 @@ static enum next bad_param(struct srv_conn *c, const struct request *r,
 /* Answers with `status` and closes: for requests that were not executed
  * (malformed, over a limit). A negative rc means there is nobody to
  * answer. */
-static enum next fail(struct srv_conn *c, struct request *r, int rc)
+static enum srv_next fail(struct srv_conn *c, struct request *r, int rc)
 {
     char msg[64];
 
     if (rc < 0)
-        return NEXT_DONE;
-    r->keep_alive = false;
+        return SRV_NEXT_DONE;
+    r->h1.keep_alive = false;
     snprintf(msg, sizeof msg, "%d %s\n", rc, srv_reason(rc));
     respond_text(c, r, rc, NULL, msg);
-    return NEXT_CLOSE;
+    return SRV_NEXT_CLOSE;
 }
 
 static long record_execution(struct srv_conn *c, const struct request *r)
@@ -317,7 +245,7 @@ static long record_execution(struct srv_conn *c, const struct request *r)
  * execution among those of its request id (0 for modes that count
  * themselves). */
 
-typedef enum next mode_fn(struct srv_conn *c, struct request *r, long n);
+typedef enum srv_next mode_fn(struct srv_conn *c, struct request *r, long n);
 
 /* len bytes: 'x' repeated, or "abc...z" repeated when `pattern` (lets a
  * streaming test check order and completeness). Caller frees. */
@@ -330,10 +258,10 @@ static char *filled(size_t len, bool pattern, size_t offset)
     return b;
 }
 
-static enum next mode_ok(struct srv_conn *c, struct request *r, long n)
+static enum srv_next mode_ok(struct srv_conn *c, struct request *r, long n)
 {
     long len;
-    enum next nx;
+    enum srv_next nx;
     char *body;
 
     (void)n;
@@ -348,31 +276,31 @@ static enum next mode_ok(struct srv_conn *c, struct request *r, long n)
     return nx;
 }
 
-static enum next mode_echo(struct srv_conn *c, struct request *r, long n)
+static enum srv_next mode_echo(struct srv_conn *c, struct request *r, long n)
 {
     (void)n;
     return respond(c, r, 200, NULL, r->base.body, r->base.body_len);
 }
 
-static enum next mode_close_after_read(struct srv_conn *c, struct request *r,
-                                       long n)
+static enum srv_next mode_close_after_read(struct srv_conn *c,
+                                           struct request *r, long n)
 {
     (void)n;
     note(c, r, "close");
     srv_close(c);
-    return NEXT_DONE;
+    return SRV_NEXT_DONE;
 }
 
-static enum next mode_reset_after_read(struct srv_conn *c, struct request *r,
-                                       long n)
+static enum srv_next mode_reset_after_read(struct srv_conn *c,
+                                           struct request *r, long n)
 {
     (void)n;
     note(c, r, "reset");
     srv_close_reset(c);
-    return NEXT_DONE;
+    return SRV_NEXT_DONE;
 }
 
-static enum next mode_hold(struct srv_conn *c, struct request *r, long n)
+static enum srv_next mode_hold(struct srv_conn *c, struct request *r, long n)
 {
     long ms;
 
@@ -382,12 +310,12 @@ static enum next mode_hold(struct srv_conn *c, struct request *r, long n)
     if (srv_wait_peer_close(c->fd, c->srv->stop_fd, (int)ms) != 0) {
         note(c, r, "client gone while held");
         srv_close(c);
-        return NEXT_DONE;
+        return SRV_NEXT_DONE;
     }
     return respond_text(c, r, 200, NULL, "ok");
 }
 
-static enum next mode_partial(struct srv_conn *c, struct request *r, long n)
+static enum srv_next mode_partial(struct srv_conn *c, struct request *r, long n)
 {
     long len, sent;
     char *body;
@@ -408,10 +336,10 @@ static enum next mode_partial(struct srv_conn *c, struct request *r, long n)
         srv_drain_output(c, 2000);
     note(c, r, "reset after partial body");
     srv_close_reset(c);
-    return NEXT_DONE;
+    return SRV_NEXT_DONE;
 }
 
-static enum next mode_status(struct srv_conn *c, struct request *r, long n)
+static enum srv_next mode_status(struct srv_conn *c, struct request *r, long n)
 {
     char ra[SRV_PARAM_MAX], extra[SRV_PARAM_MAX + 32] = "", body[32];
     long code;
@@ -430,7 +358,7 @@ static enum next mode_status(struct srv_conn *c, struct request *r, long n)
     return respond_text(c, r, (int)code, extra, body);
 }
 
-static enum next mode_once425(struct srv_conn *c, struct request *r, long n)
+static enum srv_next mode_once425(struct srv_conn *c, struct request *r, long n)
 {
     if (n == 1)
         return respond_text(c, r, 425, NULL, "too early\n");
@@ -446,7 +374,7 @@ static bool authorized(const char *header, const char *token)
     return token ? strcmp(header + 7, token) == 0 : header[7] != '\0';
 }
 
-static enum next mode_auth(struct srv_conn *c, struct request *r, long n)
+static enum srv_next mode_auth(struct srv_conn *c, struct request *r, long n)
 {
     char token[SRV_PARAM_MAX];
     int rc = srv_query_get(r->base.query, "token", token, sizeof token);
@@ -464,7 +392,7 @@ static enum next mode_auth(struct srv_conn *c, struct request *r, long n)
     return respond_text(c, r, 200, NULL, "ok");
 }
 
-static enum next mode_seq(struct srv_conn *c, struct request *r, long n)
+static enum srv_next mode_seq(struct srv_conn *c, struct request *r, long n)
 {
     char list[SRV_PARAM_MAX], body[48], *save = NULL;
     long codes[SEQ_MAX];
@@ -483,18 +411,19 @@ static enum next mode_seq(struct srv_conn *c, struct request *r, long n)
     return respond_text(c, r, (int)code, NULL, body);
 }
 
-static enum next mode_drop_second(struct srv_conn *c, struct request *r, long n)
+static enum srv_next mode_drop_second(struct srv_conn *c, struct request *r,
+                                      long n)
 {
     (void)n;
     if (r->nth < 2)
         return respond_text(c, r, 200, NULL, "ok");
     note(c, r, "dropped (second request on the connection)");
     srv_close(c);
-    return NEXT_DONE;
+    return SRV_NEXT_DONE;
 }
 
-static enum next mode_interim_then_close(struct srv_conn *c, struct request *r,
-                                         long n)
+static enum srv_next mode_interim_then_close(struct srv_conn *c,
+                                             struct request *r, long n)
 {
     static const char interim[] =
         "HTTP/1.1 103 Early Hints\r\nLink: </x>\r\n\r\n";
@@ -503,10 +432,11 @@ static enum next mode_interim_then_close(struct srv_conn *c, struct request *r,
     note(c, r, "103 then close");
     srv_write_all(c, interim, sizeof interim - 1);
     srv_close(c);
-    return NEXT_DONE;
+    return SRV_NEXT_DONE;
 }
 
-static enum next mode_slow_body(struct srv_conn *c, struct request *r, long n)
+static enum srv_next mode_slow_body(struct srv_conn *c, struct request *r,
+                                    long n)
 {
     long len, chunk, ms;
     char *buf;
@@ -520,24 +450,24 @@ static enum next mode_slow_body(struct srv_conn *c, struct request *r, long n)
     if (srv_query_long(r->base.query, "ms", 10, 0, SLOW_MAX_MS, &ms) < 0)
         return bad_param(c, r, "ms");
     if ((rc = send_head(c, r, 200, NULL, (size_t)len)) < 0)
-        return NEXT_DONE;
+        return SRV_NEXT_DONE;
     if (!sends_body(r, 200))
-        return r->keep_alive ? NEXT_KEEP : NEXT_CLOSE;
+        return r->h1.keep_alive ? SRV_NEXT_KEEP : SRV_NEXT_CLOSE;
     for (long off = 0; off < len && rc == 0; off += chunk) {
         size_t m = (size_t)(len - off < chunk ? len - off : chunk);
 
         /* Pause between chunks, but stop as soon as the client leaves. */
         if (off > 0 &&
             srv_wait_peer_close(c->fd, c->srv->stop_fd, (int)ms) != 0)
-            return NEXT_DONE;
+            return SRV_NEXT_DONE;
         if (!(buf = filled(m, true, (size_t)off)))
-            return NEXT_DONE;
+            return SRV_NEXT_DONE;
         rc = srv_write_all(c, buf, m);
         free(buf);
     }
     if (rc < 0)
-        return NEXT_DONE;
-    return r->keep_alive ? NEXT_KEEP : NEXT_CLOSE;
+        return SRV_NEXT_DONE;
+    return r->h1.keep_alive ? SRV_NEXT_KEEP : SRV_NEXT_CLOSE;
 }
 
 static const struct mode {
@@ -560,7 +490,7 @@ static const struct mode {
     {"/slow-body", mode_slow_body, true},
 };
 
-static enum next dispatch(struct srv_conn *c, struct request *r)
+static enum srv_next dispatch(struct srv_conn *c, struct request *r)
 {
     const struct mode *m = NULL;
     long n = 0;
@@ -581,7 +511,7 @@ static enum next dispatch(struct srv_conn *c, struct request *r)
 
 /* --- connection loop ---------------------------------------------------- */
 
-static enum next serve_one(struct srv_conn *c, struct request *r)
+static enum srv_next serve_one(struct srv_conn *c, struct request *r)
 {
     static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
     size_t budget = FS_HEAD_MAX;
@@ -598,14 +528,14 @@ static enum next serve_one(struct srv_conn *c, struct request *r)
     if (strcmp(r->base.path, "/close-before-read") == 0) {
         note(c, r, "close before reading the body");
         srv_close(c);
-        return NEXT_DONE;
+        return SRV_NEXT_DONE;
     }
     if (r->base.content_length > SRV_BODY_MAX)
         return fail(c, r, 413); /* before any 100 Continue */
-    if ((r->chunked || r->base.content_length > 0) && r->expect_continue &&
-        srv_write_all(c, cont, sizeof cont - 1) < 0)
-        return NEXT_DONE;
-    rc = r->chunked ? read_body_chunked(c, r) : read_body_length(c, r);
+    if ((r->h1.chunked || r->base.content_length > 0) &&
+        r->h1.expect_continue && srv_write_all(c, cont, sizeof cont - 1) < 0)
+        return SRV_NEXT_DONE;
+    rc = r->h1.chunked ? read_body_chunked(c, r) : read_body_length(c, r);
     if (rc)
         return fail(c, r, rc);
     return dispatch(c, r);
@@ -616,14 +546,14 @@ void fs_http_serve(struct srv_conn *c)
 {
     for (unsigned long nth = 1;; nth++) {
         struct request r = {.nth = nth};
-        enum next nx;
+        enum srv_next nx;
 
         srv_request_init(&r.base);
         nx = serve_one(c, &r);
         srv_request_free(&r.base);
-        if (nx == NEXT_KEEP)
+        if (nx == SRV_NEXT_KEEP)
             continue;
-        if (nx == NEXT_CLOSE)
+        if (nx == SRV_NEXT_CLOSE)
             srv_close_lingering(c);
         else
             srv_close(c);

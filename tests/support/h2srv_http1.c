@@ -15,21 +15,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
-
-enum next {
-    NEXT_KEEP,  /* read the next request from this connection */
-    NEXT_CLOSE, /* close gracefully (our answer said so) */
-    NEXT_DONE,  /* broken, or the client left: just close */
-};
-
-/* Per-request state that only HTTP/1.1 has. */
-struct h1_head {
-    bool http10;
-    bool keep_alive;
-    bool expect_continue;
-    bool chunked;
-};
 
 /* --- reading ------------------------------------------------------------- */
 
@@ -87,72 +72,26 @@ static char *next_line(char **p)
     return line;
 }
 
-static int parse_request_line(char *line, struct h2_request *r,
-                              struct h1_head *h)
-{
-    char *sp = strchr(line, ' '), *target, *version;
-
-    if (!sp || sp == line || (size_t)(sp - line) >= sizeof r->base.method)
-        return 400;
-    memcpy(r->base.method, line, (size_t)(sp - line));
-    r->base.method[sp - line] = '\0';
-    target = sp + 1;
-    if (!(sp = strchr(target, ' ')) || sp == target)
-        return 400;
-    *sp = '\0';
-    version = sp + 1;
-    if (strcmp(version, "HTTP/1.1") == 0)
-        h->http10 = false;
-    else if (strcmp(version, "HTTP/1.0") == 0)
-        h->http10 = true;
-    else
-        return 505;
-    int rc = srv_request_set_target(&r->base, target, strlen(target));
-    return rc == -ENOMEM ? 500 : rc < 0 ? 400 : 0;
-}
-
-static int parse_field(char *line, struct h2_request *r, struct h1_head *h,
-                       bool *conn_close, bool *conn_keep)
-{
-    char *v;
-    int rc = srv_request_header_line(&r->base, line, &v);
-
-    /* Content-Length, the ids and keys: taken into r->base. */
-    if (rc != 0)
-        return rc == SRV_FIELD_TAKEN ? 0 : rc;
-    if (strcasecmp(line, "Transfer-Encoding") == 0) {
-        h->chunked = true;
-    } else if (strcasecmp(line, "Expect") == 0) {
-        h->expect_continue = strcasecmp(v, "100-continue") == 0;
-    } else if (strcasecmp(line, "Connection") == 0) {
-        /* Token lists are rare in tests; whole-value matches suffice. */
-        *conn_close |= strcasecmp(v, "close") == 0;
-        *conn_keep |= strcasecmp(v, "keep-alive") == 0;
-    }
-    return 0;
-}
-
 /* Parses the head (len bytes at c->in + c->in_pos) and consumes it.
  * Returns 0 or an HTTP status to answer with. */
 static int parse_head(struct h2_conn *c, size_t len, struct h2_request *r,
-                      struct h1_head *h)
+                      struct srv_h1_head *h)
 {
     char *p = (char *)c->in + c->in_pos, *line;
-    bool conn_close = false, conn_keep = false;
     int rc;
 
     if (memchr(p, '\0', len))
         return 400;
     p[len - 1] = '\0'; /* the final LF: the head becomes a C string */
     c->in_pos += len;
-    if (!(line = next_line(&p)) || (rc = parse_request_line(line, r, h)) != 0)
-        return line ? rc : 400;
+    if (!(line = next_line(&p)))
+        return 400;
+    if ((rc = srv_h1_request_line(&r->base, h, line)) != 0)
+        return rc;
     while ((line = next_line(&p)) && *line)
-        if ((rc = parse_field(line, r, h, &conn_close, &conn_keep)) != 0)
+        if ((rc = srv_h1_field(&r->base, h, line)) != 0)
             return rc;
-    /* HTTP/1.0 closes unless asked not to; HTTP/1.1 stays open unless
-     * asked to close. */
-    h->keep_alive = h->http10 ? conn_keep && !conn_close : !conn_close;
+    h->keep_alive = srv_h1_keep_alive(h);
     return 0;
 }
 
@@ -183,46 +122,40 @@ static int read_body(struct h2_conn *c, struct h2_request *r)
 
 /* --- answering ----------------------------------------------------------- */
 
-static enum next respond(struct h2_conn *c, const struct h1_head *h,
-                         const struct h2_response *resp)
+static enum srv_next respond(struct h2_conn *c, const struct srv_h1_head *h,
+                             const struct h2_response *resp)
 {
-    char head[SRV_PARAM_MAX + 256], clen[48] = "", ra[SRV_PARAM_MAX + 32] = "";
+    char head[SRV_PARAM_MAX + 256], ra[SRV_PARAM_MAX + 32] = "";
     int n;
 
-    if (resp->status != 204)
-        snprintf(clen, sizeof clen, "Content-Length: %zu\r\n",
-                 resp->content_length);
     if (resp->retry_after[0])
         snprintf(ra, sizeof ra, "Retry-After: %s\r\n", resp->retry_after);
-    n = snprintf(head, sizeof head,
-                 "HTTP/1.1 %d %s\r\n%s%sConnection: %s\r\n\r\n", resp->status,
-                 srv_reason(resp->status), clen, ra,
-                 h->keep_alive ? "keep-alive" : "close");
-    if (n < 0 || (size_t)n >= sizeof head ||
-        h2_io_write_all(c, head, (size_t)n) < 0)
-        return NEXT_DONE;
+    n = srv_h1_status_head(head, sizeof head, resp->status,
+                           resp->content_length, h->keep_alive, ra);
+    if (n < 0 || h2_io_write_all(c, head, (size_t)n) < 0)
+        return SRV_NEXT_DONE;
     if (!resp->no_body && resp->send_len > 0 &&
         h2_io_write_all(c, resp->body, resp->send_len) < 0)
-        return NEXT_DONE;
-    return h->keep_alive ? NEXT_KEEP : NEXT_CLOSE;
+        return SRV_NEXT_DONE;
+    return h->keep_alive ? SRV_NEXT_KEEP : SRV_NEXT_CLOSE;
 }
 
 /* Answers a request that is not executed; `close` also ends the
  * connection (the request was malformed: the stream cannot be trusted). */
-static enum next answer_text(struct h2_conn *c, struct h1_head *h,
-                             const struct h2_request *r, int status,
-                             const char *text, bool close)
+static enum srv_next answer_text(struct h2_conn *c, struct srv_h1_head *h,
+                                 const struct h2_request *r, int status,
+                                 const char *text, bool close)
 {
     struct h2_plan p = {.after = AFTER_RESPOND};
     char what[32];
-    enum next nx;
+    enum srv_next nx;
 
     if (close)
         h->keep_alive = false;
     snprintf(what, sizeof what, "%d, not executed", status);
     h2_note(c, r, what);
     if (h2_plan_text(&p, status, text) < 0)
-        return NEXT_DONE;
+        return SRV_NEXT_DONE;
     p.resp.no_body = strcmp(r->base.method, "HEAD") == 0;
     nx = respond(c, h, &p.resp);
     h2_plan_free(&p);
@@ -230,11 +163,11 @@ static enum next answer_text(struct h2_conn *c, struct h1_head *h,
 }
 
 /* Executes the request (count first) and answers its plan. */
-static enum next execute(struct h2_conn *c, struct h1_head *h,
-                         const struct h2_mode *m, struct h2_request *r)
+static enum srv_next execute(struct h2_conn *c, struct srv_h1_head *h,
+                             const struct h2_mode *m, struct h2_request *r)
 {
     struct h2_plan p;
-    enum next nx;
+    enum srv_next nx;
 
     if (h2_request_execute(c->srv, r) < 0 || h2_mode_plan(m, r, &p) < 0)
         return answer_text(c, h, r, 500, "out of memory\n", true);
@@ -244,7 +177,7 @@ static enum next execute(struct h2_conn *c, struct h1_head *h,
         if (gone != 0) {
             h2_note(c, r, "client gone while held");
             h2_plan_free(&p);
-            return NEXT_DONE;
+            return SRV_NEXT_DONE;
         }
     }
     h2_note(c, r, "executed, answered");
@@ -253,21 +186,23 @@ static enum next execute(struct h2_conn *c, struct h1_head *h,
     return nx;
 }
 
-static enum next serve_one(struct h2_conn *c, struct h2_request *r)
+static enum srv_next serve_one(struct h2_conn *c, struct h2_request *r)
 {
     static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
-    struct h1_head h = {.keep_alive = false};
+    struct srv_h1_head h = {.keep_alive = false};
     ssize_t len = read_head(c);
     int rc;
 
     if (len == -EMSGSIZE)
         return answer_text(c, &h, r, 431, "request head too large\n", true);
     if (len <= 0)
-        return NEXT_DONE;
-    if ((rc = parse_head(c, (size_t)len, r, &h)) != 0)
-        return answer_text(c, &h, r, rc,
-                           rc == 413 ? "content too large\n" : "bad request\n",
-                           true);
+        return SRV_NEXT_DONE;
+    if ((rc = parse_head(c, (size_t)len, r, &h)) != 0) {
+        char msg[64];
+
+        snprintf(msg, sizeof msg, "%d %s\n", rc, srv_reason(rc));
+        return answer_text(c, &h, r, rc, msg, true);
+    }
     if (srv_request_resolve_id(&r->base) < 0)
         return answer_text(c, &h, r, 400, "bad request id\n", true);
     if (h.chunked)
@@ -281,11 +216,11 @@ static enum next serve_one(struct h2_conn *c, struct h2_request *r)
                            r->base.content_length > 0);
     if (r->base.content_length > 0 && h.expect_continue &&
         h2_io_write_all(c, cont, sizeof cont - 1) < 0)
-        return NEXT_DONE;
+        return SRV_NEXT_DONE;
     if ((rc = read_body(c, r)) < 0)
         return rc == -ENOMEM
                    ? answer_text(c, &h, r, 500, "out of memory\n", true)
-                   : NEXT_DONE;
+                   : SRV_NEXT_DONE;
     return execute(c, &h, m, r);
 }
 
@@ -297,9 +232,9 @@ bool h2_http1_serve(struct h2_conn *c)
         struct h2_request r;
 
         h2_request_init(&r, "http/1.1");
-        enum next nx = serve_one(c, &r);
+        enum srv_next nx = serve_one(c, &r);
         srv_request_free(&r.base);
-        if (nx != NEXT_KEEP)
-            return nx == NEXT_CLOSE;
+        if (nx != SRV_NEXT_KEEP)
+            return nx == SRV_NEXT_CLOSE;
     }
 }

@@ -10,7 +10,7 @@
  *   srv_control.c  per-id counters and execution log, control protocol
  *   srv_request.c  the request fields every server has (struct
  *                  srv_request), query parameters, request ids, HTTP/1.1
- *                  header lines, reason phrases
+ *                  request and response heads, reason phrases
  * A server supplies a struct srv_ops (how to serve one HTTP connection,
  * its own setup and control commands), calls srv_main() from main(), and
  * keeps its protocol to itself.
@@ -122,6 +122,24 @@ struct srv_request {
     size_t body_len;
 };
 
+/* What an HTTP/1.1 request head says besides the fields of struct
+ * srv_request: its framing and the connection's fate. */
+struct srv_h1_head {
+    bool http10;                      /* HTTP/1.0 rather than HTTP/1.1 */
+    bool chunked;                     /* Transfer-Encoding: chunked */
+    bool expect_continue;             /* Expect: 100-continue */
+    bool conn_close, conn_keep_alive; /* Connection: tokens */
+    bool keep_alive; /* the verdict (srv_h1_keep_alive); a server may clear
+                        it to close after a malformed request */
+};
+
+/* What an HTTP/1.1 connection does after answering a request. */
+enum srv_next {
+    SRV_NEXT_KEEP,  /* read the next request from this connection */
+    SRV_NEXT_CLOSE, /* our answer said Connection: close: close gracefully */
+    SRV_NEXT_DONE,  /* already closed or reset, broken, client gone: close */
+};
+
 /* --- srv_main.c: startup, the accept loop, shutdown -------------------- */
 struct srv_options srv_default_options(void);
 bool srv_option(struct srv_options *o, const char *arg);
@@ -167,8 +185,6 @@ void srv_request_free(struct srv_request *r);
 int srv_request_set_target(struct srv_request *r, const char *t, size_t len);
 int srv_request_field(struct srv_request *r, const char *name, size_t namelen,
                       const char *v, size_t len);
-#define SRV_FIELD_TAKEN 1 /* see srv_request_header_line */
-int srv_request_header_line(struct srv_request *r, char *line, char **value);
 int srv_request_resolve_id(struct srv_request *r);
 int srv_query_get(const char *query, const char *key, char *out, size_t outlen);
 int srv_query_long(const char *query, const char *key, long def, long min,
@@ -176,5 +192,11 @@ int srv_query_long(const char *query, const char *key, long def, long min,
 int srv_parse_long(const char *s, long min, long max, long *out);
 bool srv_header_safe(const char *s);
 const char *srv_reason(int status);
+int srv_h1_request_line(struct srv_request *r, struct srv_h1_head *h,
+                        char *line);
+int srv_h1_field(struct srv_request *r, struct srv_h1_head *h, char *line);
+bool srv_h1_keep_alive(const struct srv_h1_head *h);
+int srv_h1_status_head(char *buf, size_t len, int status, size_t content_length,
+                       bool keep_alive, const char *extra);
 
 #endif

@@ -1,15 +1,19 @@
 /* Requests as the test servers share them, whatever the protocol: the
  * common fields (struct srv_request) and the header fields that fill
  * them, query parameters (a path's configuration: /ok?len=N,
- * /status?code=503, ...), the request id, reason phrases.
+ * /status?code=503, ...), the request id, reason phrases; and HTTP/1.1
+ * heads, which both servers parse (faultsrv always, h2srv after a
+ * downgrade).
  *
  * The srv_request functions return negative errnos; the query and id
  * parsers 0 (or 1 for "found") on success and -1 for input the server
- * answers with 400. */
+ * answers with 400; the HTTP/1.1 parsers 0 or the status to answer
+ * with. */
 #include "srv_common.h"
 
 #include <ctype.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -107,37 +111,6 @@ int srv_request_field(struct srv_request *r, const char *name, size_t namelen,
     if (!*dst && !(*dst = strndup(v, len)))
         return -ENOMEM;
     return 1;
-}
-
-/* One header field line of an HTTP/1.1 request head, split in place:
- * line becomes the name and *value the value without surrounding blanks.
- * The fields of srv_request_field are taken here. Returns 0 when the
- * field is the caller's to look at, SRV_FIELD_TAKEN, or the status to
- * answer with: 400 for a malformed line (RFC 9112 5.1: no colon, an empty
- * name, whitespace before the colon) or Content-Length, 413 for a
- * Content-Length too long to read, 500 when out of memory. */
-int srv_request_header_line(struct srv_request *r, char *line, char **value)
-{
-    char *colon = strchr(line, ':');
-    char *v;
-    size_t n;
-    int rc;
-
-    if (!colon || colon == line ||
-        strcspn(line, " \t") < (size_t)(colon - line))
-        return 400;
-    *colon = '\0';
-    v = colon + 1 + strspn(colon + 1, " \t");
-    n = strlen(v);
-    while (n > 0 && (v[n - 1] == ' ' || v[n - 1] == '\t'))
-        v[--n] = '\0';
-    *value = v;
-    rc = srv_request_field(r, line, strlen(line), v, n);
-    if (rc == -ENOMEM)
-        return 500;
-    if (rc == -EFBIG)
-        return 413;
-    return rc < 0 ? 400 : rc > 0 ? SRV_FIELD_TAKEN : 0;
 }
 
 /* --- query strings -------------------------------------------------------- */
@@ -344,4 +317,113 @@ const char *srv_reason(int status)
     default:
         return "Status";
     }
+}
+
+/* --- HTTP/1.1 heads ------------------------------------------------------- */
+
+/* The request line "<method> <target> HTTP/1.1" (or HTTP/1.0), without its
+ * line end. Returns 0, or 400 (malformed), 505 (another HTTP version) or
+ * 500 (out of memory). */
+int srv_h1_request_line(struct srv_request *r, struct srv_h1_head *h,
+                        char *line)
+{
+    char *target, *version, *sp = strchr(line, ' ');
+    int rc;
+
+    if (!sp || sp == line || (size_t)(sp - line) >= sizeof r->method)
+        return 400;
+    memcpy(r->method, line, (size_t)(sp - line));
+    r->method[sp - line] = '\0';
+    target = sp + 1;
+    if (!(sp = strchr(target, ' ')) || sp == target)
+        return 400;
+    *sp = '\0';
+    version = sp + 1;
+    if (strcmp(version, "HTTP/1.1") == 0)
+        h->http10 = false;
+    else if (strcmp(version, "HTTP/1.0") == 0)
+        h->http10 = true;
+    else
+        return strncmp(version, "HTTP/", 5) == 0 ? 505 : 400;
+    rc = srv_request_set_target(r, target, strlen(target));
+    return rc == -ENOMEM ? 500 : rc < 0 ? 400 : 0;
+}
+
+/* Connection is a token list (RFC 9110 7.6.1): "close, TE" closes too. */
+static void connection_tokens(struct srv_h1_head *h, char *v)
+{
+    char *save = NULL;
+
+    for (char *t = strtok_r(v, ", \t", &save); t;
+         t = strtok_r(NULL, ", \t", &save)) {
+        if (strcasecmp(t, "close") == 0)
+            h->conn_close = true;
+        else if (strcasecmp(t, "keep-alive") == 0)
+            h->conn_keep_alive = true;
+    }
+}
+
+/* One header field line of a request head, without its line end, split
+ * in place. The fields of srv_request_field go to r, those of HTTP/1.1
+ * framing to h. Returns 0, or the status to answer with: 400 for a
+ * malformed line (RFC 9112 5.1: no colon, an empty name, whitespace
+ * before the colon) or Content-Length, 413 for a Content-Length too long
+ * to read, 501 for a transfer coding other than chunked, 500 when out of
+ * memory. */
+int srv_h1_field(struct srv_request *r, struct srv_h1_head *h, char *line)
+{
+    char *colon = strchr(line, ':');
+    char *v;
+    size_t n;
+    int rc;
+
+    if (!colon || colon == line ||
+        strcspn(line, " \t") < (size_t)(colon - line))
+        return 400;
+    *colon = '\0';
+    v = colon + 1 + strspn(colon + 1, " \t");
+    n = strlen(v);
+    while (n > 0 && (v[n - 1] == ' ' || v[n - 1] == '\t'))
+        v[--n] = '\0';
+    rc = srv_request_field(r, line, strlen(line), v, n);
+    if (rc < 0)
+        return rc == -ENOMEM ? 500 : rc == -EFBIG ? 413 : 400;
+    if (rc > 0)
+        return 0;
+    if (strcasecmp(line, "Transfer-Encoding") == 0) {
+        if (strcasecmp(v, "chunked") != 0)
+            return 501;
+        h->chunked = true;
+    } else if (strcasecmp(line, "Expect") == 0) {
+        h->expect_continue = strcasecmp(v, "100-continue") == 0;
+    } else if (strcasecmp(line, "Connection") == 0) {
+        connection_tokens(h, v);
+    }
+    return 0;
+}
+
+/* Once the head is read: HTTP/1.0 closes unless asked not to, HTTP/1.1
+ * stays open unless asked to close. */
+bool srv_h1_keep_alive(const struct srv_h1_head *h)
+{
+    return h->http10 ? h->conn_keep_alive && !h->conn_close : !h->conn_close;
+}
+
+/* A response's status line and header fields, through the empty line that
+ * ends them, into buf: Content-Length, except on 204 (RFC 9110 8.6 forbids
+ * it) and 304 (where it would have to be that of the 200 the client did
+ * not get), Connection, then `extra` (CRLF-terminated lines, or NULL).
+ * Returns the length, or -EOVERFLOW. */
+int srv_h1_status_head(char *buf, size_t len, int status, size_t content_length,
+                       bool keep_alive, const char *extra)
+{
+    char clen[48] = "";
+    int n;
+
+    if (status != 204 && status != 304)
+        snprintf(clen, sizeof clen, "Content-Length: %zu\r\n", content_length);
+    n = snprintf(buf, len, "HTTP/1.1 %d %s\r\n%sConnection: %s\r\n%s\r\n",
+                 status, srv_reason(status), clen,
+                 keep_alive ? "keep-alive" : "close", extra ? extra : "");
+    return n < 0 || (size_t)n >= len ? -EOVERFLOW : n;
 }

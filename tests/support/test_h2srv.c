@@ -660,6 +660,44 @@ SRV_TEST(h2c, accept_close_mode_drops_connections)
     free_result(&r);
 }
 
+/* The HTTP/1.1 fallback parses heads as faultsrv does (srv_request.c):
+ * Connection is a token list, another protocol is 400 and another HTTP
+ * version 505, and a 304 has no Content-Length. Raw, on the h2c port,
+ * where a connection without the HTTP/2 preface is HTTP/1.1. Each case
+ * is answered with Connection: close, and closed. */
+SRV_TEST(h2c, http11_fallback_parses_heads_as_faultsrv_does)
+{
+    static const struct {
+        const char *head;
+        int status;
+    } cases[] = {
+        {"GET /ok?id=t HTTP/1.1\r\nConnection: TE, close\r\n\r\n", 200},
+        {"GET /ok?id=t HTTP/2.0\r\n\r\n", 505},
+        {"GET /ok?id=t FTP/1.1\r\n\r\n", 400},
+        {"GET /status?id=t&code=304 HTTP/1.1\r\nConnection: close\r\n\r\n",
+         304},
+    };
+
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct rawhttp_response r;
+        char v[32];
+        int fd = rawhttp_connect(testsrv_port(srv));
+
+        cr_assert_geq(fd, 0, "connect: %s", strerror(-fd));
+        cr_assert_eq(rawhttp_send_str(fd, cases[i].head), 0);
+        cr_assert_eq(rawhttp_read_response(fd, &r, false), 0, "case %zu", i);
+        cr_expect_eq(r.status, cases[i].status, "case %zu:\n%s", i, r.head);
+        const char *conn = rawhttp_header(&r, "Connection", v, sizeof v);
+        cr_expect_str_eq(conn ? conn : "(none)", "close", "case %zu", i);
+        cr_expect_eq(rawhttp_header(&r, "Content-Length", v, sizeof v) == NULL,
+                     cases[i].status == 304, "case %zu:\n%s", i, r.head);
+        cr_expect_eq(rawhttp_wait_close(fd), 0, "case %zu", i);
+        free(r.body);
+        close(fd);
+    }
+    cr_expect_eq(count("t"), 2); /* the 200 and the 304 */
+}
+
 Test(h2c, server_exits_when_stdin_closes)
 {
     int st = -1;
