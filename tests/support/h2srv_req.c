@@ -228,7 +228,8 @@ const struct h2_mode *h2_mode_find(const char *path)
 }
 
 /* Builds the plan of an executed request. HEAD, 204 and 304 carry no
- * body (RFC 9110 6.4.1); 204 no content-length either (RFC 9110 8.6).
+ * body (RFC 9110 6.4.1); 204 and 304 no content-length either (RFC 9110
+ * 8.6: on 304 it would have to be that of the 200 not sent).
  * Returns 0 or -ENOMEM (then p holds nothing to free). */
 int h2_mode_plan(const struct h2_mode *m, const struct h2_request *r,
                  struct h2_plan *p)

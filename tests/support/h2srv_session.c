@@ -195,7 +195,7 @@ static int submit_response(struct session *s, struct stream *st)
     snprintf(status, sizeof status, "%d", resp->status);
     snprintf(clen, sizeof clen, "%zu", resp->content_length);
     nv[n++] = nv_of(":status", status);
-    if (resp->status != 204)
+    if (resp->status != 204 && resp->status != 304) /* see h2_mode_plan */
         nv[n++] = nv_of("content-length", clen);
     if (resp->retry_after[0])
         nv[n++] = nv_of("retry-after", resp->retry_after);

@@ -188,7 +188,8 @@ struct result {
     long version; /* CURLINFO_HTTP_VERSION */
     char *body;   /* malloc'd, NUL-terminated */
     size_t body_len;
-    char retry_after[64];
+    char retry_after[64];    /* "": absent */
+    char content_length[32]; /* "": absent */
     char errbuf[CURL_ERROR_SIZE];
     int64_t elapsed_ms;
 };
@@ -208,23 +209,30 @@ static size_t on_body(char *data, size_t size, size_t n, void *user)
     return n;
 }
 
+/* Copies the value of header field `name` (with its colon) when data, a
+ * header line of n bytes (not NUL-terminated), is that field. */
+static void field_value(const char *data, size_t n, const char *name, char *out,
+                        size_t outlen)
+{
+    size_t v = strlen(name), end = n;
+
+    if (n < v || strncasecmp(data, name, v) != 0)
+        return;
+    while (v < n && data[v] == ' ')
+        v++;
+    while (end > v && strchr(" \r\n", data[end - 1]))
+        end--;
+    snprintf(out, outlen, "%.*s", (int)(end - v), data + v);
+}
+
 static size_t on_header(char *data, size_t size, size_t n, void *user)
 {
     struct result *r = user;
-    static const char name[] = "retry-after:";
 
     (void)size;
-    if (n > sizeof name - 1 && strncasecmp(data, name, sizeof name - 1) == 0) {
-        size_t v = sizeof name - 1, len;
-
-        while (v < n && data[v] == ' ')
-            v++;
-        len = strcspn(data + v, "\r\n");
-        if (len > n - v)
-            len = n - v;
-        snprintf(r->retry_after, sizeof r->retry_after, "%.*s", (int)len,
-                 data + v);
-    }
+    field_value(data, n, "retry-after:", r->retry_after, sizeof r->retry_after);
+    field_value(data, n, "content-length:", r->content_length,
+                sizeof r->content_length);
     return n;
 }
 
@@ -270,7 +278,7 @@ static void perform(CURL *h, struct result *r, const char *path)
     free(r->body);
     r->body = NULL;
     r->body_len = 0;
-    r->retry_after[0] = r->errbuf[0] = '\0';
+    r->retry_after[0] = r->content_length[0] = r->errbuf[0] = '\0';
     curl_easy_setopt(h, CURLOPT_URL, url);
     r->rc = curl_easy_perform(h);
     r->elapsed_ms = testsrv_now_ms() - t0;
@@ -413,6 +421,12 @@ static void expect_request(const struct want *w)
         cr_expect_eq(strspn(r.body ? r.body : "", "x"), w->len);
     }
     cr_expect_str_eq(r.retry_after, w->retry_after ? w->retry_after : "");
+    /* RFC 9110 8.6: none on 204; on 304 it would have to be that of the
+     * 200 the client did not get, so none either. */
+    if (w->status)
+        cr_expect_eq(r.content_length[0] != '\0',
+                     w->status != 204 && w->status != 304,
+                     "content-length: \"%s\"", r.content_length);
     cr_expect_geq(r.elapsed_ms, w->min_ms, "answered after %" PRId64 " ms",
                   r.elapsed_ms);
     cr_expect_eq(count(id), w->count, "COUNT %s", id);
@@ -462,6 +476,10 @@ REQUEST_TEST(status_answers_the_code_and_retry_after,
              .path = "/status?id=s&code=503&retry_after=7", .status = 503,
              .body = "status 503\n", .retry_after = "7", .count = 1,
              .streams = 1, .conns = 1);
+
+REQUEST_TEST(status_304_has_neither_body_nor_content_length,
+             .path = "/status?id=nm&code=304", .status = 304, .body = "",
+             .count = 1, .streams = 1, .conns = 1);
 
 REQUEST_TEST(unknown_path_is_answered_404_and_executed, .path = "/nope?id=n",
              .status = 404, .body = "not found\n", .count = 1, .streams = 1,
@@ -867,6 +885,10 @@ SRV_TEST(tls, goaway_lets_a_lower_stream_finish_and_curl_resends_the_higher)
 REQUEST_TEST_IN(tls_http11, alpn_http11_only_serves_http11, .path = "/ok?id=h1",
                 .status = 200, .http11 = true, .body = "ok", .count = 1,
                 .conns = 1);
+
+REQUEST_TEST_IN(tls_http11, status_304_has_neither_body_nor_content_length,
+                .path = "/status?id=nm&code=304", .status = 304, .http11 = true,
+                .body = "", .count = 1, .conns = 1);
 
 /* The HTTP/2 fault paths do not exist there: 501, not executed. */
 REQUEST_TEST_IN(tls_http11, http2_fault_paths_answer_501_unexecuted,
