@@ -112,6 +112,32 @@ static char *get(const char *target, int status)
     return body;
 }
 
+/* The server ends the connection without sending anything (more): with
+ * a FIN (how 0) or a reset (-ECONNRESET). Closes fd. */
+static void expect_closed(int fd, int how)
+{
+    int rc = rawhttp_wait_close(fd);
+
+    cr_assert_eq(rc, how, "%s",
+                 rc == 1   ? "the server sent more"
+                 : rc == 0 ? "closed with a FIN"
+                           : strerror(-rc));
+    close(fd);
+}
+
+/* n bytes of `fill` repeated, NUL-terminated; the caller frees. */
+static char *big_string(size_t n, const char *fill)
+{
+    size_t k = strlen(fill);
+    char *s = malloc(n + 1);
+
+    cr_assert_not_null(s);
+    for (size_t i = 0; i < n; i++)
+        s[i] = fill[i % k];
+    s[n] = '\0';
+    return s;
+}
+
 static void command(const char *cmd, char *reply, size_t len)
 {
     int rc = testsrv_command(srv, cmd, reply, len);
@@ -311,9 +337,8 @@ FAULTSRV_TEST(malformed_request_line_answers_400_and_closes)
     send_str(fd, "NONSENSE\r\n\r\n");
     expect_response(fd, &r, 400);
     cr_assert_str_eq(rawhttp_header(&r, "Connection", v, sizeof v), "close");
-    cr_assert_eq(rawhttp_wait_close(fd), 0);
+    expect_closed(fd, 0);
     free(r.body);
-    close(fd);
 }
 
 FAULTSRV_TEST(request_id_comes_from_query_then_header_then_dash)
@@ -357,14 +382,10 @@ FAULTSRV_TEST(echo_returns_body_and_log_records_method_length_checksum_keys)
 FAULTSRV_TEST(large_body_round_trips_through_echo)
 {
     size_t n = 1024 * 1024;
-    char *body = malloc(n + 1);
+    char *body = big_string(n, "abcdefghijklmnopqrstuvwxyz");
     struct rawhttp_response r;
     int fd = http_connect();
 
-    cr_assert_not_null(body);
-    for (size_t i = 0; i < n; i++)
-        body[i] = (char)('A' + i % 23);
-    body[n] = '\0';
     send_request(fd, "PUT", "/echo?id=big", NULL, body);
     expect_response(fd, &r, 200);
     cr_assert_eq(r.body_len, n);
@@ -440,9 +461,8 @@ FAULTSRV_TEST(connection_close_request_gets_response_then_eof)
     send_request(fd, "GET", "/ok?id=cc", "Connection: close\r\n", NULL);
     expect_response(fd, &r, 200);
     cr_assert_str_eq(rawhttp_header(&r, "Connection", v, sizeof v), "close");
-    cr_assert_eq(rawhttp_wait_close(fd), 0);
+    expect_closed(fd, 0);
     free(r.body);
-    close(fd);
 }
 
 FAULTSRV_TEST(chunked_upload_is_decoded_and_counted_once)
@@ -490,23 +510,18 @@ FAULTSRV_TEST(expect_100_continue_gets_interim_before_the_body)
 
 FAULTSRV_TEST(oversized_head_gets_431_and_close_without_executing)
 {
-    size_t n = 70 * 1024;
-    char *big = malloc(n + 1);
+    char *big = big_string(70 * 1024, "a");
     struct rawhttp_response r;
     int fd = http_connect();
 
-    cr_assert_not_null(big);
-    memset(big, 'a', n);
-    big[n] = '\0';
     send_str(fd, "GET /ok?id=oh HTTP/1.1\r\nX-Big: ");
     send_str(fd, big);
     send_str(fd, "\r\n\r\n");
     expect_response(fd, &r, 431);
-    cr_assert_eq(rawhttp_wait_close(fd), 0);
+    expect_closed(fd, 0);
     expect_count("oh", 0);
     free(r.body);
     free(big);
-    close(fd);
 }
 
 FAULTSRV_TEST(oversized_content_length_gets_413_instead_of_100_continue)
@@ -519,10 +534,9 @@ FAULTSRV_TEST(oversized_content_length_gets_413_instead_of_100_continue)
         "POST /echo?id=ol HTTP/1.1\r\nHost: x\r\nContent-Length: 16777217\r\n"
         "Expect: 100-continue\r\n\r\n");
     expect_response(fd, &r, 413);
-    cr_assert_eq(rawhttp_wait_close(fd), 0);
+    expect_closed(fd, 0);
     expect_count("ol", 0);
     free(r.body);
-    close(fd);
 }
 
 FAULTSRV_TEST(oversized_chunk_gets_413)
@@ -547,10 +561,9 @@ FAULTSRV_TEST(close_before_read_closes_without_executing)
     int fd = http_connect();
 
     send_request(fd, "GET", "/close-before-read?id=cb", NULL, NULL);
-    cr_assert_eq(rawhttp_wait_close(fd), 0);
+    expect_closed(fd, 0);
     expect_count("cb", 0);
     cr_assert_eq(testsrv_conns(srv), 1);
-    close(fd);
 }
 
 FAULTSRV_TEST(close_before_read_sends_no_100_continue)
@@ -559,10 +572,8 @@ FAULTSRV_TEST(close_before_read_sends_no_100_continue)
 
     send_str(fd, "POST /close-before-read?id=cb2 HTTP/1.1\r\nHost: x\r\n"
                  "Content-Length: 5\r\nExpect: 100-continue\r\n\r\n");
-    cr_assert_eq(rawhttp_wait_close(fd), 0,
-                 "the server sent something or reset");
+    expect_closed(fd, 0);
     expect_count("cb2", 0);
-    close(fd);
 }
 
 FAULTSRV_TEST(accept_close_mode_closes_before_reading_anything)
@@ -571,8 +582,7 @@ FAULTSRV_TEST(accept_close_mode_closes_before_reading_anything)
 
     cr_assert_eq(testsrv_mode(srv, "accept-close"), 0);
     fd = http_connect();
-    cr_assert_eq(rawhttp_wait_close(fd), 0);
-    close(fd);
+    expect_closed(fd, 0);
     cr_assert_eq(testsrv_conns(srv), 1);
     cr_assert_eq(testsrv_mode(srv, "normal"), 0);
     free(get("/ok?id=ac", 200));
@@ -586,9 +596,8 @@ FAULTSRV_TEST(close_after_read_counts_one_execution_and_sends_fin)
     int fd = http_connect();
 
     send_request(fd, "POST", "/close-after-read?id=ca", NULL, "data");
-    cr_assert_eq(rawhttp_wait_close(fd), 0);
+    expect_closed(fd, 0);
     expect_count("ca", 1);
-    close(fd);
 }
 
 FAULTSRV_TEST(reset_after_read_counts_one_execution_and_resets)
@@ -596,9 +605,8 @@ FAULTSRV_TEST(reset_after_read_counts_one_execution_and_resets)
     int fd = http_connect();
 
     send_request(fd, "POST", "/reset-after-read?id=ra", NULL, "data");
-    cr_assert_eq(rawhttp_wait_close(fd), -ECONNRESET);
+    expect_closed(fd, -ECONNRESET);
     expect_count("ra", 1);
-    close(fd);
 }
 
 FAULTSRV_TEST(hold_with_ms_answers_after_the_delay)
@@ -757,9 +765,8 @@ FAULTSRV_TEST(drop_second_executes_the_second_request_then_closes)
 
     free(exchange(fd, "GET", "/drop-second?id=ds", NULL, NULL, 200));
     send_request(fd, "GET", "/drop-second?id=ds", NULL, NULL);
-    cr_assert_eq(rawhttp_wait_close(fd), 0);
+    expect_closed(fd, 0);
     expect_count("ds", 2);
-    close(fd);
     /* A fresh connection's first request is answered again. */
     free(get("/drop-second?id=ds", 200));
     expect_count("ds", 3);
@@ -775,10 +782,9 @@ FAULTSRV_TEST(interim_then_close_sends_103_and_no_final_response)
     send_request(fd, "POST", "/interim-then-close?id=ic", NULL, "x");
     expect_response(fd, &r, 103);
     cr_assert_str_eq(rawhttp_header(&r, "Link", v, sizeof v), "</x>");
-    cr_assert_eq(rawhttp_wait_close(fd), 0);
+    expect_closed(fd, 0);
     expect_count("ic", 1);
     free(r.body);
-    close(fd);
 }
 
 FAULTSRV_TEST(slow_body_streams_chunks_with_pauses)
