@@ -104,7 +104,6 @@ struct h2_mode {
 int h2_io_poll(struct h2_conn *c, short events, int timeout_ms);
 bool h2_io_pending(const struct h2_conn *c);
 ssize_t h2_io_recv(struct h2_conn *c, void *buf, size_t len);
-ssize_t h2_io_send(struct h2_conn *c, const void *buf, size_t len);
 int h2_io_handshake(struct h2_conn *c, int timeout_ms);
 ssize_t h2_io_fill(struct h2_conn *c, int timeout_ms);
 int h2_io_write_all(struct h2_conn *c, const void *buf, size_t len);

@@ -76,7 +76,7 @@ ssize_t h2_io_recv(struct h2_conn *c, void *buf, size_t len)
 }
 
 /* One write: > 0 bytes taken, -EAGAIN (see wr_wait), or -errno. */
-ssize_t h2_io_send(struct h2_conn *c, const void *buf, size_t len)
+static ssize_t io_send(struct h2_conn *c, const void *buf, size_t len)
 {
     if (len > INT_MAX)
         len = INT_MAX;
@@ -162,7 +162,7 @@ int h2_io_write_all(struct h2_conn *c, const void *buf, size_t len)
     const unsigned char *p = buf;
 
     while (len > 0) {
-        ssize_t n = h2_io_send(c, p, len);
+        ssize_t n = io_send(c, p, len);
 
         if (n > 0) {
             p += n;
@@ -219,7 +219,7 @@ int h2_io_out_append(struct h2_conn *c, const void *buf, size_t len)
 int h2_io_flush(struct h2_conn *c)
 {
     while (c->out_pos < c->out_len) {
-        ssize_t n = h2_io_send(c, c->out + c->out_pos, c->out_len - c->out_pos);
+        ssize_t n = io_send(c, c->out + c->out_pos, c->out_len - c->out_pos);
 
         if (n < 0)
             return (int)n;

@@ -156,7 +156,6 @@ void srv_compact(void *buf, size_t *pos, size_t *len);
 int srv_conn_init(struct srv_conn *c, struct srv *srv, int fd,
                   unsigned long num);
 void srv_conn_free(struct srv_conn *c);
-ssize_t srv_fill(struct srv_conn *c);
 int srv_read_line(struct srv_conn *c, size_t max, char **line, size_t *len);
 int srv_read_exact(struct srv_conn *c, char *dst, size_t n);
 int srv_write_all(struct srv_conn *c, const void *buf, size_t n);
@@ -177,7 +176,6 @@ unsigned long srv_stats_conn_accepted(struct srv_stats *st, bool active);
 void srv_stats_conn_closed(struct srv_stats *st);
 void srv_stats_stop(struct srv_stats *st);
 void srv_control_serve(struct srv_conn *c);
-uint64_t srv_fnv1a64(const void *data, size_t len);
 
 /* --- srv_request.c: requests, query strings, ids, header lines --------- */
 void srv_request_init(struct srv_request *r);

@@ -72,7 +72,7 @@ struct srv_stats {
 };
 
 /* FNV-1a 64: the body checksum of LOG, and the id hash. */
-uint64_t srv_fnv1a64(const void *data, size_t len)
+static uint64_t fnv1a64(const void *data, size_t len)
 {
     const unsigned char *p = data;
     uint64_t h = 0xcbf29ce484222325ULL;
@@ -136,7 +136,7 @@ void srv_stats_free(struct srv_stats *st)
 /* Called with st->mu held. NULL when absent (and !add) or out of memory. */
 static struct id_rec *find_id(struct srv_stats *st, const char *id, bool add)
 {
-    size_t b = srv_fnv1a64(id, strlen(id)) % BUCKETS;
+    size_t b = fnv1a64(id, strlen(id)) % BUCKETS;
     struct id_rec *r;
 
     for (r = st->buckets[b]; r; r = r->next)
@@ -182,7 +182,7 @@ long srv_stats_execute(struct srv_stats *st, const struct srv_request *r,
 {
     struct exec_rec rec = {
         .body_len = r->body_len,
-        .body_fnv = srv_fnv1a64(r->body, r->body_len),
+        .body_fnv = fnv1a64(r->body, r->body_len),
         .idempotency_key = strdup_or_null(r->idempotency_key),
         .authorization = strdup_or_null(r->authorization),
     };

@@ -195,7 +195,7 @@ static ssize_t recv_some(struct srv_conn *c, void *buf, size_t n)
  * bytes: pointers into c->in are invalid afterwards).
  * Returns the number of bytes read (> 0), 0 on orderly EOF, -ENOBUFS if
  * the buffer is full, -ECANCELED on stop, or -errno. */
-ssize_t srv_fill(struct srv_conn *c)
+static ssize_t fill(struct srv_conn *c)
 {
     srv_compact(c->in, &c->in_pos, &c->in_len);
     if (c->in_len == SRV_IN_CAP)
@@ -238,7 +238,7 @@ int srv_read_line(struct srv_conn *c, size_t max, char **line, size_t *len)
             return -EMSGSIZE;
         /* Offsets relative to the line start survive the compaction. */
         scanned = avail;
-        ssize_t r = srv_fill(c);
+        ssize_t r = fill(c);
         if (r == 0)
             return avail == 0 ? -ENODATA : -EPROTO;
         if (r < 0)
