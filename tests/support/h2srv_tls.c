@@ -22,9 +22,11 @@
 #define CERT_DAYS 7
 
 /* ALPN protocol lists in wire format (length-prefixed), in server
- * preference order. */
-static const unsigned char alpn_h2_first[] = "\x02h2\x08http/1.1";
-static const unsigned char alpn_http11[] = "\x08http/1.1";
+ * preference order; no length is 0, so strlen() gives theirs. Never
+ * written: not const only because they reach select_alpn as its void *
+ * argument. */
+static unsigned char alpn_h2_first[] = "\x02h2\x08http/1.1";
+static unsigned char alpn_http11[] = "\x08http/1.1";
 
 static void tls_error(const char *what)
 {
@@ -113,17 +115,15 @@ static int write_cert(X509 *x, const char *path)
     return 0;
 }
 
-/* Picks the protocol: h2 when the client offers it (unless the server
- * runs --http11-only), else http/1.1. No overlap: no ALPN at all, and the
- * connection then speaks HTTP/1.1. */
+/* Picks the first protocol of `arg` (one of the lists above) that the
+ * client offers: h2 unless the server runs --http11-only, else http/1.1.
+ * No overlap: no ALPN at all, and the connection then speaks HTTP/1.1. */
 static int select_alpn(SSL *ssl, const unsigned char **out,
                        unsigned char *outlen, const unsigned char *in,
                        unsigned int inlen, void *arg)
 {
-    const bool *http11_only = arg;
-    const unsigned char *prefs = *http11_only ? alpn_http11 : alpn_h2_first;
-    unsigned int prefs_len =
-        *http11_only ? sizeof alpn_http11 - 1 : sizeof alpn_h2_first - 1;
+    const unsigned char *prefs = arg;
+    unsigned int prefs_len = (unsigned int)strlen((const char *)prefs);
     unsigned char *sel;
     unsigned char sel_len;
 
@@ -135,9 +135,6 @@ static int select_alpn(SSL *ssl, const unsigned char **out,
     *outlen = sel_len;
     return SSL_TLSEXT_ERR_OK;
 }
-
-/* The ALPN callback reads this; it lives as long as the process. */
-static bool alpn_http11_only;
 
 /* Builds the server context: fresh P-256 key, self-signed certificate
  * written to cert_out (if not NULL), TLS >= 1.2 (RFC 9113 9.2), ALPN.
@@ -173,8 +170,8 @@ SSL_CTX *h2_tls_context(const char *cert_out, bool http11_only)
     SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE |
                               SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
     SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION);
-    alpn_http11_only = http11_only;
-    SSL_CTX_set_alpn_select_cb(ctx, select_alpn, &alpn_http11_only);
+    SSL_CTX_set_alpn_select_cb(ctx, select_alpn,
+                               http11_only ? alpn_http11 : alpn_h2_first);
 out:
     X509_free(cert);
     EVP_PKEY_free(key);
