@@ -24,6 +24,9 @@ struct request {
     struct srv_request base;
     struct srv_h1_head h1;
     unsigned long nth; /* 1 for the first request on its connection */
+    /* The ordinal of this execution among those of its id, 1 for the
+     * first (set by dispatch; 0 for modes that count themselves). */
+    long execution;
 };
 
 /* --- reading a request -------------------------------------------------- */
@@ -241,11 +244,10 @@ static long record_execution(struct srv_conn *c, const struct request *r)
 }
 
 /* --- modes ---------------------------------------------------------------
- * Each runs after the whole request was read; `n` is the ordinal of this
- * execution among those of its request id (0 for modes that count
- * themselves). */
+ * Each runs after the whole request was read, and after it was counted
+ * (r->execution) unless it counts itself. */
 
-typedef enum srv_next mode_fn(struct srv_conn *c, struct request *r, long n);
+typedef enum srv_next mode_fn(struct srv_conn *c, struct request *r);
 
 /* len bytes: 'x' repeated, or "abc...z" repeated when `pattern` (lets a
  * streaming test check order and completeness). Caller frees. */
@@ -258,13 +260,12 @@ static char *filled(size_t len, bool pattern, size_t offset)
     return b;
 }
 
-static enum srv_next mode_ok(struct srv_conn *c, struct request *r, long n)
+static enum srv_next mode_ok(struct srv_conn *c, struct request *r)
 {
     long len;
     enum srv_next nx;
     char *body;
 
-    (void)n;
     if (srv_query_long(r->base.query, "len", -1, 0, SRV_BODY_MAX, &len) < 0)
         return bad_param(c, r, "len");
     if (len < 0)
@@ -276,35 +277,31 @@ static enum srv_next mode_ok(struct srv_conn *c, struct request *r, long n)
     return nx;
 }
 
-static enum srv_next mode_echo(struct srv_conn *c, struct request *r, long n)
+static enum srv_next mode_echo(struct srv_conn *c, struct request *r)
 {
-    (void)n;
     return respond(c, r, 200, NULL, r->base.body, r->base.body_len);
 }
 
 static enum srv_next mode_close_after_read(struct srv_conn *c,
-                                           struct request *r, long n)
+                                           struct request *r)
 {
-    (void)n;
     note(c, r, "close");
     srv_close(c);
     return SRV_NEXT_DONE;
 }
 
 static enum srv_next mode_reset_after_read(struct srv_conn *c,
-                                           struct request *r, long n)
+                                           struct request *r)
 {
-    (void)n;
     note(c, r, "reset");
     srv_close_reset(c);
     return SRV_NEXT_DONE;
 }
 
-static enum srv_next mode_hold(struct srv_conn *c, struct request *r, long n)
+static enum srv_next mode_hold(struct srv_conn *c, struct request *r)
 {
     long ms;
 
-    (void)n;
     if (srv_query_long(r->base.query, "ms", -1, 0, SRV_HOLD_MAX_MS, &ms) < 0)
         return bad_param(c, r, "ms");
     if (srv_wait_peer_close(c->fd, c->srv->stop_fd, (int)ms) != 0) {
@@ -315,13 +312,12 @@ static enum srv_next mode_hold(struct srv_conn *c, struct request *r, long n)
     return respond_text(c, r, 200, NULL, "ok");
 }
 
-static enum srv_next mode_partial(struct srv_conn *c, struct request *r, long n)
+static enum srv_next mode_partial(struct srv_conn *c, struct request *r)
 {
     long len, sent;
     char *body;
     int rc;
 
-    (void)n;
     if (srv_query_long(r->base.query, "len", 100, 0, SRV_BODY_MAX, &len) < 0)
         return bad_param(c, r, "len");
     if (srv_query_long(r->base.query, "sent", len / 2, 0, len, &sent) < 0)
@@ -339,13 +335,12 @@ static enum srv_next mode_partial(struct srv_conn *c, struct request *r, long n)
     return SRV_NEXT_DONE;
 }
 
-static enum srv_next mode_status(struct srv_conn *c, struct request *r, long n)
+static enum srv_next mode_status(struct srv_conn *c, struct request *r)
 {
     char ra[SRV_PARAM_MAX], extra[SRV_PARAM_MAX + 32] = "", body[32];
     long code;
     int rc;
 
-    (void)n;
     if (srv_query_long(r->base.query, "code", -1, 200, 599, &code) < 0 ||
         code < 0)
         return bad_param(c, r, "code");
@@ -358,9 +353,9 @@ static enum srv_next mode_status(struct srv_conn *c, struct request *r, long n)
     return respond_text(c, r, (int)code, extra, body);
 }
 
-static enum srv_next mode_once425(struct srv_conn *c, struct request *r, long n)
+static enum srv_next mode_once425(struct srv_conn *c, struct request *r)
 {
-    if (n == 1)
+    if (r->execution == 1)
         return respond_text(c, r, 425, NULL, "too early\n");
     return respond_text(c, r, 200, NULL, "ok");
 }
@@ -374,7 +369,7 @@ static bool authorized(const char *header, const char *token)
     return token ? strcmp(header + 7, token) == 0 : header[7] != '\0';
 }
 
-static enum srv_next mode_auth(struct srv_conn *c, struct request *r, long n)
+static enum srv_next mode_auth(struct srv_conn *c, struct request *r)
 {
     char token[SRV_PARAM_MAX];
     int rc = srv_query_get(r->base.query, "token", token, sizeof token);
@@ -387,12 +382,12 @@ static enum srv_next mode_auth(struct srv_conn *c, struct request *r, long n)
                             "unauthorized\n");
     }
     /* Only an accepted request is an execution. */
-    if ((n = record_execution(c, r)) < 0)
+    if (record_execution(c, r) < 0)
         return fail(c, r, 500);
     return respond_text(c, r, 200, NULL, "ok");
 }
 
-static enum srv_next mode_seq(struct srv_conn *c, struct request *r, long n)
+static enum srv_next mode_seq(struct srv_conn *c, struct request *r)
 {
     char list[SRV_PARAM_MAX], body[48], *save = NULL;
     long codes[SEQ_MAX];
@@ -406,15 +401,14 @@ static enum srv_next mode_seq(struct srv_conn *c, struct request *r, long n)
             return bad_param(c, r, "codes");
     if (k == 0)
         return bad_param(c, r, "codes");
-    long code = codes[(size_t)n <= k ? (size_t)n - 1 : k - 1];
-    snprintf(body, sizeof body, "seq %ld %ld\n", n, code);
+    size_t n = (size_t)r->execution;
+    long code = codes[n <= k ? n - 1 : k - 1];
+    snprintf(body, sizeof body, "seq %zu %ld\n", n, code);
     return respond_text(c, r, (int)code, NULL, body);
 }
 
-static enum srv_next mode_drop_second(struct srv_conn *c, struct request *r,
-                                      long n)
+static enum srv_next mode_drop_second(struct srv_conn *c, struct request *r)
 {
-    (void)n;
     if (r->nth < 2)
         return respond_text(c, r, 200, NULL, "ok");
     note(c, r, "dropped (second request on the connection)");
@@ -423,26 +417,23 @@ static enum srv_next mode_drop_second(struct srv_conn *c, struct request *r,
 }
 
 static enum srv_next mode_interim_then_close(struct srv_conn *c,
-                                             struct request *r, long n)
+                                             struct request *r)
 {
     static const char interim[] =
         "HTTP/1.1 103 Early Hints\r\nLink: </x>\r\n\r\n";
 
-    (void)n;
     note(c, r, "103 then close");
     srv_write_all(c, interim, sizeof interim - 1);
     srv_close(c);
     return SRV_NEXT_DONE;
 }
 
-static enum srv_next mode_slow_body(struct srv_conn *c, struct request *r,
-                                    long n)
+static enum srv_next mode_slow_body(struct srv_conn *c, struct request *r)
 {
     long len, chunk, ms;
     char *buf;
     int rc;
 
-    (void)n;
     if (srv_query_long(r->base.query, "len", 64, 0, SRV_BODY_MAX, &len) < 0)
         return bad_param(c, r, "len");
     if (srv_query_long(r->base.query, "chunk", 8, 1, SRV_BODY_MAX, &chunk) < 0)
@@ -493,7 +484,6 @@ static const struct mode {
 static enum srv_next dispatch(struct srv_conn *c, struct request *r)
 {
     const struct mode *m = NULL;
-    long n = 0;
 
     for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++)
         if (strcmp(r->base.path, modes[i].path) == 0) {
@@ -502,11 +492,11 @@ static enum srv_next dispatch(struct srv_conn *c, struct request *r)
         }
     /* Count first: whatever the client observes next, the counters
      * already include this execution. Unknown paths count too. */
-    if ((!m || m->counts) && (n = record_execution(c, r)) < 0)
+    if ((!m || m->counts) && (r->execution = record_execution(c, r)) < 0)
         return fail(c, r, 500);
     if (!m)
         return respond_text(c, r, 404, NULL, "not found\n");
-    return m->fn(c, r, n);
+    return m->fn(c, r);
 }
 
 /* --- connection loop ---------------------------------------------------- */
