@@ -9,8 +9,8 @@
  *     end of a pipe on the child's stdin, so when a test process dies (a
  *     crash, a criterion timeout) the server notices and exits.
  *   - control port: one command per line, one reply line each (COUNT,
- *     REJECTS, LOG, CONNS, MODE, RESET; faultsrv also has ACTIVE, IDLE,
- *     WAIT; see faultsrv.c).
+ *     REJECTS, LOG, CONNS, ACTIVE, IDLE, WAIT, MODE, RESET, plus a
+ *     server's own; see srv_control.c).
  *
  * All functions return 0 (or a value >= 0) on success and a negative errno
  * on failure. Every wait is bounded. Not thread-safe per testsrv object. */
@@ -70,7 +70,7 @@ long testsrv_conns(testsrv *srv);                   /* CONNS */
 int testsrv_mode(testsrv *srv, const char *mode);
 int testsrv_reset(testsrv *srv);
 
-/* faultsrv extensions (-EPROTO from servers without them):
+/* Bounded waits done by the server (-EPROTO from one without them):
  * wait_count: up to timeout_ms for COUNT id >= n; returns the count
  * reached (which may be < n on timeout).
  * wait_idle: up to timeout_ms until no HTTP connection is open;
