@@ -29,6 +29,9 @@ typedef struct stats_build {
     uint64_t (*totals)[SEG_COUNTERS];
     Retryd__UpstreamStats *ups;
     Retryd__UpstreamStats **up_ptrs;
+    /* Copies: a registry entry may be freed once the read section ends,
+     * before the reply is packed. */
+    char (*names)[SEG_NAME_MAX + 1];
     Retryd__Params *params;
     Retryd__Counters *counters;
     uint64_t *numbers; /* denied and evidence arrays */
@@ -88,7 +91,8 @@ static int add_upstream(const reg_entry *e, void *arg)
     b->params[i].ratio_micro = atomic_load(&s->ratio_micro);
     b->params[i].floor_micro_per_s = atomic_load(&s->floor_micro_per_s);
     b->params[i].cap_micro = atomic_load(&s->cap_micro);
-    u->name = (char *)(uintptr_t)e->name;
+    memcpy(b->names[i], e->name, sizeof(b->names[i]));
+    u->name = b->names[i];
     u->slot = e->slot;
     u->slot_generation = e->generation;
     u->params = &b->params[i];
@@ -133,7 +137,8 @@ static unsigned count_attached(const server *d)
     return n;
 }
 
-/* Build and send the reply; everything is read under one RCU section. */
+/* Build and send the reply. Everything is read under one RCU section and
+ * copied out of it: the socket send happens after, outside it. */
 static int serve(server *d, int fd, bool processes)
 {
     size_t ucap = d->seg.view.upstream_capacity;
@@ -148,12 +153,13 @@ static int serve(server *d, int fd, bool processes)
     b.totals = calloc(ucap, sizeof(*b.totals));
     b.ups = calloc(ucap, sizeof(*b.ups));
     b.up_ptrs = calloc(ucap, sizeof(*b.up_ptrs));
+    b.names = calloc(ucap, sizeof(*b.names));
     b.params = calloc(ucap, sizeof(*b.params));
     b.counters = calloc(ucap, sizeof(*b.counters));
     b.numbers = calloc(ucap * 13, sizeof(*b.numbers));
     int r = RETRYD_ENOMEM;
     if (!ps || !pptr || !pcs || !pnum || !b.totals || !b.ups || !b.up_ptrs ||
-        !b.params || !b.counters || !b.numbers)
+        !b.names || !b.params || !b.counters || !b.numbers)
         goto out;
 
     rd_rcu_read_lock();
@@ -175,7 +181,8 @@ static int serve(server *d, int fd, bool processes)
     r = retryd__frame_send(fd, &rep.base, -1, STATS_TIMEOUT_MS * 2);
 out:
     free(ps), free(pptr), free(pcs), free(pnum);
-    free(b.totals), free(b.ups), free(b.up_ptrs), free(b.params);
+    free(b.totals), free(b.ups), free(b.up_ptrs), free(b.names);
+    free(b.params);
     free(b.counters), free(b.numbers);
     return r;
 }

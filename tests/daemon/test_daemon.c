@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <criterion/criterion.h>
@@ -756,4 +757,122 @@ Test(daemon, a_flooding_client_cannot_starve_the_others)
     cr_expect_gt(before, 64 * 1024);
     kill(pid, SIGKILL);
     waitpid(pid, NULL, 0);
+}
+
+#define CHURN_UPSTREAMS 200
+#define CHURN_MS 8000
+
+/* A configuration of CHURN_UPSTREAMS upstreams, all with cap @p cap,
+ * replacing the file at once (the daemon may be reading it). */
+static void write_churn_config(int cap)
+{
+    char tmp[256];
+    snprintf(tmp, sizeof(tmp), "%s.new", D.config);
+    FILE *f = fopen(tmp, "we");
+    cr_assert(f != NULL);
+    fprintf(f, "[retryd]\nruntime_dir = %s\n", D.runtime);
+    for (int i = 0; i < CHURN_UPSTREAMS; i++)
+        fprintf(f, "[upstream churn-%03d]\ncap = %d\n", i, cap);
+    cr_assert_eq(fclose(f), 0);
+    cr_assert_eq(rename(tmp, D.config), 0);
+}
+
+/* Fetches stats without pause until the daemon goes away. */
+static _Noreturn void stats_reader(_Atomic long *replies)
+{
+    static unsigned char body[1 << 20];
+    for (;;) {
+        struct sockaddr_un sa = {.sun_family = AF_UNIX};
+        strcpy(sa.sun_path, D.stats);
+        int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+        if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+            _exit(0);
+        unsigned char hdr[4] = {0, 0, 0, 0}; /* an empty StatsRequest */
+        if (write(fd, hdr, 4) != 4)
+            _exit(0);
+        size_t got = 0, want = 4;
+        while (got < want) {
+            ssize_t n = read(fd, got < 4 ? hdr + got : body + got - 4,
+                             got < 4 ? 4 - got : want - got);
+            if (n <= 0)
+                _exit(0);
+            got += (size_t)n;
+            if (got == 4)
+                want = 4 + ((size_t)hdr[0] << 24 | (size_t)hdr[1] << 16 |
+                            (size_t)hdr[2] << 8 | hdr[3]);
+            if (want > sizeof(body))
+                _exit(2);
+        }
+        close(fd);
+        atomic_fetch_add(replies, 1);
+    }
+}
+
+/* The daemon's log, read on from where the last call stopped. */
+static FILE *churn_log;
+static bool reloaded(void *arg)
+{
+    (void)arg;
+    char line[512];
+    long at = ftell(churn_log);
+    clearerr(churn_log);
+    while (fgets(line, sizeof(line), churn_log) != NULL) {
+        if (strchr(line, '\n') == NULL) {
+            fseek(churn_log, at, SEEK_SET); /* the rest is being written */
+            return false;
+        }
+        at = ftell(churn_log);
+        if (strstr(line, "configuration reloaded") != NULL)
+            return true;
+    }
+    return false;
+}
+
+static long long ms_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/*
+ * The stats thread reads registry entries while reloads replace every one
+ * of them (the old ones freed after RCU readers). Under AddressSanitizer a
+ * reply that still pointed into a freed entry would abort the daemon; the
+ * race is timing-dependent, so this is a stress test, not a proof.
+ */
+Test(daemon, stats_while_reloads_replace_every_entry)
+{
+    _Atomic long *replies = mmap(NULL, sizeof(*replies), PROT_READ | PROT_WRITE,
+                                 MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    cr_assert(replies != MAP_FAILED);
+    churn_log = fopen(D.log, "re");
+    cr_assert(churn_log != NULL);
+    pid_t pid = fork();
+    cr_assert(pid >= 0);
+    if (pid == 0)
+        stats_reader(replies);
+    int rounds = 0;
+    for (long long end = ms_now() + CHURN_MS; ms_now() < end; rounds++) {
+        write_churn_config(10 + rounds % 2);
+        kill(D.pid, SIGHUP);
+        if (!rd_wait_until(reloaded, NULL, 5000)) {
+            char why[256] = "";
+            rewind(churn_log);
+            while (fgets(why, sizeof(why), churn_log) != NULL &&
+                   strstr(why, "ERROR: AddressSanitizer") == NULL)
+                ;
+            siginfo_t si = {0};
+            waitid(P_PID, (id_t)D.pid, &si, WEXITED | WNOHANG | WNOWAIT);
+            cr_assert_fail("round %d: no reload (daemon %s): %s", rounds,
+                           si.si_pid == 0 ? "alive" : "gone", why);
+        }
+    }
+    long n = atomic_load(replies);
+    int code = rd_daemon_stop(&D, SIGTERM);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    fclose(churn_log);
+    cr_expect_gt(n, 10, "stats were served throughout");
+    cr_expect_eq(code, 0, "clean exit after %d reloads", rounds);
 }
