@@ -1,5 +1,5 @@
 /*
- * The control socket: hello, attach, register, lookup, drain, retire.
+ * The control socket: hello, attach, register, drain, retire.
  *
  * Every peer is identified by the kernel (SO_PEERCRED, SO_PEERGROUPS) and
  * checked against the configured users and groups before its first
@@ -19,7 +19,6 @@
 #include "daemon.h"
 #include "frame.h"
 #include "log.h"
-#include "rcu.h"
 #include "retryd.pb-c.h"
 #include "retryd/common.h"
 
@@ -317,24 +316,6 @@ static int on_register(server *d, conn *c, const Retryd__Register *rg)
     return upstream_reply(c, &e);
 }
 
-static int on_lookup(server *d, conn *c, const Retryd__Lookup *l)
-{
-    reg_entry e;
-    bool found = false;
-    if (l->name != NULL) {
-        rd_rcu_read_lock();
-        reg_entry *p = registry_lookup(d->reg, l->name);
-        if (p != NULL) {
-            e = *p;
-            found = true;
-        }
-        rd_rcu_read_unlock();
-    }
-    if (!found)
-        return reply_error(c, RETRYD_ENOENT, "no such upstream");
-    return upstream_reply(c, &e);
-}
-
 static int on_drain(server *d, conn *c, const Retryd__Drain *dr)
 {
     Retryd__ControlReply rep;
@@ -372,8 +353,6 @@ static int dispatch(server *d, conn *c, const Retryd__ControlRequest *req)
         return on_attach(d, c, req->attach);
     case RETRYD__CONTROL_REQUEST__BODY_REGISTER:
         return on_register(d, c, req->register_);
-    case RETRYD__CONTROL_REQUEST__BODY_LOOKUP:
-        return on_lookup(d, c, req->lookup);
     case RETRYD__CONTROL_REQUEST__BODY_DRAIN:
         return on_drain(d, c, req->drain);
     case RETRYD__CONTROL_REQUEST__BODY_RETIRE:

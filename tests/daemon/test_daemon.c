@@ -876,3 +876,22 @@ Test(daemon, stats_while_reloads_replace_every_entry)
     cr_expect_gt(n, 10, "stats were served throughout");
     cr_expect_eq(code, 0, "clean exit after %d reloads", rounds);
 }
+
+Test(daemon, a_lookup_request_is_unknown)
+{
+    /* Hello, then what was Lookup (field 4) of "payments": no client ever
+     * sent it, and the daemon no longer serves it. */
+    static const unsigned char frames[] = {
+        0,    0,  0,    4, 0x0a, 2,   0x08, 1,   0,   0,   0,   12,
+        0x22, 10, 0x0a, 8, 'p',  'a', 'y',  'm', 'e', 'n', 't', 's'};
+    char out[512];
+    int fd = raw_connect(D.control);
+    cr_assert_eq(write(fd, frames, sizeof(frames)), (ssize_t)sizeof(frames));
+    ssize_t r;
+    size_t got = 0;
+    while ((r = read(fd, out + got, sizeof(out) - got)) > 0)
+        got += (size_t)r;
+    close(fd);
+    cr_expect_eq(r, 0, "closed by the daemon, not left open");
+    cr_expect(memmem(out, got, "unknown request", 15) != NULL);
+}
