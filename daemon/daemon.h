@@ -86,6 +86,8 @@ uint64_t daemon_now_ns(void);
 
 /* upstreams.c */
 int daemon_retire(server *d, const char *name);
+/* Configured upstreams get the configuration's parameters (registered if
+ * new); any other registered upstream keeps its own. */
 void daemon_apply_config(server *d);
 void daemon_adopt_upstreams(server *d);
 #endif

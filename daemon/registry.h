@@ -22,9 +22,6 @@ typedef struct reg_entry {
     uint32_t slot;
     uint32_t generation;
     budget_params params;
-    /* Registered with explicit parameters by a client (not from the
-     * configuration): a reload leaves them alone. */
-    int pinned;
 } reg_entry;
 
 typedef struct registry registry;

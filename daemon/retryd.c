@@ -143,8 +143,10 @@ static void adopt_processes(server *d)
              freed);
 }
 
-/* The heartbeat, and a sweep for slots whose process is gone without the
- * kernel having told us (a pidfd that could not be opened). */
+/* The heartbeat. No sweep for dead processes is needed: every active
+ * process slot has a pidfd (adopt_processes() frees a slot it cannot
+ * watch, attach_slot() one it could not start watching), and the kernel
+ * reports each exit through it. */
 static void on_timer(server *d)
 {
     uint64_t expirations;
@@ -152,15 +154,6 @@ static void on_timer(server *d)
         errno != EAGAIN)
         log_warn("timer: %s", strerror(errno));
     owner_heartbeat(&d->seg);
-    for (uint32_t i = 0; i < d->seg.view.process_capacity; i++) {
-        seg_process *p = &d->seg.view.processes[i];
-        if (seg_ident_state(atomic_load(&p->ident)) != SEG_ACTIVE ||
-            d->procs[i].pidfd >= 0 || d->procs[i].conn != NULL)
-            continue;
-        if (retryd__process_start_time(atomic_load(&p->pid)) !=
-            atomic_load(&p->start_time))
-            daemon_release_process(d, i);
-    }
 }
 
 static void on_pid_exit(server *d, uint32_t slot)

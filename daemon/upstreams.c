@@ -58,7 +58,6 @@ int daemon_register(server *d, const char *name, const budget_params *given,
     }
     strcpy(e.name, name);
     e.params = *p;
-    e.pinned = given != NULL && !configured(d->cfg, name);
     r = registry_add(d->reg, &e);
     if (r < 0) {
         owner_upstream_retire(&d->seg, e.slot);
@@ -92,7 +91,6 @@ static void update_params(server *d, reg_entry *found, const budget_params *p)
     if (params_equal(&found->params, p))
         return;
     e.params = *p;
-    e.pinned = 0;
     owner_upstream_set_params(&d->seg, e.slot, p);
     if (registry_replace(d->reg, found, &e) == 0)
         log_info("upstream '%s': parameters updated from the configuration",
@@ -167,7 +165,6 @@ void daemon_adopt_upstreams(server *d)
             log_warn("upstream '%s' (slot %u): refill time in the future, "
                      "reset to now",
                      e.name, i);
-        e.pinned = !configured(d->cfg, e.name);
         if (registry_add(d->reg, &e) < 0) {
             log_warn("slot %u repeats upstream '%s': retired", i, e.name);
             owner_upstream_retire(&d->seg, i);
