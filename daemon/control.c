@@ -41,31 +41,35 @@ struct conn {
 #define CONN_BUF (RETRYD_FRAME_HEADER + RETRYD_FRAME_REQUEST_MAX)
 #define REPLY_TIMEOUT_MS 1000
 
-static bool peer_in_groups(int fd, gid_t primary, const config *c)
+static bool group_allowed(gid_t g, const config *c, bool stats)
 {
-    gid_t groups[256];
-    socklen_t len = sizeof(groups);
+    if (stats && c->has_stats_group && c->stats_group == g)
+        return true;
     for (size_t i = 0; i < c->n_allow_groups; i++)
-        if (c->allow_groups[i] == primary)
+        if (c->allow_groups[i] == g)
             return true;
-    if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups, &len) < 0)
-        return false;
-    for (size_t g = 0; g < len / sizeof(gid_t); g++)
-        for (size_t i = 0; i < c->n_allow_groups; i++)
-            if (c->allow_groups[i] == groups[g])
-                return true;
     return false;
 }
 
-/* Root, our own user, a listed user, or a member of a listed group. */
-static bool authorise(int fd, const struct ucred *cr, const config *c)
+bool daemon_peer_allowed(int fd, uid_t uid, gid_t gid, const config *c,
+                         bool stats)
 {
-    if (cr->uid == 0 || cr->uid == geteuid())
+    gid_t groups[256];
+    socklen_t len = sizeof(groups);
+
+    if (uid == 0 || uid == geteuid())
         return true;
     for (size_t i = 0; i < c->n_allow_users; i++)
-        if (c->allow_users[i] == cr->uid)
+        if (c->allow_users[i] == uid)
             return true;
-    return peer_in_groups(fd, cr->gid, c);
+    if (group_allowed(gid, c, stats))
+        return true;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups, &len) < 0)
+        return false;
+    for (size_t g = 0; g < len / sizeof(gid_t); g++)
+        if (group_allowed(groups[g], c, stats))
+            return true;
+    return false;
 }
 
 static void conn_free(server *d, conn *c)
@@ -140,7 +144,8 @@ int control_accept(server *d)
                     .w = {.kind = WATCH_CONN, .ptr = c},
                     .pid = cr.pid,
                     .uid = cr.uid,
-                    .authorised = authorise(fd, &cr, d->cfg),
+                    .authorised =
+                        daemon_peer_allowed(fd, cr.uid, cr.gid, d->cfg, false),
                     .slot = -1};
         struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP,
                                  .data.ptr = &c->w};
@@ -301,12 +306,12 @@ static int on_register(server *d, conn *c, const Retryd__Register *rg)
     budget_params given;
     reg_entry e;
 
-    if (rg->name == NULL || !config_name_valid(rg->name))
-        return reply_error(c, RETRYD_EINVAL,
-                           "an upstream name is 1..95 printable bytes");
     if (rg->params != NULL && params_from_wire(rg->params, &given) < 0)
         return reply_error(c, RETRYD_EINVAL, "parameters out of range");
-    int r = daemon_register(d, rg->name, rg->params ? &given : NULL, &e);
+    int r = daemon_register(d, rg->name ? rg->name : "",
+                            rg->params ? &given : NULL, &e);
+    if (r == RETRYD_EINVAL)
+        return reply_error(c, r, "an upstream name is 1..95 printable bytes");
     if (r == RETRYD_ECONFLICT)
         return reply_error(c, r,
                            "the upstream is registered with other "

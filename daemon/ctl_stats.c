@@ -34,7 +34,7 @@ static uint64_t denied_total(const Retryd__Counters *c)
 static void print_breakdown(const Retryd__Counters *c)
 {
     bool any = false;
-    for (size_t i = 1; i < 9; i++) {
+    for (size_t i = 1; i < RETRYD_DENIAL_COUNT; i++) {
         uint64_t n = at(c->denied, c->n_denied, i);
         if (n == 0)
             continue;
@@ -107,12 +107,12 @@ static void json_counters(const Retryd__Counters *c)
     printf("\"deposits\":%" PRIu64 ",\"retries_granted\":%" PRIu64
            ",\"retries_denied\":{",
            c->deposits, c->retries_granted);
-    for (size_t i = 1; i < 9; i++)
+    for (size_t i = 1; i < RETRYD_DENIAL_COUNT; i++)
         printf("%s\"%s\":%" PRIu64, i > 1 ? "," : "",
                retryd_denial_name((retryd_denial)i),
                at(c->denied, c->n_denied, i));
     printf("},\"ambiguous\":%" PRIu64 ",\"evidence\":{", c->ambiguous);
-    for (size_t i = 0; i < 4; i++)
+    for (size_t i = 0; i < RETRYD_EVIDENCE_COUNT; i++)
         printf("%s\"%s\":%" PRIu64, i ? "," : "",
                retryd_evidence_name((retryd_evidence)i),
                at(c->evidence, c->n_evidence, i));
@@ -232,7 +232,8 @@ static void prom_labelled(const Retryd__StatsReply *r, bool denied)
                        : "Attempts reported, by execution evidence.");
     for (size_t i = 0; i < r->n_upstreams; i++) {
         const Retryd__Counters *c = r->upstreams[i]->counters;
-        for (size_t k = denied ? 1 : 0; k < (denied ? 9u : 4u); k++) {
+        size_t end = denied ? RETRYD_DENIAL_COUNT : RETRYD_EVIDENCE_COUNT;
+        for (size_t k = denied ? 1 : 0; k < end; k++) {
             printf("%s{upstream=\"", name);
             prom_label(r->upstreams[i]->name);
             printf("\",%s=\"%s\"} %" PRIu64 "\n",

@@ -64,6 +64,11 @@ typedef struct server {
 } server;
 
 /* control.c: the control socket (main thread). */
+/* Whether a peer may use a socket: root, our own user, a listed user, or
+ * a member (primary or supplementary) of a listed group or, on the stats
+ * socket, of stats_group. The one check both sockets make. */
+bool daemon_peer_allowed(int fd, uid_t uid, gid_t gid, const config *c,
+                         bool stats);
 int control_accept(server *d);
 void control_ready(server *d, conn *c);
 void control_close_all(server *d);
@@ -74,7 +79,8 @@ void control_reap(server *d);
 /* A process slot's owner is gone (pidfd) or detached (hang-up). */
 void daemon_release_process(server *d, uint32_t slot);
 
-/* Registration, shared by the control handler, startup and reload. */
+/* Registration, shared by the control handler, startup and reload; the
+ * one place a name is checked (RETRYD_EINVAL). */
 int daemon_register(server *d, const char *name, const budget_params *given,
                     reg_entry *ret);
 

@@ -86,6 +86,24 @@ static int create(owner *o, const config *c)
     return retryd__segment_view(o->map, o->size, &o->view);
 }
 
+/* Slots [0, high-water) may be in use (readers scan only those): raise the
+ * mark over slot @p i. */
+static void cover_upstream(owner *o, uint32_t i)
+{
+    if (i + 1 > atomic_load(&o->view.hdr->upstream_high_water))
+        atomic_store(&o->view.hdr->upstream_high_water, i + 1);
+}
+
+/* An adopted header's mark may be short of its slots (another writer's
+ * damage): it covers every active one again. */
+static void cover_active_upstreams(owner *o)
+{
+    for (uint32_t i = 0; i < o->view.upstream_capacity; i++)
+        if (seg_ident_state(atomic_load(&o->view.upstreams[i].ident)) ==
+            SEG_ACTIVE)
+            cover_upstream(o, i);
+}
+
 int owner_open(owner *o, const config *c, bool *ret_adopted, char *why,
                size_t why_len)
 {
@@ -99,6 +117,7 @@ int owner_open(owner *o, const config *c, bool *ret_adopted, char *why,
         const char *bad = adopt_check(o, c, fd);
         if (bad == NULL) {
             *ret_adopted = true;
+            cover_active_upstreams(o);
             goto ready;
         }
         log_warn("retiring segment %s: %s", c->segment_path, bad);
@@ -190,8 +209,7 @@ int owner_upstream_alloc(owner *o, const char *name, const budget_params *p,
                             p->cap_micro, initial, retryd__clock_coarse_ns());
         atomic_store_explicit(&s->ident, seg_ident(gen, SEG_ACTIVE),
                               memory_order_release);
-        if (i + 1 > atomic_load(&o->view.hdr->upstream_high_water))
-            atomic_store(&o->view.hdr->upstream_high_water, i + 1);
+        cover_upstream(o, i);
         *ret_slot = i;
         *ret_gen = gen;
         return 0;
@@ -310,9 +328,13 @@ void owner_process_release(owner *o, uint32_t slot)
                           memory_order_release);
 }
 
-void owner_collect(const owner *o, uint64_t (*per_upstream)[SEG_COUNTERS])
+unsigned owner_collect(const owner *o, uint64_t (*per_upstream)[SEG_COUNTERS])
 {
-    for (uint32_t i = 0; i < o->view.upstream_capacity; i++)
+    unsigned active = 0;
+    uint32_t hw = atomic_load(&o->view.hdr->upstream_high_water);
+    if (hw > o->view.upstream_capacity)
+        hw = o->view.upstream_capacity;
+    for (uint32_t i = 0; i < hw; i++)
         for (int c = 0; c < SEG_COUNTERS; c++)
             per_upstream[i][c] = atomic_load_explicit(
                 &o->view.upstreams[i].counters[c], memory_order_relaxed);
@@ -320,6 +342,7 @@ void owner_collect(const owner *o, uint64_t (*per_upstream)[SEG_COUNTERS])
         const seg_process *p = &o->view.processes[i];
         if (seg_ident_state(atomic_load(&p->ident)) != SEG_ACTIVE)
             continue;
+        active++;
         for (int e = 0; e < SEG_PROC_ENTRIES; e++) {
             uint64_t key = atomic_load(&p->entry_upstream[e]);
             seg_upstream *s = entry_upstream(o, key);
@@ -330,6 +353,7 @@ void owner_collect(const owner *o, uint64_t (*per_upstream)[SEG_COUNTERS])
                 per_upstream[u][c] += entry_total(p, e, c);
         }
     }
+    return active;
 }
 
 void owner_process_totals(const owner *o, uint32_t slot,

@@ -56,10 +56,12 @@ bool owner_process_matches(const owner *o, uint32_t slot, pid_t pid,
  * readers of the process table (the stats thread) in between. */
 void owner_process_release(owner *o, uint32_t slot);
 
-/* Totals: per upstream slot (an array of capacity x SEG_COUNTERS) the
- * slot's own counters plus every active process's entries for it. Call
- * inside an RCU read-side section. */
-void owner_collect(const owner *o, uint64_t (*per_upstream)[SEG_COUNTERS]);
+/* Totals: per upstream slot (a zeroed array of capacity x SEG_COUNTERS)
+ * the slot's own counters plus every active process's entries for it;
+ * slots from the high-water mark on are left as they are. Returns the
+ * number of active process slots summed. Call inside an RCU read-side
+ * section. */
+unsigned owner_collect(const owner *o, uint64_t (*per_upstream)[SEG_COUNTERS]);
 /* One process slot's totals over its entries and lanes. */
 void owner_process_totals(const owner *o, uint32_t slot,
                           uint64_t out[SEG_COUNTERS]);

@@ -20,9 +20,19 @@
 #include "log.h"
 #include "retryd.pb-c.h"
 #include "retryd/common.h"
+#include "retryd/decision.h"
 
 #define STATS_TIMEOUT_MS 1000
 #define STATS_REQUEST_MAX 4096
+/* Per Counters message: denials (index 0 unused), then evidence. */
+#define STATS_NUMBERS (RETRYD_DENIAL_COUNT + RETRYD_EVIDENCE_COUNT)
+
+/* The segment counts denials 1.. and evidence 0.. in these runs. */
+_Static_assert(SEG_C_DENIED_FIRST + RETRYD_DENIAL_COUNT - 1 <= SEG_C_AMBIGUOUS,
+               "denial counters fit before the ambiguous one");
+_Static_assert(SEG_C_EVIDENCE_FIRST + RETRYD_EVIDENCE_COUNT <=
+                   SEG_C_REFILLED_MICRO,
+               "evidence counters fit before the refill one");
 
 typedef struct stats_build {
     const server *d;
@@ -44,16 +54,16 @@ static void fill_counters(Retryd__Counters *c, const uint64_t t[SEG_COUNTERS],
     retryd__counters__init(c);
     c->deposits = t[SEG_C_DEPOSITS];
     c->retries_granted = t[SEG_C_GRANTED];
-    c->n_denied = 9;
+    c->n_denied = RETRYD_DENIAL_COUNT;
     c->denied = numbers;
     numbers[0] = 0;
-    for (int i = 1; i < 9; i++)
+    for (int i = 1; i < RETRYD_DENIAL_COUNT; i++)
         numbers[i] = t[SEG_C_DENIED_FIRST + i - 1];
     c->ambiguous = t[SEG_C_AMBIGUOUS];
-    c->n_evidence = 4;
-    c->evidence = numbers + 9;
-    for (int i = 0; i < 4; i++)
-        numbers[9 + i] = t[SEG_C_EVIDENCE_FIRST + i];
+    c->n_evidence = RETRYD_EVIDENCE_COUNT;
+    c->evidence = numbers + RETRYD_DENIAL_COUNT;
+    for (int i = 0; i < RETRYD_EVIDENCE_COUNT; i++)
+        c->evidence[i] = t[SEG_C_EVIDENCE_FIRST + i];
     c->refilled_micro = t[SEG_C_REFILLED_MICRO];
     c->discarded_micro = t[SEG_C_DISCARDED_MICRO];
 }
@@ -97,7 +107,8 @@ static int add_upstream(const reg_entry *e, void *arg)
     u->slot_generation = e->generation;
     u->params = &b->params[i];
     u->balance_micro = balance_now(s);
-    fill_counters(&b->counters[i], b->totals[e->slot], b->numbers + i * 13);
+    fill_counters(&b->counters[i], b->totals[e->slot],
+                  b->numbers + i * STATS_NUMBERS);
     u->counters = &b->counters[i];
     b->up_ptrs[i] = u;
     return 0;
@@ -120,20 +131,11 @@ static size_t add_processes(const server *d, Retryd__ProcessStats *ps,
         ps[n].start_time = atomic_load(&p->start_time);
         ps[n].uid = (uint32_t)atomic_load(&p->uid);
         ps[n].slot = i;
-        fill_counters(&cs[n], t, numbers + n * 13);
+        fill_counters(&cs[n], t, numbers + n * STATS_NUMBERS);
         ps[n].counters = &cs[n];
         ptrs[n] = &ps[n];
         n++;
     }
-    return n;
-}
-
-static unsigned count_attached(const server *d)
-{
-    unsigned n = 0;
-    for (uint32_t i = 0; i < d->seg.view.process_capacity; i++)
-        n += seg_ident_state(atomic_load(&d->seg.view.processes[i].ident)) ==
-             SEG_ACTIVE;
     return n;
 }
 
@@ -149,28 +151,27 @@ static int serve(server *d, int fd, bool processes)
     Retryd__ProcessStats *ps = calloc(pcap + 1, sizeof(*ps));
     Retryd__ProcessStats **pptr = calloc(pcap + 1, sizeof(*pptr));
     Retryd__Counters *pcs = calloc(pcap + 1, sizeof(*pcs));
-    uint64_t *pnum = calloc((pcap + 1) * 13, sizeof(*pnum));
+    uint64_t *pnum = calloc((pcap + 1) * STATS_NUMBERS, sizeof(*pnum));
     b.totals = calloc(ucap, sizeof(*b.totals));
     b.ups = calloc(ucap, sizeof(*b.ups));
     b.up_ptrs = calloc(ucap, sizeof(*b.up_ptrs));
     b.names = calloc(ucap, sizeof(*b.names));
     b.params = calloc(ucap, sizeof(*b.params));
     b.counters = calloc(ucap, sizeof(*b.counters));
-    b.numbers = calloc(ucap * 13, sizeof(*b.numbers));
+    b.numbers = calloc(ucap * STATS_NUMBERS, sizeof(*b.numbers));
     int r = RETRYD_ENOMEM;
     if (!ps || !pptr || !pcs || !pnum || !b.totals || !b.ups || !b.up_ptrs ||
         !b.names || !b.params || !b.counters || !b.numbers)
         goto out;
 
     rd_rcu_read_lock();
-    owner_collect(&d->seg, b.totals);
+    rep.attached_processes = owner_collect(&d->seg, b.totals);
     registry_for_each(d->reg, add_upstream, &b);
     rep.n_processes = processes ? add_processes(d, ps, pptr, pcs, pnum) : 0;
     rd_rcu_read_unlock();
 
     rep.generation = d->seg.generation;
     rep.uptime_ms = (daemon_now_ns() - d->started_ns) / 1000000;
-    rep.attached_processes = count_attached(d);
     rep.draining = owner_draining(&d->seg);
     rep.upstream_capacity = d->seg.view.upstream_capacity;
     rep.process_capacity = d->seg.view.process_capacity;
@@ -193,24 +194,9 @@ static bool stats_allowed(const server *d, int fd)
     socklen_t len = sizeof(cr);
     if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) < 0)
         return false;
-    if (cr.uid == 0 || cr.uid == geteuid())
-        return true;
     rd_rcu_read_lock();
-    const config *c = rcu_dereference(d->cfg);
-    bool ok = false;
-    for (size_t i = 0; i < c->n_allow_users; i++)
-        ok |= c->allow_users[i] == cr.uid;
-    gid_t groups[256];
-    socklen_t glen = sizeof(groups);
-    size_t ng = getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups, &glen) == 0
-                    ? glen / sizeof(gid_t)
-                    : 0;
-    for (size_t g = 0; g <= ng && !ok; g++) {
-        gid_t gid = g < ng ? groups[g] : cr.gid;
-        ok |= c->has_stats_group && c->stats_group == gid;
-        for (size_t i = 0; i < c->n_allow_groups; i++)
-            ok |= c->allow_groups[i] == gid;
-    }
+    bool ok =
+        daemon_peer_allowed(fd, cr.uid, cr.gid, rcu_dereference(d->cfg), true);
     rd_rcu_read_unlock();
     return ok;
 }

@@ -20,11 +20,6 @@ static bool params_equal(const budget_params *a, const budget_params *b)
            a->cap_micro == b->cap_micro;
 }
 
-static bool configured(const config *c, const char *name)
-{
-    return config_params_for(c, name) != &c->defaults;
-}
-
 int daemon_register(server *d, const char *name, const budget_params *given,
                     reg_entry *ret)
 {
@@ -45,10 +40,11 @@ int daemon_register(server *d, const char *name, const budget_params *given,
     if (found != NULL)
         return r;
 
-    const budget_params *p = given ? given : config_params_for(d->cfg, name);
-    if (given != NULL && configured(d->cfg, name) &&
-        !params_equal(given, config_params_for(d->cfg, name)))
-        return RETRYD_ECONFLICT;
+    const budget_params *conf = config_params_for(d->cfg, name);
+    if (given != NULL && conf != &d->cfg->defaults &&
+        !params_equal(given, conf))
+        return RETRYD_ECONFLICT; /* a configured upstream's are the file's */
+    const budget_params *p = given ? given : conf;
     r = owner_upstream_alloc(&d->seg, name, p, &e.slot, &e.generation);
     if (r < 0) {
         log_err("cannot register upstream '%s': %s (raise "
@@ -168,10 +164,7 @@ void daemon_adopt_upstreams(server *d)
         if (registry_add(d->reg, &e) < 0) {
             log_warn("slot %u repeats upstream '%s': retired", i, e.name);
             owner_upstream_retire(&d->seg, i);
-            continue;
         }
-        if (i + 1 > atomic_load(&d->seg.view.hdr->upstream_high_water))
-            atomic_store(&d->seg.view.hdr->upstream_high_water, i + 1);
     }
     log_info("adopted %lu upstreams", registry_count(d->reg));
 }
