@@ -251,19 +251,10 @@ static size_t on_body(char *data, size_t size, size_t n, void *ctx)
         c->trace.body_too_large = true;
         return 0;
     }
-    if (c->buf_len + len > c->buf_cap) {
-        size_t cap = c->buf_cap * 2;
-        while (cap < c->buf_len + len)
-            cap *= 2;
-        bool first = c->buf == c->body_first;
-        unsigned char *nb = first ? malloc(cap) : realloc(c->buf, cap);
-        if (nb == NULL)
-            return 0;
-        if (first)
-            memcpy(nb, c->buf, c->buf_len);
-        c->buf = nb;
-        c->buf_cap = cap;
-    }
+    if (c->buf_len + len > c->buf_cap &&
+        !retryd__grow((void **)&c->buf, c->buf_len, &c->buf_cap,
+                      c->buf_len + len, c->body_first))
+        return 0;
     memcpy(c->buf + c->buf_len, data, len);
     c->buf_len += len;
     return len;
@@ -714,18 +705,14 @@ static int log_attempt(call *c, const retryd_attempt *a)
     char *text = NULL;
     if (c->errbuf[0] != '\0' && (text = strdup(c->errbuf)) == NULL)
         return RETRYD_ENOMEM;
+    size_t bytes = c->cap_att * sizeof(*c->att);
     if (c->n_att == c->cap_att) {
-        size_t cap = c->cap_att * 2;
-        retryd_attempt *more = malloc(cap * sizeof(*more));
-        if (more == NULL) {
+        if (!retryd__grow((void **)&c->att, bytes, &bytes,
+                          bytes + sizeof(*c->att), c->att_first)) {
             free(text);
             return RETRYD_ENOMEM;
         }
-        memcpy(more, c->att, c->n_att * sizeof(*more));
-        if (c->att != c->att_first)
-            free(c->att);
-        c->att = more;
-        c->cap_att = cap;
+        c->cap_att = bytes / sizeof(*c->att);
     }
     c->att[c->n_att] = *a;
     c->att[c->n_att++].error = text ? text : "";

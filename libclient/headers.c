@@ -32,10 +32,8 @@ void retryd__hdrs_free(header_arena *a)
     a->len = a->n = a->cap = a->cap_off = 0;
 }
 
-/* Grow *p (len bytes used, *cap bytes) to hold need bytes: realloc on the
- * heap, or a first move out of the caller's storage. */
-static bool grow(void **p, size_t len, size_t *cap, size_t need,
-                 const void *first)
+bool retryd__grow(void **p, size_t len, size_t *cap, size_t need,
+                  const void *first)
 {
     size_t c = *cap ? *cap : 64;
     while (c < need)
@@ -53,12 +51,13 @@ static bool grow(void **p, size_t len, size_t *cap, size_t need,
 static bool reserve(header_arena *a, size_t bytes)
 {
     if (a->len + bytes > a->cap &&
-        !grow((void **)&a->buf, a->len, &a->cap, a->len + bytes, a->first_buf))
+        !retryd__grow((void **)&a->buf, a->len, &a->cap, a->len + bytes,
+                      a->first_buf))
         return false;
     if (a->n == a->cap_off) {
         size_t bytes_off = 2 * a->cap_off * sizeof(*a->off);
-        if (!grow((void **)&a->off, bytes_off, &bytes_off, 2 * bytes_off + 128,
-                  a->first_off))
+        if (!retryd__grow((void **)&a->off, bytes_off, &bytes_off,
+                          2 * bytes_off + 128, a->first_off))
             return false;
         a->cap_off = bytes_off / (2 * sizeof(*a->off));
     }

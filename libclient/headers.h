@@ -21,6 +21,16 @@ typedef struct header_arena {
     uint32_t *first_off;
 } header_arena;
 
+/*
+ * Grow *p, of which @p len bytes are used, from *cap bytes to at least
+ * @p need, doubling: realloc on the heap, or a first move out of the
+ * caller's storage @p first (never freed). False when out of memory, *p
+ * then unchanged. The buffers of a call (headers, body, attempt log) all
+ * start on the stack this way.
+ */
+bool retryd__grow(void **p, size_t len, size_t *cap, size_t need,
+                  const void *first);
+
 /* Start in the given storage (cap bytes, cap_off fields). */
 void retryd__hdrs_init(header_arena *a, char *buf, size_t cap, uint32_t *off,
                        size_t cap_off);
