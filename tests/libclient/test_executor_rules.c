@@ -562,12 +562,12 @@ static void *hostile_server(void *arg)
     if (fd < 0 || read(fd, buf, sizeof(buf)) <= 0)
         return NULL;
     const char *head = "HTTP/1.1 200 OK\r\n";
-    if (write(fd, head, strlen(head)) < 0)
+    if (send(fd, head, strlen(head), MSG_NOSIGNAL) < 0)
         return NULL;
     for (int i = 0; i < 5000; i++) {
         char line[64];
         int n = snprintf(line, sizeof(line), "X-Junk-%d: %0*d\r\n", i, 30, i);
-        if (write(fd, line, (size_t)n) < 0)
+        if (send(fd, line, (size_t)n, MSG_NOSIGNAL) < 0)
             break;
     }
     close(fd);
