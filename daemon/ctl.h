@@ -2,12 +2,17 @@
 #ifndef RETRYD_CTL_H
 #define RETRYD_CTL_H
 
+#include <stdbool.h>
+
 /* Exit codes shared by the subcommands (documented in retrydctl --help). */
 enum {
     CTL_EXIT_OK = 0,
     CTL_EXIT_USAGE = 64, /* EX_USAGE: bad options */
     CTL_EXIT_ERROR = 70, /* EX_SOFTWARE: could not do it */
 };
+
+/* A whole decimal number in [lo, hi]; false for anything else. */
+bool ctl_parse_long(const char *s, long lo, long hi, long *ret);
 
 int ctl_decide_main(int argc, char **argv);
 int ctl_request_main(int argc, char **argv);

@@ -155,17 +155,6 @@ static int bad(const char *opt, const char *value)
     return CTL_EXIT_USAGE;
 }
 
-static bool parse_long(const char *s, long lo, long hi, long *ret)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno != 0 || end == s || *end != '\0' || v < lo || v > hi)
-        return false;
-    *ret = v;
-    return true;
-}
-
 typedef struct decide_args {
     retryd_facts facts;
     retryd_backoff_policy policy;
@@ -200,19 +189,20 @@ static int apply_option(decide_args *a, int opt, const char *arg)
         a->failure_given = true;
         break;
     case OPT_STATUS:
-        r = parse_long(arg, 100, 999, &v) ? (f->status = (int)v, 0) : -1;
+        r = ctl_parse_long(arg, 100, 999, &v) ? (f->status = (int)v, 0) : -1;
         break;
     case OPT_ATTEMPT:
     case OPT_MAX_ATTEMPTS:
-        if (!parse_long(arg, 1, 1000000, &v))
+        if (!ctl_parse_long(arg, 1, 1000000, &v))
             return bad(options[opt - 256].name, arg);
         *(opt == OPT_ATTEMPT ? &f->attempt : &f->max_attempts) = (uint32_t)v;
         break;
     case OPT_BUDGET:
-        r = parse_long(arg, 0, 1000000000, &a->budget) ? 0 : -1;
+        r = ctl_parse_long(arg, 0, 1000000000, &a->budget) ? 0 : -1;
         break;
     case OPT_SEED:
-        r = parse_long(arg, 0, LONG_MAX, &v) ? (a->seed = (uint64_t)v, 0) : -1;
+        r = ctl_parse_long(arg, 0, LONG_MAX, &v) ? (a->seed = (uint64_t)v, 0)
+                                                 : -1;
         a->seeded = true;
         break;
     case OPT_JITTER:

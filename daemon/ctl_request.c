@@ -152,13 +152,10 @@ static int parse_one(req_args *a, int opt, const char *arg)
                                                          : &a->attempt_ns) < 0)
             return bad("duration", arg);
         break;
-    case O_MAX_ATTEMPTS: {
-        char *end;
-        a->max_attempts = strtol(arg, &end, 10);
-        if (*end || a->max_attempts < 1 || a->max_attempts > 100)
+    case O_MAX_ATTEMPTS:
+        if (!ctl_parse_long(arg, 1, 100, &a->max_attempts))
             return bad("attempt count", arg);
         break;
-    }
     case O_UPSTREAM:
         a->upstream = arg;
         break;

@@ -1,5 +1,7 @@
 /* retrydctl: dispatch to a subcommand. */
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ctl.h"
@@ -22,6 +24,17 @@ static const subcommand subcommands[] = {
     {"drain", ctl_drain_main, "host-wide draining: drain on|off"},
     {"retire", ctl_retire_main, "retire an upstream's slot: retire NAME"},
 };
+
+bool ctl_parse_long(const char *s, long lo, long hi, long *ret)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno != 0 || end == s || *end != '\0' || v < lo || v > hi)
+        return false;
+    *ret = v;
+    return true;
+}
 
 static void usage(FILE *out)
 {

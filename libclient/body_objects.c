@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "body_internal.h"
+#include "headers.h"
 
 #define MULTIPART_MAX_PARTS 1024
 
@@ -202,12 +203,10 @@ int retryd_body_new_publisher_factory(retryd_body_open_fn create, void *ctx,
     return 0;
 }
 
+/* A part's name and type go into quoted header values. */
 static bool header_safe(const char *s)
 {
-    for (; *s; s++)
-        if ((unsigned char)*s < 0x20 || *s == '"' || *s == 0x7f)
-            return false;
-    return true;
+    return retryd__field_value_ok(s) && strchr(s, '"') == NULL;
 }
 
 int retryd_body_new_multipart(retryd_body *const *parts,

@@ -102,18 +102,7 @@ static bool header_line_ok(const char *h)
     for (const char *q = h; q < colon; q++)
         if (!is_token_char(*q))
             return false;
-    for (const char *q = colon; *q; q++)
-        if (*q == '\r' || *q == '\n')
-            return false;
-    return true;
-}
-
-static bool value_ok(const char *v)
-{
-    for (; *v; v++)
-        if (*v == '\r' || *v == '\n')
-            return false;
-    return true;
+    return retryd__field_value_ok(colon + 1);
 }
 
 static int validate(const retryd_request *r)
@@ -124,7 +113,7 @@ static int validate(const retryd_request *r)
         r->deadline_ns < 0)
         return RETRYD_EINVAL;
     if (r->idempotency_key_value &&
-        (!value_ok(r->idempotency_key_value) ||
+        (!retryd__field_value_ok(r->idempotency_key_value) ||
          strlen(r->idempotency_key_value) >= 40 || !*r->idempotency_key_value))
         return RETRYD_EINVAL;
     for (size_t i = 0; r->headers && r->headers[i]; i++)
@@ -680,7 +669,7 @@ static bool refresh(call *c)
         return false;
     }
     value[AUTH_MAX - 1] = '\0';
-    if (!value_ok(value)) {
+    if (!retryd__field_value_ok(value)) {
         free(value);
         return false;
     }

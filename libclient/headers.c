@@ -32,6 +32,14 @@ void retryd__hdrs_free(header_arena *a)
     a->len = a->n = a->cap = a->cap_off = 0;
 }
 
+bool retryd__field_value_ok(const char *v)
+{
+    for (; *v; v++)
+        if (((unsigned char)*v < 0x20 && *v != '\t') || *v == 0x7f)
+            return false;
+    return true;
+}
+
 bool retryd__grow(void **p, size_t len, size_t *cap, size_t need,
                   const void *first)
 {

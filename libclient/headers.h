@@ -31,6 +31,13 @@ typedef struct header_arena {
 bool retryd__grow(void **p, size_t len, size_t *cap, size_t need,
                   const void *first);
 
+/*
+ * A header field value we are willing to send (RFC 9110 field-value):
+ * visible characters, spaces, tabs and obs-text; no other control
+ * character and no DEL, so nothing can end the line or hide in it.
+ */
+bool retryd__field_value_ok(const char *v);
+
 /* Start in the given storage (cap bytes, cap_off fields). */
 void retryd__hdrs_init(header_arena *a, char *buf, size_t cap, uint32_t *off,
                        size_t cap_off);

@@ -549,6 +549,17 @@ Test(executor_rules, request_smuggling_is_refused_before_sending)
     q.headers = NULL;
     q.idempotency_key_value = "a\nb";
     cr_expect_eq(retryd_execute(p, &q, &r), RETRYD_EINVAL);
+    /* Any control character but a tab, not only CR and LF. */
+    static const char *const bad_value[] = {"X-A: 1\x01", NULL};
+    static const char *const tab_value[] = {"X-A: 1\t2", NULL};
+    q.idempotency_key_value = NULL;
+    q.headers = bad_value;
+    cr_expect_eq(retryd_execute(p, &q, &r), RETRYD_EINVAL);
+    cr_expect(r == NULL);
+    q.headers = tab_value;
+    cr_expect_eq(retryd_execute(p, &q, &r), 0, "a tab is a field value");
+    retryd_result_free(r);
+    r = NULL;
     cr_expect(r == NULL);
     retryd_profile_free(p);
 }
