@@ -3,18 +3,10 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
-#include <signal.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
-static long long now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
+#include "run.h"
 
 int child_start(child *c, char *const argv[])
 {
@@ -44,7 +36,7 @@ int child_ask(child *c, const char *cmd, char *reply, size_t len,
     size_t n = strlen(cmd);
     if (write(c->in, cmd, n) != (ssize_t)n || write(c->in, "\n", 1) != 1)
         return -EPIPE;
-    long long deadline = now_ms() + timeout_ms;
+    long long deadline = rd_now_ms() + timeout_ms;
     for (;;) {
         char *nl = memchr(c->buf, '\n', c->len);
         if (nl != NULL) {
@@ -56,7 +48,7 @@ int child_ask(child *c, const char *cmd, char *reply, size_t len,
             c->len -= l + 1;
             return 0;
         }
-        long long left = deadline - now_ms();
+        long long left = deadline - rd_now_ms();
         struct pollfd p = {.fd = c->out, .events = POLLIN};
         if (left <= 0 || poll(&p, 1, (int)left) != 1)
             return -ETIMEDOUT;
@@ -69,21 +61,11 @@ int child_ask(child *c, const char *cmd, char *reply, size_t len,
 
 int child_stop(child *c)
 {
-    int status = 0;
     if (c->pid <= 0)
         return 0;
     close(c->in);
     close(c->out);
-    long long deadline = now_ms() + 10000;
-    while (waitpid(c->pid, &status, WNOHANG) == 0) {
-        if (now_ms() > deadline) {
-            kill(c->pid, SIGKILL);
-            waitpid(c->pid, &status, 0);
-            break;
-        }
-        struct timespec ts = {0, 1000000};
-        nanosleep(&ts, NULL);
-    }
+    int code = rd_reap(c->pid, 10000);
     c->pid = 0;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+    return code;
 }

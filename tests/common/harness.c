@@ -9,16 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-
-static long long now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 int rd_daemon_write_config(rd_daemon *d, const char *extra)
 {
@@ -89,25 +81,12 @@ int rd_daemon_start(rd_daemon *d)
 
 int rd_daemon_stop(rd_daemon *d, int sig)
 {
-    int status = 0;
     if (d->pid <= 0)
         return 0;
     kill(d->pid, sig);
-    long long deadline = now_ms() + 10000;
-    for (;;) {
-        pid_t r = waitpid(d->pid, &status, WNOHANG);
-        if (r == d->pid)
-            break;
-        if (now_ms() > deadline) {
-            kill(d->pid, SIGKILL);
-            waitpid(d->pid, &status, 0);
-            break;
-        }
-        struct timespec ts = {0, 1000000};
-        nanosleep(&ts, NULL);
-    }
+    int code = rd_reap(d->pid, 10000);
     d->pid = 0;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+    return code;
 }
 
 static int rm_one(const char *path, const struct stat *st, int flag,
@@ -126,9 +105,9 @@ void rd_daemon_cleanup(rd_daemon *d)
 
 bool rd_wait_until(bool (*cond)(void *), void *arg, int timeout_ms)
 {
-    long long deadline = now_ms() + timeout_ms;
+    long long deadline = rd_now_ms() + timeout_ms;
     while (!cond(arg)) {
-        if (now_ms() > deadline)
+        if (rd_now_ms() > deadline)
             return cond(arg);
         struct timespec ts = {0, 1000000};
         nanosleep(&ts, NULL);

@@ -9,6 +9,8 @@
 #include <stdbool.h>
 #include <sys/types.h>
 
+#include "run.h"
+
 typedef struct rd_daemon {
     char dir[64];      /* the temporary directory */
     char config[160];  /* dir/retryd.conf */

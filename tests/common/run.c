@@ -9,7 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static long long now_ms(void)
+long long rd_now_ms(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -67,11 +67,11 @@ int run_program(char *const argv[], int timeout_ms, run_result *ret)
     close(err[1]);
 
     int out_open = 1, err_open = 1;
-    long long deadline = now_ms() + timeout_ms;
+    long long deadline = rd_now_ms() + timeout_ms;
     while (out_open || err_open) {
         struct pollfd p[2] = {{out_open ? out[0] : -1, POLLIN, 0},
                               {err_open ? err[0] : -1, POLLIN, 0}};
-        long long left = deadline - now_ms();
+        long long left = deadline - rd_now_ms();
         if (left <= 0 || poll(p, 2, (int)left) == 0) {
             kill(pid, SIGKILL);
             break;
@@ -88,4 +88,24 @@ int run_program(char *const argv[], int timeout_ms, run_result *ret)
     ret->exit_code =
         WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
     return 0;
+}
+
+int rd_reap(pid_t pid, int timeout_ms)
+{
+    int status = 0;
+    long long deadline = rd_now_ms() + timeout_ms;
+    pid_t r;
+
+    while ((r = waitpid(pid, &status, WNOHANG)) == 0) {
+        if (rd_now_ms() > deadline) {
+            kill(pid, SIGKILL);
+            r = waitpid(pid, &status, 0);
+            break;
+        }
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+    if (r != pid)
+        return -errno;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
 }

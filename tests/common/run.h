@@ -3,6 +3,7 @@
 #define RETRYD_TEST_RUN_H
 
 #include <stddef.h>
+#include <sys/types.h>
 
 typedef struct run_result {
     int exit_code; /* the child's exit status, or -signal when killed */
@@ -20,5 +21,16 @@ typedef struct run_result {
  * not be started or waited for.
  */
 int run_program(char *const argv[], int timeout_ms, run_result *ret);
+
+/* Monotonic milliseconds: the clock of every bound in tests/common. */
+long long rd_now_ms(void);
+
+/*
+ * Reap child @p pid: wait for its exit at most @p timeout_ms, checking
+ * every millisecond, then SIGKILL it (a stopped child too) and reap it.
+ * Returns its exit code, -signal when a signal ended it, or a negative
+ * errno when it cannot be waited for.
+ */
+int rd_reap(pid_t pid, int timeout_ms);
 
 #endif
