@@ -3,8 +3,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <math.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -113,4 +116,69 @@ bool rd_wait_until(bool (*cond)(void *), void *arg, int timeout_ms)
         nanosleep(&ts, NULL);
     }
     return true;
+}
+
+/* retrydctl's argv holds char *; the test's strings are not written. */
+static char *unconst(const char *s)
+{
+    return (char *)(uintptr_t)s;
+}
+
+int rd_ctl(const rd_daemon *d, run_result *res, const char *cmd, ...)
+{
+    enum { MAX_ARGS = 16 };
+    char *argv[MAX_ARGS + 7];
+    size_t n = 0;
+    va_list ap;
+
+    argv[n++] = unconst(RETRYDCTL_PATH);
+    argv[n++] = unconst(cmd);
+    va_start(ap, cmd);
+    for (const char *a; (a = va_arg(ap, const char *)) != NULL;) {
+        if (n == MAX_ARGS + 2) {
+            va_end(ap);
+            return -E2BIG;
+        }
+        argv[n++] = unconst(a);
+    }
+    va_end(ap);
+    argv[n++] = unconst("--control-socket");
+    argv[n++] = unconst(d->control);
+    argv[n++] = unconst("--stats-socket");
+    argv[n++] = unconst(d->stats);
+    argv[n] = NULL;
+    int rc = run_program(argv, 20000, res);
+    return rc < 0 ? rc : res->exit_code;
+}
+
+ssize_t rd_daemon_read_log(const rd_daemon *d, char *buf, size_t len)
+{
+    int fd = open(d->log, O_RDONLY | O_CLOEXEC);
+    size_t got = 0;
+
+    if (fd < 0)
+        return -errno;
+    while (got + 1 < len) {
+        ssize_t n = read(fd, buf + got, len - 1 - got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+    }
+    close(fd);
+    buf[got] = '\0';
+    return (ssize_t)got;
+}
+
+double rd_json_number(const char *json, const char *anchor, const char *key)
+{
+    const char *p = anchor ? strstr(json, anchor) : json;
+    char pat[64];
+
+    if (p == NULL)
+        return NAN;
+    snprintf(pat, sizeof(pat), "\"%s\":", key);
+    p = strstr(p, pat);
+    return p ? strtod(p + strlen(pat), NULL) : NAN;
 }

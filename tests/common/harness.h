@@ -7,6 +7,7 @@
 #define RETRYD_TEST_HARNESS_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <sys/types.h>
 
 #include "run.h"
@@ -39,11 +40,35 @@ int rd_daemon_start(rd_daemon *d);
  * status as run_program does (code, or -signal). */
 int rd_daemon_stop(rd_daemon *d, int sig);
 
+/* The daemon's log (its stdout and stderr) into @p buf, NUL-terminated
+ * and truncated to @p len - 1 bytes: for a failure message, before
+ * rd_daemon_cleanup removes it. Bytes read, or a negative errno. */
+ssize_t rd_daemon_read_log(const rd_daemon *d, char *buf, size_t len);
+
 /* Stop it if running, remove the directory. */
 void rd_daemon_cleanup(rd_daemon *d);
 
 /* Wait until @p cond(arg) holds, checking every millisecond, at most
  * @p timeout_ms. The bound makes a failure a failure, not a hang. */
 bool rd_wait_until(bool (*cond)(void *), void *arg, int timeout_ms);
+
+/*
+ * Run `retrydctl <cmd> <args...>` (NULL-terminated, at most 16) with
+ * @p d's control and stats sockets, bounded at 20 s; its output lands in
+ * @p res. For the subcommands that take both sockets (stats, upstreams,
+ * drain, retire). Returns its exit status (res->exit_code, negative when
+ * a signal ended it), or a negative errno when it could not be run.
+ */
+int rd_ctl(const rd_daemon *d, run_result *res, const char *cmd, ...)
+    __attribute__((sentinel));
+
+/*
+ * The number after "key": in @p json, in the text after the first
+ * occurrence of @p anchor (NULL: from the start), e.g. the fields of one
+ * upstream in `retrydctl stats --json` with anchor "\"name\":\"pay\"".
+ * NAN when the anchor or the key is missing, so an equality check with
+ * it fails.
+ */
+double rd_json_number(const char *json, const char *anchor, const char *key);
 
 #endif
