@@ -16,31 +16,13 @@
 #include "retryd/retryd.h"
 #include "testsrv.h"
 
+#include "exec_fixture.h"
+#include "srv_log.h"
+
 #define MS INT64_C(1000000)
 #define S INT64_C(1000000000)
 
-static testsrv *srv;
-static retryd_client *client;
-
-static void setup(void)
-{
-    retryd_client_opts co = {.sz = sizeof(co)};
-    co.host.sz = sizeof(co.host);
-    co.host.flags = RETRYD_HOST_LOCAL_ONLY; /* budgets are tested apart */
-    cr_assert_eq(testsrv_start(FAULTSRV_PATH, NULL, &srv), 0);
-    cr_assert_eq(retryd_client_new(&co, &client), 0);
-}
-
-static void teardown(void)
-{
-    retryd_client_free(client);
-    testsrv_stop(srv);
-}
-
-TestSuite(executor, .init = setup, .fini = teardown, .timeout = 120);
-
-/* A budget that never runs dry: the matrix is about safety, not money. */
-static const retryd_budget_params plenty = {1, 1e6, 1e6};
+TestSuite(executor, .init = exec_setup, .fini = exec_teardown, .timeout = 120);
 
 static retryd_profile *profile_at(int port, int64_t attempt_ns)
 {
@@ -318,18 +300,6 @@ static const retryd_idempotency idems[] = {
     RETRYD_IDEMPOTENCY_SAFE, RETRYD_IDEMPOTENCY_IDEMPOTENT,
     RETRYD_IDEMPOTENCY_NON_IDEMPOTENT, RETRYD_IDEMPOTENCY_BY_KEY};
 
-/* The keys the server saw for @p id all equal @p key. */
-static void expect_same_key(const char *id, const char *key, int executions)
-{
-    char cmd[96], reply[4096];
-    snprintf(cmd, sizeof(cmd), "LOG %s", id);
-    cr_assert_eq(testsrv_command(srv, cmd, reply, sizeof(reply)), 0);
-    int seen = 0;
-    for (const char *p = reply; (p = strstr(p, key)) != NULL; p++)
-        seen++;
-    cr_expect_eq(seen, executions, "key %s in %s", key, reply);
-}
-
 static void run_case(const fault *f, retryd_profile *p, size_t i, int body)
 {
     retryd_idempotency idem = idems[i];
@@ -373,7 +343,8 @@ static void run_case(const fault *f, retryd_profile *p, size_t i, int body)
               "%s: evidence %s", what,
               retryd_evidence_name(retryd_result_evidence(r)));
     if (req.idempotency_key && executions > 0)
-        expect_same_key(id, retryd_result_idempotency_key(r), (int)executions);
+        cr_expect_eq(srv_log_count(srv, id, retryd_result_idempotency_key(r)),
+                     executions, "%s: the same key on every execution", what);
     if (want_body && e->outcome == RESP && e->status == 200 &&
         f->path[1] == 'e') {
         size_t len;

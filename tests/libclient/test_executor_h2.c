@@ -15,24 +15,19 @@
 #include "retryd/retryd.h"
 #include "testsrv.h"
 
+#include "exec_fixture.h"
+
 #define MS INT64_C(1000000)
 #define S INT64_C(1000000000)
 
-static testsrv *srv;
-static retryd_client *client;
 static char cert[64];
-static const retryd_budget_params plenty = {1, 1e6, 1e6};
 
 static void start(bool tls)
 {
-    retryd_client_opts co = {.sz = sizeof(co)};
-    co.host.sz = sizeof(co.host);
-    co.host.flags = RETRYD_HOST_LOCAL_ONLY;
     snprintf(cert, sizeof(cert), "/tmp/retryd-h2-cert-%d.pem", (int)getpid());
     char *argv_tls[] = {"--tls", "--cert-out", cert, NULL};
     char *argv_h2c[] = {"--h2c", NULL};
-    cr_assert_eq(testsrv_start(H2SRV_PATH, tls ? argv_tls : argv_h2c, &srv), 0);
-    cr_assert_eq(retryd_client_new(&co, &client), 0);
+    exec_start(H2SRV_PATH, tls ? argv_tls : argv_h2c);
 }
 
 static void setup_h2c(void)
@@ -47,8 +42,7 @@ static void setup_tls(void)
 
 static void teardown(void)
 {
-    retryd_client_free(client);
-    testsrv_stop(srv);
+    exec_teardown();
     unlink(cert);
 }
 

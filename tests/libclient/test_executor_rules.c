@@ -20,29 +20,14 @@
 #include "retryd/retryd.h"
 #include "testsrv.h"
 
+#include "exec_fixture.h"
+#include "srv_log.h"
+
 #define MS INT64_C(1000000)
 #define S INT64_C(1000000000)
 
-static testsrv *srv;
-static retryd_client *client;
-static const retryd_budget_params plenty = {1, 1e6, 1e6};
-
-static void setup(void)
-{
-    retryd_client_opts co = {.sz = sizeof(co)};
-    co.host.sz = sizeof(co.host);
-    co.host.flags = RETRYD_HOST_LOCAL_ONLY;
-    cr_assert_eq(testsrv_start(FAULTSRV_PATH, NULL, &srv), 0);
-    cr_assert_eq(retryd_client_new(&co, &client), 0);
-}
-
-static void teardown(void)
-{
-    retryd_client_free(client);
-    testsrv_stop(srv);
-}
-
-TestSuite(executor_rules, .init = setup, .fini = teardown, .timeout = 60);
+TestSuite(executor_rules, .init = exec_setup, .fini = exec_teardown,
+          .timeout = 60);
 
 static retryd_profile *profile(retryd_profile_opts o)
 {
@@ -618,15 +603,6 @@ Test(executor_rules, endless_response_headers_are_cut_off)
 
 /* --- pooled handles carry nothing from one request to the next ----------- */
 
-static void expect_log(const char *id, const char *method)
-{
-    char cmd[64], reply[512];
-    snprintf(cmd, sizeof(cmd), "LOG %s", id);
-    cr_assert_eq(testsrv_command(srv, cmd, reply, sizeof(reply)), 0);
-    cr_expect(strstr(reply, method) != NULL, "LOG %s: %s (wanted %s)", id,
-              reply, method);
-}
-
 Test(executor_rules, head_then_bodyless_post_on_one_handle_sends_a_post)
 {
     /* One permit: every request takes the same pooled handle. */
@@ -644,7 +620,8 @@ Test(executor_rules, head_then_bodyless_post_on_one_handle_sends_a_post)
         retryd_result_free(r);
         char want[16];
         snprintf(want, sizeof(want), " %s ", seq[i].method);
-        expect_log(seq[i].id, want);
+        cr_expect_eq(srv_log_count(srv, seq[i].id, want), 1,
+                     "%s went out as %s", seq[i].id, seq[i].method);
     }
     cr_expect_eq(testsrv_conns(srv), 1, "and all on one connection");
     retryd_profile_free(p);
