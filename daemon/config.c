@@ -51,15 +51,6 @@ typedef struct parse_state {
 #define SECTION_DEFAULTS "defaults"
 #define SECTION_UPSTREAM_PREFIX "upstream "
 
-bool config_name_valid(const char *name)
-{
-    size_t n = 0;
-    for (; name[n]; n++)
-        if ((unsigned char)name[n] <= 0x20 || (unsigned char)name[n] >= 0x7f)
-            return false;
-    return n >= 1 && n <= SEG_NAME_MAX;
-}
-
 /* Record the first error only; inih goes on parsing after a failure. */
 __attribute__((format(printf, 4, 5))) static int fail(parse_state *st,
                                                       const char *section,
@@ -367,10 +358,10 @@ static int handler(void *user, const char *section, const char *key,
     if (strncmp(section, SECTION_UPSTREAM_PREFIX,
                 strlen(SECTION_UPSTREAM_PREFIX)) == 0) {
         const char *name = section + strlen(SECTION_UPSTREAM_PREFIX);
-        if (!config_name_valid(name))
+        if (!seg_name_valid(name))
             return fail(st, section, key,
-                        "upstream name '%s' must be 1..95 printable bytes",
-                        name);
+                        "upstream name '%s' must be 1..%u printable bytes",
+                        name, SEG_NAME_MAX);
         upstream_conf *u = upstream_section(st, name);
         if (u == NULL)
             return fail(st, section, key, "%s", "too many upstreams");

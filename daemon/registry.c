@@ -12,14 +12,6 @@ struct registry {
     struct cds_lfht *ht;
 };
 
-static unsigned long name_hash(const char *s)
-{
-    uint64_t h = UINT64_C(0xcbf29ce484222325);
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * UINT64_C(0x100000001b3);
-    return (unsigned long)h;
-}
-
 static int match(struct cds_lfht_node *node, const void *key)
 {
     return strcmp(RETRYD_CONTAINER_OF(node, reg_entry, node)->name, key) == 0;
@@ -70,7 +62,7 @@ void registry_free(registry *r)
 reg_entry *registry_lookup(registry *r, const char *name)
 {
     struct cds_lfht_iter it;
-    cds_lfht_lookup(r->ht, name_hash(name), match, name, &it);
+    cds_lfht_lookup(r->ht, seg_name_hash(name), match, name, &it);
     struct cds_lfht_node *node = cds_lfht_iter_get_node(&it);
     rd_rcu_dereferenced();
     return node ? RETRYD_CONTAINER_OF(node, reg_entry, node) : NULL;
@@ -106,8 +98,8 @@ int registry_add(registry *r, const reg_entry *e)
         return RETRYD_ENOMEM;
     rd_rcu_publish();
     rd_rcu_read_lock();
-    struct cds_lfht_node *got = cds_lfht_add_unique(r->ht, name_hash(n->name),
-                                                    match, n->name, &n->node);
+    struct cds_lfht_node *got = cds_lfht_add_unique(
+        r->ht, seg_name_hash(n->name), match, n->name, &n->node);
     rd_rcu_read_unlock();
     if (got != &n->node) {
         free(n);
@@ -125,10 +117,10 @@ int registry_replace(registry *r, reg_entry *old, const reg_entry *e)
     int rc = RETRYD_ENOENT;
     rd_rcu_publish();
     rd_rcu_read_lock();
-    cds_lfht_lookup(r->ht, name_hash(old->name), match, old->name, &it);
+    cds_lfht_lookup(r->ht, seg_name_hash(old->name), match, old->name, &it);
     if (cds_lfht_iter_get_node(&it) == &old->node)
-        rc = cds_lfht_replace(r->ht, &it, name_hash(n->name), match, n->name,
-                              &n->node);
+        rc = cds_lfht_replace(r->ht, &it, seg_name_hash(n->name), match,
+                              n->name, &n->node);
     rd_rcu_read_unlock();
     if (rc != 0) {
         free(n);

@@ -26,7 +26,7 @@ int daemon_register(server *d, const char *name, const budget_params *given,
     reg_entry e = {0};
     int r = 0;
 
-    if (!config_name_valid(name))
+    if (!seg_name_valid(name))
         return RETRYD_EINVAL;
     rd_rcu_read_lock();
     reg_entry *found = registry_lookup(d->reg, name);
@@ -115,7 +115,7 @@ static bool slot_name(const seg_upstream *s, char out[SEG_NAME_MAX + 1])
     memcpy(out, s->name, SEG_NAME_MAX + 1);
     if (memchr(out, '\0', SEG_NAME_MAX + 1) == NULL)
         return false;
-    return config_name_valid(out);
+    return seg_name_valid(out);
 }
 
 void daemon_adopt_upstreams(server *d)
