@@ -309,7 +309,7 @@ static int params_key(parse_state *st, const char *section, budget_params *p,
         return 1;
     }
     if (strcmp(key, "min_retries_per_sec") == 0) {
-        if (!parse_tokens(v, CONFIG_MAX_FLOOR_MICRO, &p->floor_micro_per_s))
+        if (!parse_tokens(v, SEG_MAX_FLOOR_MICRO, &p->floor_micro_per_s))
             return fail(st, section, key, "'%s' is not a number >= 0", v);
         return 1;
     }
@@ -387,9 +387,9 @@ static void set_defaults(config *c, parse_state *st)
     c->process_capacity = SEG_DEFAULT_PROCESSES;
     c->log_level = 6;
     c->defaults = (budget_params){
-        .ratio_micro = SEG_MICRO / 10,
-        .floor_micro_per_s = 10 * SEG_MICRO,
-        .cap_micro = 100 * SEG_MICRO,
+        .ratio_micro = SEG_DEFAULT_RATIO_MICRO,
+        .floor_micro_per_s = SEG_DEFAULT_FLOOR_MICRO_PER_S,
+        .cap_micro = SEG_DEFAULT_CAP_MICRO,
     };
 }
 
@@ -543,13 +543,6 @@ void config_free(config *c)
         return;
     free(c->upstreams);
     free(c);
-}
-
-bool budget_params_plausible(const budget_params *p)
-{
-    return p->cap_micro >= SEG_MICRO && p->cap_micro <= SEG_MAX_CAP_MICRO &&
-           p->ratio_micro <= SEG_MAX_CAP_MICRO &&
-           p->floor_micro_per_s <= CONFIG_MAX_FLOOR_MICRO;
 }
 
 const budget_params *config_params_for(const config *c, const char *name)

@@ -64,12 +64,13 @@ int config_load(const char *path, config **ret, char *err, size_t err_len);
 /* Accepts NULL. */
 void config_free(config *c);
 
-/* The largest floor refill accepted, in micro-tokens per second. */
-#define CONFIG_MAX_FLOOR_MICRO (UINT64_C(1) << 40)
-
-/* Whether @p p could have come from a configuration or a client: a cap of
- * at least one token, every figure within the segment's range. */
-bool budget_params_plausible(const budget_params *p);
+/* seg_params_plausible() on a budget_params, which is what the daemon's
+ * callers hold. */
+static inline bool budget_params_plausible(const budget_params *p)
+{
+    return seg_params_plausible(p->ratio_micro, p->floor_micro_per_s,
+                                p->cap_micro);
+}
 
 /* The configured parameters of @p name, or the defaults. */
 const budget_params *config_params_for(const config *c, const char *name);
