@@ -122,6 +122,65 @@ Test(executor_rules, idempotent_request_is_retried_by_the_engine_instead)
     retryd_profile_free(p);
 }
 
+/* --- libcurl's avoidable re-sends, never enabled ------------------------- */
+
+Test(executor_rules, redirect_is_the_response_and_is_not_followed)
+{
+    retryd_profile *p = profile((retryd_profile_opts){0});
+    retryd_result *r = run(
+        p, (retryd_request){.method = "POST",
+                            .path = "/redirect?to=/ok%3Fid%3Dtarget&id=moved",
+                            .idempotency = RETRYD_IDEMPOTENCY_NON_IDEMPOTENT});
+    cr_expect_eq(retryd_result_outcome(r), RETRYD_OUTCOME_RESPONSE);
+    cr_expect_eq(retryd_result_status(r), 302);
+    cr_expect_eq(retryd_result_attempt_count(r), 1);
+    cr_expect_eq(testsrv_count(srv, "moved"), 1);
+    cr_expect_eq(testsrv_count(srv, "target"), 0, "the Location not followed");
+    retryd_result_free(r);
+    retryd_profile_free(p);
+}
+
+/* libcurl 7.88.1 asks for "100-continue" before a body over 1 MiB and
+ * before one of unknown length (sent chunked); a 417 answer to that makes
+ * it send the request again. The executor's uploads never ask. */
+Test(executor_rules, uploads_never_ask_for_100_continue)
+{
+    enum { BIG = 2 * 1024 * 1024 };
+    retryd_profile *p = profile((retryd_profile_opts){0});
+    char *big = malloc(BIG);
+    cr_assert(big != NULL);
+    memset(big, 'u', BIG);
+    retryd_body *bodies[2], *part;
+    cr_assert_eq(retryd_body_new_bytes(big, BIG, &bodies[0]), 0);
+    free(big);
+    /* A multipart body has no length in advance. */
+    cr_assert_eq(retryd_body_new_bytes("part", 4, &part), 0);
+    const char *name = "p";
+    cr_assert_eq(retryd_body_new_multipart(&part, &name, NULL, 1, &bodies[1]),
+                 0);
+    static const char *const ids[] = {"big-upload", "chunked-upload"};
+    for (int i = 0; i < 2; i++) {
+        char path[64];
+        snprintf(path, sizeof(path), "/ok?id=%s", ids[i]);
+        retryd_result *r =
+            run(p, (retryd_request){.method = "POST",
+                                    .path = path,
+                                    .body = bodies[i],
+                                    .idempotency =
+                                        RETRYD_IDEMPOTENCY_NON_IDEMPOTENT});
+        cr_expect_eq(retryd_result_status(r), 200, "%s", ids[i]);
+        cr_expect_eq(testsrv_count(srv, ids[i]), 1, "%s", ids[i]);
+        cr_expect_eq(srv_log_count(srv, ids[i], " POST "), 1, "%s", ids[i]);
+        cr_expect_eq(srv_log_count(srv, ids[i], "expect-100"), 0,
+                     "%s: the request said Expect: 100-continue", ids[i]);
+        retryd_result_free(r);
+        retryd_body_free(bodies[i]);
+    }
+    cr_expect_eq(srv_log_count(srv, "big-upload", " 2097152 "), 1,
+                 "the whole body arrived");
+    retryd_profile_free(p);
+}
+
 Test(executor_rules, closed_before_reading_is_never_executed)
 {
     retryd_profile *p = profile((retryd_profile_opts){0});

@@ -26,6 +26,7 @@
  *   /partial?len=N&sent=M  Content-Length N, M body bytes, then RST
  *                          (defaults: N=100, M=N/2)
  *   /status?code=NNN[&retry_after=V]  that status (200-599), V decoded
+ *   /redirect?to=U         302 with "Location: U" (U decoded)
  *   /once425               per id: first execution 425, later 200
  *   /auth[?token=T]        200 with "Authorization: Bearer T" (counted),
  *                          else 401 + WWW-Authenticate (a reject, not an
@@ -46,7 +47,8 @@
  *
  * Control protocol: the common one of srv_control.c (COUNT, REJECTS, LOG,
  * CONNS, ACTIVE, IDLE, WAIT, MODE, RESET); REJECTS counts the 401s of
- * /auth, LOG has no tag field. No commands of its own.
+ * /auth; LOG's tag is "expect-100" for a request that said "Expect:
+ * 100-continue", else absent. No commands of its own.
  */
 #include "faultsrv.h"
 

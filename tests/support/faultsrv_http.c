@@ -238,9 +238,12 @@ static enum srv_next fail(struct srv_conn *c, struct request *r, int rc)
     return SRV_NEXT_CLOSE;
 }
 
+/* LOG tags an execution "expect-100" when its request said Expect:
+ * 100-continue (a client that should not ask for it can be caught). */
 static long record_execution(struct srv_conn *c, const struct request *r)
 {
-    return srv_stats_execute(c->srv->stats, &r->base, NULL);
+    return srv_stats_execute(c->srv->stats, &r->base,
+                             r->h1.expect_continue ? "expect-100" : NULL);
 }
 
 /* --- modes ---------------------------------------------------------------
@@ -351,6 +354,17 @@ static enum srv_next mode_status(struct srv_conn *c, struct request *r)
         snprintf(extra, sizeof extra, "Retry-After: %s\r\n", ra);
     snprintf(body, sizeof body, "status %ld\n", code);
     return respond_text(c, r, (int)code, extra, body);
+}
+
+static enum srv_next mode_redirect(struct srv_conn *c, struct request *r)
+{
+    char to[SRV_PARAM_MAX], extra[SRV_PARAM_MAX + 32];
+    int rc = srv_query_get(r->base.query, "to", to, sizeof to);
+
+    if (rc <= 0 || !srv_header_safe(to))
+        return bad_param(c, r, "to");
+    snprintf(extra, sizeof extra, "Location: %s\r\n", to);
+    return respond_text(c, r, 302, extra, "redirect\n");
 }
 
 static enum srv_next mode_once425(struct srv_conn *c, struct request *r)
@@ -473,6 +487,7 @@ static const struct mode {
     {"/hold", mode_hold, true},
     {"/partial", mode_partial, true},
     {"/status", mode_status, true},
+    {"/redirect", mode_redirect, true},
     {"/once425", mode_once425, true},
     {"/auth", mode_auth, false},
     {"/seq", mode_seq, true},
