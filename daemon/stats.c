@@ -27,9 +27,8 @@
 /* Per Counters message: denials (index 0 unused), then evidence. */
 #define STATS_NUMBERS (RETRYD_DENIAL_COUNT + RETRYD_EVIDENCE_COUNT)
 
-/* The segment counts denials 1.. and evidence 0.. in these runs. */
-_Static_assert(SEG_C_DENIED_FIRST + RETRYD_DENIAL_COUNT - 1 <= SEG_C_AMBIGUOUS,
-               "denial counters fit before the ambiguous one");
+/* The segment counts evidence 0.. in this run (segment.h checks the
+ * denials' run, which seg_denied_counter() indexes). */
 _Static_assert(SEG_C_EVIDENCE_FIRST + RETRYD_EVIDENCE_COUNT <=
                    SEG_C_REFILLED_MICRO,
                "evidence counters fit before the refill one");
@@ -58,7 +57,7 @@ static void fill_counters(Retryd__Counters *c, const uint64_t t[SEG_COUNTERS],
     c->denied = numbers;
     numbers[0] = 0;
     for (int i = 1; i < RETRYD_DENIAL_COUNT; i++)
-        numbers[i] = t[SEG_C_DENIED_FIRST + i - 1];
+        numbers[i] = t[seg_denied_counter((retryd_denial)i)];
     c->ambiguous = t[SEG_C_AMBIGUOUS];
     c->n_evidence = RETRYD_EVIDENCE_COUNT;
     c->evidence = numbers + RETRYD_DENIAL_COUNT;
