@@ -60,11 +60,23 @@ Test(backoff, decorrelated_jitter_stays_between_base_and_three_times_prev)
         5 * S, "a huge previous wait cannot overflow");
 }
 
-Test(backoff, null_policy_uses_the_defaults)
+/* The defaults docs/decision.md states (full jitter, base 100 ms,
+ * max_backoff 10 s), as literals: changing retryd_backoff_default must
+ * fail here until the documentation and this test follow. */
+Test(backoff, null_policy_uses_the_documented_defaults)
 {
+    fixed_value = 0;
+    cr_expect_eq(retryd_backoff_delay(NULL, 1, 0, fixed_random, NULL), 0,
+                 "full jitter: the window starts at 0");
     fixed_value = UINT64_MAX;
-    cr_expect_eq(retryd_backoff_delay(NULL, 1, 0, fixed_random, NULL),
-                 retryd_backoff_default.base_ns);
+    cr_expect_eq(retryd_backoff_delay(NULL, 1, 0, fixed_random, NULL), 100 * MS,
+                 "base");
+    cr_expect_eq(retryd_backoff_delay(NULL, 7, 0, fixed_random, NULL),
+                 6400 * MS, "base * 2^6, below the maximum");
+    cr_expect_eq(retryd_backoff_delay(NULL, 8, 0, fixed_random, NULL), 10 * S,
+                 "base * 2^7 is capped at max_backoff");
+    cr_expect_eq(retryd_backoff_default.max_retry_after_ns, 60 * S,
+                 "the largest Retry-After honoured");
 }
 
 /* 200k samples of the first retry's full jitter: uniform over [0, 100 ms].

@@ -517,7 +517,35 @@ Test(decision, no_budget_interface_means_unlimited)
     retryd_decision d;
     cr_assert_eq(retryd_decide(&f, NULL, &d), 0);
     cr_expect_eq(d.verdict, RETRYD_VERDICT_RETRY);
-    cr_expect(d.delay_ns >= 0 && d.delay_ns <= retryd_backoff_default.base_ns);
+    /* No policy: docs/decision.md's default base, 100 ms. */
+    cr_expect(d.delay_ns >= 0 && d.delay_ns <= 100 * MS, "%lld",
+              (long long)d.delay_ns);
+}
+
+static uint64_t top_random(void *ctx)
+{
+    (void)ctx;
+    return UINT64_MAX;
+}
+
+/* Without a backoff policy the engine uses the defaults docs/decision.md
+ * states (base 100 ms, largest Retry-After 60 s), checked as literals. */
+Test(decision, no_policy_uses_the_documented_defaults)
+{
+    retryd_decide_env env = {.random = top_random}; /* top of the window */
+    retryd_facts f = baseline();
+    retryd_decision d;
+    f.remaining_ns = 300 * S;
+    cr_assert_eq(retryd_decide(&f, &env, &d), 0);
+    cr_expect_eq(d.verdict, RETRYD_VERDICT_RETRY);
+    cr_expect_eq(d.delay_ns, 100 * MS, "the first retry's window is the base");
+    f.retry_after_ns = 59 * S;
+    cr_assert_eq(retryd_decide(&f, &env, &d), 0);
+    cr_expect_eq(d.delay_ns, 59 * S);
+    f.retry_after_ns = 120 * S;
+    cr_assert_eq(retryd_decide(&f, &env, &d), 0);
+    cr_expect(d.flags & RETRYD_RETRY_HONOURS_RETRY_AFTER);
+    cr_expect_eq(d.delay_ns, 60 * S, "clamped to the default maximum");
 }
 
 /* --- inconsistent facts are refused, not guessed ------------------------- */
