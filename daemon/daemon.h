@@ -88,8 +88,6 @@ int daemon_register(server *d, const char *name, const budget_params *given,
 int stats_start(server *d);
 void stats_stop(server *d);
 
-uint64_t daemon_now_ns(void);
-
 /* upstreams.c */
 int daemon_retire(server *d, const char *name);
 /* Configured upstreams get the configuration's parameters (registered if

@@ -23,13 +23,6 @@ static uint64_t realtime_ms(void)
     return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-static uint64_t monotonic_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000 + (uint64_t)ts.tv_nsec;
-}
-
 static int map_fd(owner *o, int fd, size_t size)
 {
     void *m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -80,7 +73,7 @@ static int create(owner *o, const config *c)
     }
     while (gen == 0)
         if (getrandom(&gen, sizeof(gen), 0) != (ssize_t)sizeof(gen))
-            gen = monotonic_ns() ^ (uint64_t)getpid() << 32;
+            gen = retryd__clock_monotonic_ns() ^ (uint64_t)getpid() << 32;
     retryd__segment_format(o->map, c->upstream_capacity, c->process_capacity,
                            gen, realtime_ms());
     return retryd__segment_view(o->map, o->size, &o->view);
@@ -160,8 +153,8 @@ void owner_close(owner *o)
 
 void owner_heartbeat(owner *o)
 {
-    atomic_store_explicit(&o->view.hdr->heartbeat_ns, monotonic_ns(),
-                          memory_order_release);
+    atomic_store_explicit(&o->view.hdr->heartbeat_ns,
+                          retryd__clock_monotonic_ns(), memory_order_release);
 }
 
 void owner_set_draining(owner *o, bool on)

@@ -27,6 +27,7 @@
 #include <sys/pidfd.h>
 #include "rcu.h"
 
+#include "bucket.h"
 #include "daemon.h"
 #include "log.h"
 #include "macros.h"
@@ -34,13 +35,6 @@
 
 #define DEFAULT_CONFIG "/etc/retryd/retryd.conf"
 #define HEARTBEAT_MS 1000
-
-uint64_t daemon_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000 + (uint64_t)ts.tv_nsec;
-}
 
 /* --- the runtime directory and the sockets ------------------------------- */
 
@@ -252,7 +246,7 @@ static int setup(server *d)
     char why[512];
     bool adopted;
 
-    d->started_ns = daemon_now_ns();
+    d->started_ns = retryd__clock_monotonic_ns();
     if (prepare_runtime_dir(d->cfg) < 0 || take_lock(d) < 0)
         return -1;
     if (owner_open(&d->seg, d->cfg, &adopted, why, sizeof(why)) < 0) {

@@ -170,7 +170,7 @@ static int serve(server *d, int fd, bool processes)
     rd_rcu_read_unlock();
 
     rep.generation = d->seg.generation;
-    rep.uptime_ms = (daemon_now_ns() - d->started_ns) / 1000000;
+    rep.uptime_ms = (retryd__clock_monotonic_ns() - d->started_ns) / 1000000;
     rep.draining = owner_draining(&d->seg);
     rep.upstream_capacity = d->seg.view.upstream_capacity;
     rep.process_capacity = d->seg.view.process_capacity;
