@@ -1,11 +1,14 @@
 /*
  * Many threads share one profile (its handle pool, its bulkhead of two
- * permits, the budget's counter lanes) against the real fault server. A
- * plain program, so the thread sanitizer build runs it. Each request must
- * get the same answer it would alone, and no non-idempotent request may
- * be executed twice.
+ * permits, its budget) against the real fault server. A plain program, so
+ * the thread sanitizer build runs it. Each request must get the same
+ * answer it would alone, no non-idempotent request may be executed twice,
+ * and the budget must account for every deposit and retry. The client is
+ * local-only, so the budget is the process-local bucket; the shared
+ * segment's per-thread counter lanes are budget_conservation's subject.
  */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -17,8 +20,15 @@
 #define ROUNDS 25
 #define MS INT64_C(1000000)
 
+/* No floor, so the balance moves only by deposits (ratio 1: one token
+ * per request) and withdrawals (one per retry). PREPAID tokens deposited
+ * before the threads start mean no retry is ever refused. */
+static const retryd_budget_params ledger = {1, 0, 1e6};
+#define PREPAID 200
+
 static testsrv *srv;
 static retryd_profile *profile;
+static atomic_long retries; /* attempts beyond the first, over all requests */
 
 typedef struct kind {
     const char *path;
@@ -60,6 +70,9 @@ static void *worker(void *arg)
         long n = testsrv_count(srv, id);
         CHECK(n == k->executions, "%s: %ld executions, expected %ld", id, n,
               k->executions);
+        long attempts = (long)retryd_result_attempt_count(r);
+        CHECK(attempts == k->executions, "%s: %ld attempts", id, attempts);
+        atomic_fetch_add(&retries, attempts - 1);
         retryd_result_free(r);
         retryd_body_free(b);
     }
@@ -76,15 +89,20 @@ int main(void)
     CHECK(retryd_client_new(&co, &client) == 0, "client");
     char base[64];
     snprintf(base, sizeof(base), "http://127.0.0.1:%d", testsrv_port(srv));
-    static const retryd_budget_params plenty = {1, 1e6, 1e6};
     retryd_profile_opts po = {
         .sz = sizeof(po),
         .base_url = base,
         .max_attempts = 3,
         .bulkhead = 2,
         .backoff = {RETRYD_JITTER_FULL, 1 * MS, 3 * MS, 1000 * MS},
-        .budget = &plenty};
+        .budget = &ledger};
     CHECK(retryd_profile_new(client, &po, &profile) == 0, "profile");
+    retryd_upstream *budget = retryd_profile_budget(profile);
+    double balance = -1;
+    for (int i = 0; i < PREPAID; i++)
+        CHECK(retryd_upstream_deposit(budget) == 0, "deposit");
+    CHECK(retryd_upstream_balance(budget, &balance) == 0 && balance == PREPAID,
+          "balance %f before the threads, expected %d", balance, PREPAID);
 
     pthread_t th[THREADS];
     for (int t = 0; t < THREADS; t++)
@@ -93,10 +111,11 @@ int main(void)
     for (int t = 0; t < THREADS; t++)
         pthread_join(th[t], NULL);
 
-    double balance;
-    CHECK(retryd_upstream_balance(retryd_profile_budget(profile), &balance) ==
-              0,
-          "balance");
+    long requests = THREADS * ROUNDS, spent = atomic_load(&retries);
+    CHECK(retryd_upstream_balance(budget, &balance) == 0 &&
+              balance == (double)(PREPAID + requests - spent),
+          "balance %f, expected %d prepaid + %ld requests - %ld retries",
+          balance, PREPAID, requests, spent);
     retryd_profile_free(profile);
     retryd_client_free(client);
     int status;
@@ -104,7 +123,7 @@ int main(void)
           "the fault server exits cleanly");
     testsrv_stop(srv);
     printf("executor_threads: %d threads x %d requests, shared profile with "
-           "2 permits: every answer as expected\n",
-           THREADS, ROUNDS);
+           "2 permits: every answer as expected, %ld retries paid\n",
+           THREADS, ROUNDS, spent);
     return 0;
 }
