@@ -67,24 +67,6 @@ static void fill_counters(Retryd__Counters *c, const uint64_t t[SEG_COUNTERS],
     c->discarded_micro = t[SEG_C_DISCARDED_MICRO];
 }
 
-/* The balance now: what the bucket holds plus the floor refill nobody has
- * claimed yet, capped. Computed, not claimed: stats never write. */
-static uint64_t balance_now(seg_upstream *s)
-{
-    int64_t signed_bal = seg_token_balance(atomic_load(&s->tokens));
-    uint64_t bal = signed_bal > 0 ? (uint64_t)signed_bal : 0;
-    uint64_t last = atomic_load(&s->last_refill_ns);
-    uint64_t now = retryd__clock_coarse_ns();
-    uint64_t cap = atomic_load(&s->cap_micro);
-    if (now > last) {
-        __extension__ typedef unsigned __int128 u128;
-        u128 add = (u128)(now - last) * atomic_load(&s->floor_micro_per_s) /
-                   1000000000u;
-        bal = (u128)bal + add > cap ? cap : bal + (uint64_t)add;
-    }
-    return bal < cap ? bal : cap;
-}
-
 static int add_upstream(const reg_entry *e, void *arg)
 {
     stats_build *b = arg;
@@ -105,7 +87,10 @@ static int add_upstream(const reg_entry *e, void *arg)
     u->slot = e->slot;
     u->slot_generation = e->generation;
     u->params = &b->params[i];
-    u->balance_micro = balance_now(s);
+    /* Foreseen, not claimed: stats never write. The coarse clock is the
+     * one the clients' refills read. */
+    u->balance_micro =
+        retryd__bucket_projected_balance(s, retryd__clock_coarse_ns());
     fill_counters(&b->counters[i], b->totals[e->slot],
                   b->numbers + i * STATS_NUMBERS);
     u->counters = &b->counters[i];

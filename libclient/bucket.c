@@ -96,6 +96,19 @@ static int credit(seg_upstream *s, uint64_t ident, uint64_t amount,
     return credit_gen(s, seg_ident_generation(ident), amount, t);
 }
 
+/* The floor refill due for the interval (@p last, @p now]: what refill()
+ * credits and retryd__bucket_projected_balance() foresees, one formula. */
+static uint64_t refill_due(const seg_upstream *s, uint64_t last, uint64_t now)
+{
+    if (now <= last)
+        return 0;
+    uint64_t floor =
+        atomic_load_explicit(&s->floor_micro_per_s, memory_order_relaxed);
+    __extension__ typedef unsigned __int128 u128;
+    u128 add = (u128)(now - last) * floor / NS_PER_S;
+    return add > SEG_MAX_CAP_MICRO ? SEG_MAX_CAP_MICRO : (uint64_t)add;
+}
+
 /* Claim the floor refill due since the last claim, if any. */
 static int refill(seg_upstream *s, uint64_t ident, const bucket_clock *clk,
                   const bucket_tally *t)
@@ -111,12 +124,7 @@ static int refill(seg_upstream *s, uint64_t ident, const bucket_clock *clk,
                                                  memory_order_relaxed))
         return 0; /* another thread or process claimed this interval */
 
-    uint64_t floor =
-        atomic_load_explicit(&s->floor_micro_per_s, memory_order_relaxed);
-    __extension__ typedef unsigned __int128 u128;
-    u128 add = (u128)(now - last) * floor / NS_PER_S;
-    uint64_t amount =
-        add > SEG_MAX_CAP_MICRO ? SEG_MAX_CAP_MICRO : (uint64_t)add;
+    uint64_t amount = refill_due(s, last, now);
     if (amount == 0)
         return 0;
     bucket_tally_add(t, SEG_C_REFILLED_MICRO, amount);
@@ -193,6 +201,22 @@ int retryd__bucket_balance(seg_upstream *s, uint64_t ident,
     int64_t bal = seg_token_balance(word); /* < 0: takes giving back */
     *ret_micro = bal > 0 ? (uint64_t)bal : 0;
     return 0;
+}
+
+uint64_t retryd__bucket_projected_balance(seg_upstream *s, uint64_t now_ns)
+{
+    uint64_t word = atomic_load_explicit(&s->tokens, memory_order_acquire);
+    uint64_t last =
+        atomic_load_explicit(&s->last_refill_ns, memory_order_relaxed);
+    int64_t cap =
+        (int64_t)atomic_load_explicit(&s->cap_micro, memory_order_relaxed);
+    /* As credit() would: the refill onto the signed balance, capped. Both
+     * are below 2^47, so the sum cannot overflow. */
+    int64_t bal =
+        seg_token_balance(word) + (int64_t)refill_due(s, last, now_ns);
+    if (bal > cap)
+        bal = cap;
+    return bal > 0 ? (uint64_t)bal : 0; /* < 0: takes giving back */
 }
 
 int retryd__bucket_peek(seg_upstream *s, uint64_t ident,

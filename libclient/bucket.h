@@ -102,6 +102,14 @@ int retryd__bucket_balance(seg_upstream *s, uint64_t ident,
                            const bucket_clock *clk, const bucket_tally *t,
                            uint64_t *ret_micro);
 
+/*
+ * The balance retryd__bucket_balance() would report at @p now_ns, with the
+ * refill due by then foreseen but not claimed: writes nothing, so a reader
+ * with no business changing a budget (the daemon's stats) can call it.
+ * Checks no ident: a slot retired meanwhile reports its successor's.
+ */
+uint64_t retryd__bucket_projected_balance(seg_upstream *s, uint64_t now_ns);
+
 /* Initialise a slot's bucket: parameters, balance, refill clock. The daemon
  * does it on a shared slot, the library on a local one. */
 /* What retryd__bucket_check() found in a slot's bucket. */

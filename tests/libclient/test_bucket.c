@@ -212,6 +212,74 @@ Test(bucket, check_repairs_what_it_can_and_refuses_the_rest)
                  BUCKET_BROKEN, "a dip no takes in flight could make");
 }
 
+/* The projected balance at fake_now, then what a real refill claims
+ * there: equal, and the projection wrote nothing (no token, no refill
+ * stamp, no counter). */
+static void expect_projection_claimed(const char *what)
+{
+    uint64_t word = atomic_load(&slot.tokens);
+    uint64_t last = atomic_load(&slot.last_refill_ns);
+    uint64_t before[SEG_COUNTERS];
+    for (int i = 0; i < SEG_COUNTERS; i++)
+        before[i] = atomic_load(&counters[i]);
+
+    uint64_t projected = retryd__bucket_projected_balance(&slot, fake_now);
+    cr_expect_eq(atomic_load(&slot.tokens), word, "%s: tokens written", what);
+    cr_expect_eq(atomic_load(&slot.last_refill_ns), last, "%s: refill claimed",
+                 what);
+    for (int i = 0; i < SEG_COUNTERS; i++)
+        cr_expect_eq(atomic_load(&counters[i]), before[i],
+                     "%s: counter %d written", what, i);
+    cr_expect_eq(projected, balance(), "%s", what);
+}
+
+Test(bucket, projected_balance_is_what_a_refill_then_claims)
+{
+    expect_projection_claimed("no time passed");
+    fake_now += 1;
+    expect_projection_claimed("a nanosecond: less than a micro-token");
+    fake_now += S / 20 - 1;
+    expect_projection_claimed("half a token");
+    fake_now += S / 3;
+    expect_projection_claimed(
+        "a third of a second: a fraction of a micro-token");
+    cr_assert_eq(retryd__bucket_withdraw(&slot, ident, &clk, &tally), 0);
+    fake_now += 7 * S / 10;
+    expect_projection_claimed("after a withdrawal");
+    fake_now += 20 * S;
+    expect_projection_claimed("past the cap");
+    cr_expect_eq(retryd__bucket_projected_balance(&slot, fake_now), 100 * M);
+}
+
+Test(bucket, projected_balance_foresees_nothing_before_the_last_refill)
+{
+    setup_with(3);
+    cr_expect_eq(retryd__bucket_projected_balance(&slot, fake_now - S), 3 * M);
+    fake_now -= S; /* a clock stepped back: a refill claims nothing */
+    expect_projection_claimed("clock behind the last refill");
+}
+
+Test(bucket, projected_balance_adds_the_refill_to_a_dip)
+{
+    /* Two takes in flight left the word two tokens below zero; half a
+     * second of floor (5 tokens) is credited onto that, as credit() does. */
+    atomic_store(&slot.tokens, seg_token_word(7, 0) - 2 * M);
+    cr_expect_eq(retryd__bucket_projected_balance(&slot, fake_now), 0,
+                 "a dip reads as empty");
+    fake_now += S / 2;
+    cr_expect_eq(retryd__bucket_projected_balance(&slot, fake_now), 3 * M);
+    expect_projection_claimed("a dip refilled");
+}
+
+Test(bucket, projected_balance_is_capped_without_overflow)
+{
+    atomic_store(&slot.floor_micro_per_s, SEG_MAX_FLOOR_MICRO);
+    atomic_store(&slot.cap_micro, SEG_MAX_CAP_MICRO);
+    fake_now = UINT64_MAX - 1;
+    expect_projection_claimed("every nanosecond at the largest floor");
+    cr_expect_eq(balance(), SEG_MAX_CAP_MICRO);
+}
+
 Test(clock, monotonic_reads_clock_monotonic_in_nanoseconds)
 {
     struct timespec a, b;
