@@ -110,8 +110,6 @@ int retryd__bucket_balance(seg_upstream *s, uint64_t ident,
  */
 uint64_t retryd__bucket_projected_balance(seg_upstream *s, uint64_t now_ns);
 
-/* Initialise a slot's bucket: parameters, balance, refill clock. The daemon
- * does it on a shared slot, the library on a local one. */
 /* What retryd__bucket_check() found in a slot's bucket. */
 enum bucket_damage {
     BUCKET_CLAMPED = 1,      /* balance above the cap: clamped, discarded */
@@ -135,6 +133,8 @@ enum bucket_damage {
 unsigned retryd__bucket_check(seg_upstream *s, uint64_t ident, uint64_t now_ns,
                               const bucket_tally *t);
 
+/* Initialise a slot's bucket: parameters, balance, refill clock. The daemon
+ * does it on a shared slot, the library on a local one. */
 void retryd__bucket_init(seg_upstream *s, uint32_t generation,
                          uint64_t ratio_micro, uint64_t floor_micro_per_s,
                          uint64_t cap_micro, uint64_t balance_micro,
