@@ -114,22 +114,6 @@ int ctl_fetch_stats(const ctl_sockets *s, bool processes,
     return 0;
 }
 
-static int roundtrip(int fd, const Retryd__ControlRequest *req,
-                     Retryd__ControlReply **ret)
-{
-    uint8_t *body;
-    size_t len;
-    int r = retryd__frame_send(fd, &req->base, -1, CTL_TIMEOUT_MS);
-    if (r == 0)
-        r = retryd__frame_recv(fd, RETRYD_FRAME_REPLY_MAX, CTL_TIMEOUT_MS,
-                               &body, &len, NULL);
-    if (r < 0)
-        return r;
-    *ret = retryd__control_reply__unpack(NULL, len, body);
-    free(body);
-    return *ret ? 0 : RETRYD_EPROTO;
-}
-
 /* The daemon's verdict on a request; prints its reason. */
 static int reply_status(Retryd__ControlReply *rep)
 {
@@ -145,7 +129,7 @@ static int reply_status(Retryd__ControlReply *rep)
 static int ask(int fd, const Retryd__ControlRequest *req)
 {
     Retryd__ControlReply *rep;
-    int r = roundtrip(fd, req, &rep);
+    int r = retryd__control_exchange(fd, req, CTL_TIMEOUT_MS, &rep, NULL);
     if (r < 0) {
         fprintf(stderr, "retrydctl: control: %s\n", retryd_strerror(r));
         return r;

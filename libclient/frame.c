@@ -221,3 +221,28 @@ fail:
         close(passed);
     return r;
 }
+
+int retryd__control_exchange(int fd, const Retryd__ControlRequest *req,
+                             int timeout_ms, Retryd__ControlReply **ret,
+                             int *ret_fd)
+{
+    uint8_t *body;
+    size_t len;
+    int r = retryd__frame_send(fd, &req->base, -1, timeout_ms);
+    if (r == 0)
+        r = retryd__frame_recv(fd, RETRYD_FRAME_REPLY_MAX, timeout_ms, &body,
+                               &len, ret_fd);
+    if (r < 0)
+        return r;
+    *ret = retryd__control_reply__unpack(NULL, len, body);
+    free(body);
+    if (*ret == NULL) {
+        /* A descriptor that came with a reply nobody can read is nobody's. */
+        if (ret_fd != NULL && *ret_fd >= 0) {
+            close(*ret_fd);
+            *ret_fd = -1;
+        }
+        return RETRYD_EPROTO;
+    }
+    return 0;
+}

@@ -11,6 +11,8 @@
 
 #include <protobuf-c/protobuf-c.h>
 
+#include "retryd.pb-c.h"
+
 #define RETRYD_PROTOCOL_VERSION 1u
 /* Requests (control and stats) are small; replies may list every slot. */
 #define RETRYD_FRAME_REQUEST_MAX (64u * 1024)
@@ -49,5 +51,19 @@ int retryd__frame_send(int fd, const ProtobufCMessage *msg, int pass_fd,
  */
 int retryd__frame_recv(int fd, size_t cap, int timeout_ms, uint8_t **ret_body,
                        size_t *ret_len, int *ret_fd);
+
+/*
+ * One request on a control connection and its reply: send @p req, then
+ * receive and unpack a ControlReply of at most RETRYD_FRAME_REPLY_MAX
+ * bytes, each step within @p timeout_ms. On 0, *ret is freed with
+ * retryd__control_reply__free_unpacked(), and *ret_fd (when not NULL) is
+ * a descriptor passed with the reply, or -1; on an error any passed
+ * descriptor is closed. Returns 0, RETRYD_EPROTO (a reply that does not
+ * decode), or what retryd__frame_send() or retryd__frame_recv() returned.
+ * The reply's own error field is the caller's to read.
+ */
+int retryd__control_exchange(int fd, const Retryd__ControlRequest *req,
+                             int timeout_ms, Retryd__ControlReply **ret,
+                             int *ret_fd);
 
 #endif /* RETRYD_FRAME_H */

@@ -172,29 +172,12 @@ static int connect_unix(const char *path, int timeout_ms, int *ret_fd)
     return 0;
 }
 
-/* Send @p req and read the reply; *ret is unpacked (caller frees). */
+/* Send @p req on the host's connection and read the reply; *ret is
+ * unpacked (caller frees). */
 static int exchange(retryd_host *h, const Retryd__ControlRequest *req,
                     Retryd__ControlReply **ret, int *ret_fd)
 {
-    uint8_t *body;
-    size_t len;
-    int r;
-
-    r = retryd__frame_send(h->ctl_fd, &req->base, -1, h->timeout_ms);
-    if (r < 0)
-        return r;
-    r = retryd__frame_recv(h->ctl_fd, RETRYD_FRAME_REPLY_MAX, h->timeout_ms,
-                           &body, &len, ret_fd);
-    if (r < 0)
-        return r;
-    *ret = retryd__control_reply__unpack(NULL, len, body);
-    free(body);
-    if (*ret == NULL) {
-        if (ret_fd != NULL && *ret_fd >= 0)
-            close(*ret_fd);
-        return RETRYD_EPROTO;
-    }
-    return 0;
+    return retryd__control_exchange(h->ctl_fd, req, h->timeout_ms, ret, ret_fd);
 }
 
 /*

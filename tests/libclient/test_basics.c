@@ -1,4 +1,5 @@
 /* Error codes, names, the body-kind algebra, durations and frames. */
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -214,4 +215,143 @@ Test(frame, messages_cross_a_socket_whole)
     free(body);
     close(sv[0]);
     close(sv[1]);
+}
+
+/* A hello request, as the library and retrydctl send it. */
+static void hello_request(Retryd__ControlRequest *req, Retryd__Hello *hello)
+{
+    retryd__hello__init(hello);
+    hello->protocol_version = RETRYD_PROTOCOL_VERSION;
+    hello->client = "test_basics";
+    retryd__control_request__init(req);
+    req->body_case = RETRYD__CONTROL_REQUEST__BODY_HELLO;
+    req->hello = hello;
+}
+
+/* A pipe whose write end rides with a reply: the read end (non-blocking)
+ * then tells whether every copy of the write end was closed. */
+static int pipe_to_pass(int *ret_write)
+{
+    int p[2];
+    cr_assert_eq(pipe2(p, O_CLOEXEC | O_NONBLOCK), 0);
+    *ret_write = p[1];
+    return p[0];
+}
+
+static bool write_end_closed(int read_end)
+{
+    char c;
+    return read(read_end, &c, 1) == 0;
+}
+
+Test(frame, control_exchange_returns_the_reply_and_its_descriptor)
+{
+    int sv[2], w;
+    cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+    int r_end = pipe_to_pass(&w);
+    /* The daemon's side answers before it reads: the socket holds both. */
+    Retryd__Hello hello;
+    Retryd__ControlRequest req;
+    hello_request(&req, &hello);
+    Retryd__HelloReply hr;
+    retryd__hello_reply__init(&hr);
+    hr.protocol_version = RETRYD_PROTOCOL_VERSION;
+    hr.daemon_version = "0.0.0-test";
+    Retryd__ControlReply reply;
+    retryd__control_reply__init(&reply);
+    reply.body_case = RETRYD__CONTROL_REPLY__BODY_HELLO;
+    reply.hello = &hr;
+    cr_assert_eq(retryd__frame_send(sv[1], &reply.base, w, 1000), 0);
+    close(w);
+
+    Retryd__ControlReply *rep = NULL;
+    int fd = -2;
+    cr_assert_eq(retryd__control_exchange(sv[0], &req, 1000, &rep, &fd), 0);
+    cr_assert(rep != NULL);
+    cr_expect_eq(rep->body_case, RETRYD__CONTROL_REPLY__BODY_HELLO);
+    cr_expect_str_eq(rep->hello->daemon_version, "0.0.0-test");
+    cr_expect_geq(fd, 0, "the descriptor passed with the reply");
+    retryd__control_reply__free_unpacked(rep, NULL);
+    cr_expect(!write_end_closed(r_end));
+    close(fd);
+    cr_expect(write_end_closed(r_end));
+
+    /* And the request went out whole. */
+    uint8_t *body;
+    size_t len;
+    cr_assert_eq(retryd__frame_recv(sv[1], RETRYD_FRAME_REQUEST_MAX, 1000,
+                                    &body, &len, NULL),
+                 0);
+    Retryd__ControlRequest *got =
+        retryd__control_request__unpack(NULL, len, body);
+    free(body);
+    cr_assert(got != NULL && got->hello != NULL);
+    cr_expect_str_eq(got->hello->client, "test_basics");
+    retryd__control_request__free_unpacked(got, NULL);
+
+    /* A caller that takes no descriptor leaves none open. */
+    r_end = pipe_to_pass(&w);
+    cr_assert_eq(retryd__frame_send(sv[1], &reply.base, w, 1000), 0);
+    close(w);
+    cr_assert_eq(retryd__control_exchange(sv[0], &req, 1000, &rep, NULL), 0);
+    retryd__control_reply__free_unpacked(rep, NULL);
+    cr_expect(write_end_closed(r_end));
+    close(r_end);
+    close(sv[0]);
+    close(sv[1]);
+}
+
+Test(frame, control_exchange_refuses_a_reply_it_cannot_unpack)
+{
+    int sv[2], w;
+    cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+    int r_end = pipe_to_pass(&w);
+    /* A frame whose body announces a 5-byte field and holds 1 byte. */
+    uint8_t frame[] = {0, 0, 0, 3, 0x0a, 0x05, 0x01};
+    union {
+        struct cmsghdr h;
+        char space[CMSG_SPACE(sizeof(int))];
+    } ctl;
+    memset(&ctl, 0, sizeof(ctl));
+    struct iovec iov = {.iov_base = frame, .iov_len = sizeof(frame)};
+    struct msghdr mh = {.msg_iov = &iov,
+                        .msg_iovlen = 1,
+                        .msg_control = ctl.space,
+                        .msg_controllen = sizeof(ctl.space)};
+    struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(c), &w, sizeof(int));
+    cr_assert_eq(sendmsg(sv[1], &mh, 0), (ssize_t)sizeof(frame));
+    close(w);
+
+    Retryd__Hello hello;
+    Retryd__ControlRequest req;
+    hello_request(&req, &hello);
+    Retryd__ControlReply *rep = NULL;
+    int fd = -2;
+    cr_expect_eq(retryd__control_exchange(sv[0], &req, 1000, &rep, &fd),
+                 RETRYD_EPROTO);
+    cr_expect_eq(fd, -1, "no descriptor handed out");
+    cr_expect(write_end_closed(r_end), "the passed descriptor was closed");
+    close(r_end);
+    close(sv[0]);
+    close(sv[1]);
+}
+
+Test(frame, control_exchange_reports_a_silent_or_gone_daemon)
+{
+    int sv[2];
+    cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+    Retryd__Hello hello;
+    Retryd__ControlRequest req;
+    hello_request(&req, &hello);
+    Retryd__ControlReply *rep = NULL;
+    cr_expect_eq(retryd__control_exchange(sv[0], &req, 50, &rep, NULL),
+                 RETRYD_ETIMEDOUT, "a peer that never answers");
+    close(sv[1]);
+    cr_expect_eq(retryd__control_exchange(sv[0], &req, 1000, &rep, NULL),
+                 RETRYD_ENOTCONN, "a peer that hung up");
+    close(sv[0]);
 }
