@@ -5,6 +5,7 @@
  * release during backoff, draining, the deadline, keep-alive reuse, body
  * sources that fail, and hostile responses.
  */
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -113,6 +114,9 @@ Test(executor_rules, idempotent_request_is_retried_by_the_engine_instead)
                         .idempotency = RETRYD_IDEMPOTENCY_SAFE};
     retryd_result_free(run(p, q));
     retryd_result *r = run(p, q);
+    /* The first call, the dropped send, and the engine's retry on a fresh
+     * connection. */
+    cr_expect_eq(testsrv_count(srv, "idem"), 3);
     cr_expect_eq(retryd_result_outcome(r), RETRYD_OUTCOME_RESPONSE);
     cr_assert_eq(retryd_result_attempt_count(r), 2);
     const retryd_attempt *a = retryd_result_attempt(r, 0);
@@ -520,6 +524,9 @@ Test(executor_rules, attempt_timeout_is_bounded_by_the_deadline)
     cr_expect_eq(retryd_result_attempt_count(r), 1);
     cr_expect_eq(retryd_result_decision(r)->reason, RETRYD_DENIAL_DEADLINE);
     cr_expect_eq(retryd_result_attempt(r, 0)->failure, RETRYD_FAILURE_TIMEOUT);
+    /* The client gave up on its own clock, not on anything the server did:
+     * wait (bounded) for the server to have counted the request. */
+    cr_expect_eq(testsrv_wait_count(srv, "dl", 1, 5000), 1);
     retryd_result_free(r);
     retryd_profile_free(p);
 }
@@ -608,22 +615,31 @@ Test(executor_rules, request_smuggling_is_refused_before_sending)
     retryd_profile_free(p);
 }
 
-/* A server that answers with an endless header block. */
+/* A server that accepts one connection and answers its request with an
+ * endless header block. */
+typedef struct hostile {
+    int lfd;
+    int accepted;
+} hostile;
+
 static void *hostile_server(void *arg)
 {
-    int lfd = *(int *)arg;
-    int fd = accept(lfd, NULL, NULL);
+    hostile *h = arg;
+    int fd = accept(h->lfd, NULL, NULL);
     char buf[4096];
-    if (fd < 0 || read(fd, buf, sizeof(buf)) <= 0)
+    if (fd < 0)
         return NULL;
+    h->accepted++;
     const char *head = "HTTP/1.1 200 OK\r\n";
-    if (send(fd, head, strlen(head), MSG_NOSIGNAL) < 0)
-        return NULL;
-    for (int i = 0; i < 5000; i++) {
-        char line[64];
-        int n = snprintf(line, sizeof(line), "X-Junk-%d: %0*d\r\n", i, 30, i);
-        if (send(fd, line, (size_t)n, MSG_NOSIGNAL) < 0)
-            break;
+    if (read(fd, buf, sizeof(buf)) > 0 &&
+        send(fd, head, strlen(head), MSG_NOSIGNAL) >= 0) {
+        for (int i = 0; i < 5000; i++) {
+            char line[64];
+            int n =
+                snprintf(line, sizeof(line), "X-Junk-%d: %0*d\r\n", i, 30, i);
+            if (send(fd, line, (size_t)n, MSG_NOSIGNAL) < 0)
+                break;
+        }
     }
     close(fd);
     return NULL;
@@ -631,15 +647,15 @@ static void *hostile_server(void *arg)
 
 Test(executor_rules, endless_response_headers_are_cut_off)
 {
-    int lfd = socket(AF_INET, SOCK_STREAM, 0);
+    hostile h = {.lfd = socket(AF_INET, SOCK_STREAM, 0)};
     struct sockaddr_in sa = {.sin_family = AF_INET,
                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     socklen_t len = sizeof(sa);
-    cr_assert_eq(bind(lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-    cr_assert_eq(listen(lfd, 1), 0);
-    getsockname(lfd, (struct sockaddr *)&sa, &len);
+    cr_assert_eq(bind(h.lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    cr_assert_eq(listen(h.lfd, 4), 0);
+    getsockname(h.lfd, (struct sockaddr *)&sa, &len);
     pthread_t t;
-    cr_assert_eq(pthread_create(&t, NULL, hostile_server, &lfd), 0);
+    cr_assert_eq(pthread_create(&t, NULL, hostile_server, &h), 0);
     char base[64];
     snprintf(base, sizeof(base), "http://127.0.0.1:%d", ntohs(sa.sin_port));
     retryd_profile_opts o = {.sz = sizeof(o),
@@ -657,7 +673,16 @@ Test(executor_rules, endless_response_headers_are_cut_off)
     retryd_result_free(r);
     retryd_profile_free(p);
     pthread_join(t, NULL);
-    close(lfd);
+    /* Every connection the client opened is accepted or in the backlog
+     * by now: count those the server never took. */
+    cr_assert_eq(fcntl(h.lfd, F_SETFL, O_NONBLOCK), 0);
+    int fd;
+    while ((fd = accept(h.lfd, NULL, NULL)) >= 0) {
+        h.accepted++;
+        close(fd);
+    }
+    cr_expect_eq(h.accepted, 1, "the request went out once");
+    close(h.lfd);
 }
 
 /* --- pooled handles carry nothing from one request to the next ----------- */
