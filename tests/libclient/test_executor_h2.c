@@ -217,6 +217,7 @@ Test(executor_h2tls, connections_are_kept_and_reused)
         cr_expect_eq(retryd_result_attempt(r, 0)->http_version, 20);
         retryd_result_free(r);
     }
+    cr_expect_eq(testsrv_count(srv, "tls"), 5);
     cr_expect_eq(testsrv_conns(srv), 1);
     retryd_profile_free(p);
 }
