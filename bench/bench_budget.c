@@ -51,6 +51,7 @@
 
 #include "bench_common.h"
 #include "bench_proc.h"
+#include "harness.h"
 #include "frame.h"
 #include "retryd.pb-c.h"
 #include "retryd/budget.h"
@@ -69,9 +70,7 @@ typedef struct shared {
 } shared;
 
 typedef struct bench_env {
-    char dir[64];         /* the temporary directory */
-    char control[128];    /* the daemon's control socket */
-    pid_t daemon_pid;     /* 0 when not running */
+    rd_daemon d;          /* its directory holds redis's files too */
     pid_t redis_pid;      /* 0 when not running */
     int redis_port;       /* on 127.0.0.1 */
     char redis_skip[192]; /* why (d) is skipped; empty when it runs */
@@ -176,7 +175,7 @@ static long loop_mutex(worker *w, long n)
 static int setup_budget(worker *w)
 {
     retryd_host_opts o = {.sz = sizeof(o),
-                          .control_socket = w->env->control,
+                          .control_socket = w->env->d.control,
                           .client_name = "bench_budget"};
     double tokens;
     int r = retryd_host_open(&o, &w->host);
@@ -279,7 +278,7 @@ static int hello_once(int fd)
 /* Connect and greet once untimed (the daemon wants Hello first anyway). */
 static int setup_hello(worker *w)
 {
-    w->fd = connect_unix(w->env->control);
+    w->fd = connect_unix(w->env->d.control);
     return w->fd < 0 ? -1 : hello_once(w->fd);
 }
 
@@ -479,7 +478,7 @@ static _Noreturn void exec_redis(const bench_env *env, const char *bin,
     bench_child_prepare(parent, SIGTERM, log);
     snprintf(port, sizeof(port), "%d", env->redis_port);
     execl(bin, "redis-server", "--port", port, "--bind", "127.0.0.1", "--save",
-          "", "--appendonly", "no", "--daemonize", "no", "--dir", env->dir,
+          "", "--appendonly", "no", "--daemonize", "no", "--dir", env->d.dir,
           (char *)NULL);
     fprintf(stderr, "exec %s: %s\n", bin, strerror(errno));
     _exit(127);
@@ -513,7 +512,7 @@ static void start_redis(bench_env *env)
     char bin[PATH_MAX], log[160];
     const char *why;
 
-    snprintf(log, sizeof(log), "%s/redis.log", env->dir);
+    snprintf(log, sizeof(log), "%s/redis.log", env->d.dir);
     if (!find_in_path("redis-server", bin, sizeof(bin))) {
         snprintf(env->redis_skip, sizeof(env->redis_skip),
                  "redis-server not found in PATH (Debian: redis-server)");
@@ -570,11 +569,12 @@ static int env_setup(bench_env *env)
 {
     if (init_shared(env) < 0)
         return -1;
-    if (bench_make_dir(env->dir, sizeof(env->dir), "/tmp/retryd-bench-XXXXXX") <
-            0 ||
-        bench_start_daemon(RETRYD_PATH, env->dir, daemon_upstream, env->control,
-                           sizeof(env->control), &env->daemon_pid) < 0)
-        return -1;
+    if (rd_daemon_init(&env->d, daemon_upstream) < 0)
+        return bench_fail_errno("the daemon's directory");
+    if (rd_daemon_start(&env->d) < 0) {
+        bench_print_tail(env->d.log);
+        return bench_fail("retryd did not become ready");
+    }
     start_redis(env);
     return 0;
 }
@@ -585,8 +585,9 @@ static int env_teardown(bench_env *env)
     int rc = 0;
     if (bench_stop_child(&env->redis_pid, SIGTERM, "redis-server") < 0)
         rc = -1;
-    if (bench_stop_daemon_and_dir(&env->daemon_pid, env->dir) < 0)
-        rc = -1;
+    if (env->d.pid > 0 && rd_daemon_stop(&env->d, SIGTERM) != 0)
+        rc = bench_fail("retryd did not stop cleanly");
+    rd_daemon_cleanup(&env->d);
     if (env->shm != NULL) {
         (void)pthread_mutex_destroy(&env->shm->lock); /* unheld: no error */
         if (munmap(env->shm, sizeof(shared)) < 0)

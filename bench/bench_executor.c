@@ -23,7 +23,7 @@
  *            client with a process-local budget (RETRYD_HOST_LOCAL_ONLY),
  *            result freed.
  *   daemon   the same with a client attached to a real retryd daemon the
- *            benchmark starts (skipped when built without RETRYD_PATH).
+ *            benchmark starts (tests/common/harness.c, as the tests do).
  *
  * local - raw and daemon - raw are the executor's overhead per request:
  * everything retryd does around libcurl (URL, header lists, result,
@@ -75,6 +75,7 @@
 
 #include "bench_common.h"
 #include "bench_proc.h"
+#include "harness.h"
 #include "retryd/client.h"
 
 #ifndef NGINX_PATH
@@ -104,18 +105,16 @@ typedef struct sink {
 } sink;
 
 typedef struct bench {
-    char dir[64];
+    rd_daemon d;       /* its directory holds nginx's files too */
     char url[128];     /* http://127.0.0.1:port/path */
     char base_url[64]; /* http://127.0.0.1:port */
     char path[64];
     int port;
-    pid_t nginx_pid;   /* 0 when not running */
-    pid_t daemon_pid;  /* 0 when not running */
-    char control[128]; /* the daemon's control socket */
-    CURL *raw;         /* the baseline */
-    CURL *raw_same;    /* the baseline doing the executor's job */
-    sink hdr;          /* raw_same's response header lines */
-    CURL *status;      /* stub_status queries, its own connection */
+    pid_t nginx_pid; /* 0 when not running */
+    CURL *raw;       /* the baseline */
+    CURL *raw_same;  /* the baseline doing the executor's job */
+    sink hdr;        /* raw_same's response header lines */
+    CURL *status;    /* stub_status queries, its own connection */
     sink sk;
     retryd_client *client[2]; /* local, daemon */
     retryd_profile *profile[2];
@@ -158,7 +157,7 @@ static bool file_contains(const char *path, const char *needle)
  * the directory, so it needs nothing outside it. */
 static int write_nginx_config(const bench *b, const char *path)
 {
-    const char *d = b->dir;
+    const char *d = b->d.dir;
     char text[2048];
     int n = snprintf(text, sizeof(text),
                      "daemon off;\n"
@@ -209,7 +208,7 @@ static int connect_once(int port)
 static pid_t pid_file(const bench *b)
 {
     char path[128], buf[32];
-    snprintf(path, sizeof(path), "%s/nginx.pid", b->dir);
+    snprintf(path, sizeof(path), "%s/nginx.pid", b->d.dir);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return -1;
@@ -249,21 +248,21 @@ static int start_nginx(bench *b)
     char static_body[STATIC_BYTES], path[128];
 
     for (size_t i = 0; i < sizeof(sub) / sizeof(sub[0]); i++) {
-        snprintf(path, sizeof(path), "%s/%s", b->dir, sub[i]);
+        snprintf(path, sizeof(path), "%s/%s", b->d.dir, sub[i]);
         if (mkdir(path, 0700) < 0)
             return bench_fail_errno(path);
     }
     for (size_t i = 0; i < sizeof(static_body); i++)
         static_body[i] = (char)('a' + i % 26);
-    snprintf(path, sizeof(path), "%s/static/1k", b->dir);
+    snprintf(path, sizeof(path), "%s/static/1k", b->d.dir);
     if (bench_write_file(path, static_body, sizeof(static_body)) < 0)
         return -1;
     if (access(NGINX_PATH, X_OK) < 0)
         return bench_fail_errno(NGINX_PATH " (Debian: apt-get install nginx)");
-    snprintf(conf, sizeof(conf), "%s/nginx.conf", b->dir);
-    snprintf(log, sizeof(log), "%s/error.log", b->dir);
-    snprintf(stderr_log, sizeof(stderr_log), "%s/nginx.stderr", b->dir);
-    snprintf(pid_path, sizeof(pid_path), "%s/nginx.pid", b->dir);
+    snprintf(conf, sizeof(conf), "%s/nginx.conf", b->d.dir);
+    snprintf(log, sizeof(log), "%s/error.log", b->d.dir);
+    snprintf(stderr_log, sizeof(stderr_log), "%s/nginx.stderr", b->d.dir);
+    snprintf(pid_path, sizeof(pid_path), "%s/nginx.pid", b->d.dir);
     for (int attempt = 1; attempt <= BIND_TRIES; attempt++) {
         int status = 0;
         if ((b->port = bench_free_port()) < 0)
@@ -286,7 +285,7 @@ static int start_nginx(bench *b)
                 _exit(127);
             /* -p: the prefix; -e: the error log before the configuration
              * is read (the compiled-in one is stderr). */
-            execl(NGINX_PATH, "nginx", "-p", b->dir, "-c", conf, "-e", log,
+            execl(NGINX_PATH, "nginx", "-p", b->d.dir, "-c", conf, "-e", log,
                   (char *)NULL);
             fprintf(stderr, "exec %s: %s\n", NGINX_PATH, strerror(errno));
             _exit(127);
@@ -466,13 +465,13 @@ static int64_t thread_cpu_ns(void)
 }
 
 /*
- * One run: @p n requests of each of the @p nv variants, in blocks of
+ * One run: @p n requests of each variant, in blocks of
  * BLOCK, the variants taking turns block by block (the order rotating), so
  * that a burst of load from a neighbour hits them all alike. Each
  * variant's requests per second in @p rps, and its CPU time per request
  * (microseconds) in @p cpu_us.
  */
-static int timed_run(bench *b, int nv, long n, double *rps, double *cpu_us)
+static int timed_run(bench *b, long n, double *rps, double *cpu_us)
 {
     long acc0, req0, acc1, req1;
     int64_t ns[N_VARIANTS] = {0}, cpu[N_VARIANTS] = {0};
@@ -481,8 +480,8 @@ static int timed_run(bench *b, int nv, long n, double *rps, double *cpu_us)
         return -1;
     for (long done = 0, round = 0; done < n; done += BLOCK, round++) {
         long m = n - done < BLOCK ? n - done : BLOCK;
-        for (int k = 0; k < nv; k++) {
-            enum variant v = (enum variant)((round + k) % nv);
+        for (int k = 0; k < N_VARIANTS; k++) {
+            enum variant v = (enum variant)((round + k) % N_VARIANTS);
             int64_t t0 = bench_now_ns(), c0 = thread_cpu_ns();
             for (long i = 0; i < m; i++)
                 if (request(b, v) < 0)
@@ -494,34 +493,31 @@ static int timed_run(bench *b, int nv, long n, double *rps, double *cpu_us)
     if (nginx_counters(b, &acc1, &req1) < 0)
         return -1;
     /* The second query is counted too; it reuses its own connection. */
-    if (acc1 != acc0 || req1 - req0 != nv * n + 1)
+    if (acc1 != acc0 || req1 - req0 != N_VARIANTS * n + 1)
         return bench_fail("nginx saw %ld requests and %ld new connections "
                           "for %ld requests on warm connections",
-                          req1 - req0 - 1, acc1 - acc0, nv * n);
-    for (int v = 0; v < nv; v++) {
+                          req1 - req0 - 1, acc1 - acc0, N_VARIANTS * n);
+    for (int v = 0; v < N_VARIANTS; v++) {
         rps[v] = (double)n * 1e9 / (double)ns[v];
         cpu_us[v] = (double)cpu[v] / 1e3 / (double)n;
     }
     return 0;
 }
 
-static int setup(bench *b, bool with_daemon)
+static int setup(bench *b)
 {
     char probe[192];
     long accepts, requests;
 
-    if (bench_make_dir(b->dir, sizeof(b->dir),
-                       "/tmp/retryd-bench-exec-XXXXXX") < 0)
-        return -1;
+    if (rd_daemon_init(&b->d, NULL) < 0)
+        return bench_fail_errno("the temporary directory");
     /* The servers first: they inherit no connection of ours. */
     if (start_nginx(b) < 0)
         return -1;
-#ifdef RETRYD_PATH
-    if (with_daemon &&
-        bench_start_daemon(RETRYD_PATH, b->dir, "", b->control,
-                           sizeof(b->control), &b->daemon_pid) < 0)
-        return -1;
-#endif
+    if (rd_daemon_start(&b->d) < 0) {
+        bench_print_tail(b->d.log);
+        return bench_fail("retryd did not become ready");
+    }
     snprintf(b->base_url, sizeof(b->base_url), "http://127.0.0.1:%d", b->port);
     snprintf(b->url, sizeof(b->url), "%s%s", b->base_url, b->path);
     snprintf(probe, sizeof(probe), "%s/status", b->base_url);
@@ -551,7 +547,7 @@ static int setup(bench *b, bool with_daemon)
     b->body_len = b->sk.len;
     if (open_executor(b, 0, NULL) < 0)
         return -1;
-    return with_daemon ? open_executor(b, 1, b->control) : 0;
+    return open_executor(b, 1, b->d.control);
 }
 
 /* Everything setup made, whatever part of it succeeded. */
@@ -570,21 +566,21 @@ static int teardown(bench *b)
     /* SIGQUIT: nginx's graceful shutdown. */
     if (bench_stop_child(&b->nginx_pid, SIGQUIT, "nginx") < 0)
         rc = -1;
-    if (bench_stop_daemon_and_dir(&b->daemon_pid, b->dir) < 0)
-        rc = -1;
+    if (b->d.pid > 0 && rd_daemon_stop(&b->d, SIGTERM) != 0)
+        rc = bench_fail("retryd did not stop cleanly");
+    rd_daemon_cleanup(&b->d);
     return rc;
 }
 
 /* --- the report ----------------------------------------------------------- */
 
 static void report(const bench *b, long n, int runs, double rps[][MAX_RUNS],
-                   double cpu_us[][MAX_RUNS], bool with_daemon)
+                   double cpu_us[][MAX_RUNS])
 {
     double med[N_VARIANTS], lo[N_VARIANTS], hi[N_VARIANTS], us[N_VARIANTS],
         cpu[N_VARIANTS];
-    int nv = with_daemon ? N_VARIANTS : V_DAEMON;
 
-    for (int v = 0; v < nv; v++) {
+    for (int v = 0; v < N_VARIANTS; v++) {
         med[v] = bench_median(rps[v], (size_t)runs); /* sorts */
         lo[v] = rps[v][0];
         hi[v] = rps[v][runs - 1];
@@ -605,19 +601,15 @@ static void report(const bench *b, long n, int runs, double rps[][MAX_RUNS],
     printf("  %-30s %7s %7s %6s %6s %8s %6s  %s\n", "", "req/s", "us/req",
            "+us", "x raw", "cpu us", "+cpu", "req/s range");
     for (int v = 0; v < N_VARIANTS; v++) {
-        if (v >= nv) {
-            printf("  %-30s skipped: built without RETRYD_PATH\n", labels[v]);
-            continue;
-        }
         printf("  %-30s %7.0f %7.2f %6.2f %6.3f %8.2f %6.2f  %.0f..%.0f\n",
                labels[v], med[v], us[v], us[v] - us[V_RAW], med[v] / med[V_RAW],
                cpu[v], cpu[v] - cpu[V_RAW], lo[v], hi[v]);
     }
-    for (int v = V_LOCAL; v < nv; v++)
+    for (int v = V_LOCAL; v < N_VARIANTS; v++)
         printf("  target: %-29s >= %.2f x raw: %.3f  %s\n", labels[v],
                TARGET_RATIO, med[v] / med[V_RAW],
                med[v] >= TARGET_RATIO * med[V_RAW] ? "met" : "MISSED");
-    for (int v = V_LOCAL; v < nv; v++)
+    for (int v = V_LOCAL; v < N_VARIANTS; v++)
         printf("  retryd's own share: %-18s %.3f x raw + timeout + "
                "headers kept (%+.2f us)\n",
                labels[v] + strlen("retryd_execute, "), med[v] / med[V_RAW_SAME],
@@ -656,11 +648,6 @@ int main(int argc, char **argv)
     static double rps[N_VARIANTS][MAX_RUNS], cpu_us[N_VARIANTS][MAX_RUNS];
     static bench b;
     long n = 20000, runs = 7;
-#ifdef RETRYD_PATH
-    bool with_daemon = true;
-#else
-    bool with_daemon = false;
-#endif
 
     snprintf(b.path, sizeof(b.path), "/ok");
     if (argc > 5 ||
@@ -687,18 +674,17 @@ int main(int argc, char **argv)
         bench_fail("curl_global_init failed");
         return 1;
     }
-    int nv = with_daemon ? N_VARIANTS : V_DAEMON;
-    int rc = setup(&b, with_daemon);
+    int rc = setup(&b);
     /* Warm up every variant untimed: connections, the pool's handle, the
      * budget's lane, caches. */
     long warm = n / 10 < 1000 ? n / 10 + 1 : 1000;
-    for (int v = 0; v < nv && rc == 0; v++)
+    for (int v = 0; v < N_VARIANTS && rc == 0; v++)
         for (long i = 0; i < warm && rc == 0; i++)
             rc = request(&b, (enum variant)v);
     for (int r = 0; r < runs && rc == 0; r++) {
         double one[N_VARIANTS], one_cpu[N_VARIANTS];
-        rc = timed_run(&b, nv, n, one, one_cpu);
-        for (int v = 0; v < nv && rc == 0; v++) {
+        rc = timed_run(&b, n, one, one_cpu);
+        for (int v = 0; v < N_VARIANTS && rc == 0; v++) {
             rps[v][r] = one[v];
             cpu_us[v][r] = one_cpu[v];
         }
@@ -706,7 +692,7 @@ int main(int argc, char **argv)
     if (teardown(&b) < 0)
         rc = -1;
     if (rc == 0)
-        report(&b, n, (int)runs, rps, cpu_us, with_daemon);
+        report(&b, n, (int)runs, rps, cpu_us);
     curl_global_cleanup();
     return rc == 0 ? 0 : 1;
 }

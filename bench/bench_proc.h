@@ -64,25 +64,4 @@ int bench_write_file(const char *path, const char *text, size_t len);
  * with errno set. */
 int bench_free_port(void);
 
-/* mkdtemp of @p tmpl ("/tmp/name-XXXXXX") into @p dir; dir[0] is '\0'
- * when it failed. */
-int bench_make_dir(char *dir, size_t cap, const char *tmpl);
-
-/*
- * Starts the retryd binary @p bin with a configuration in @p dir (runtime
- * directory dir/run, warnings only, then @p extra_config), its output in
- * dir/retryd.log, and waits for its own word that it is ready
- * (--notify-fd), never a sleep. Its control socket's path in @p control,
- * its pid in *@p pid as soon as it runs (to be stopped with SIGTERM even
- * when the start fails).
- */
-int bench_start_daemon(const char *bin, const char *dir,
-                       const char *extra_config, char *control, size_t cap,
-                       pid_t *pid);
-
-/* Stops the daemon (SIGTERM: its clean stop) when *@p pid is > 0, then
- * removes the tree @p dir made by bench_make_dir when dir[0] is not '\0':
- * whatever part of them exists. 0 or -1. */
-int bench_stop_daemon_and_dir(pid_t *pid, const char *dir);
-
 #endif
