@@ -487,7 +487,8 @@ static void cmd_wait(struct srv *srv, const char *arg, struct sbuf *out)
     struct timespec deadline = deadline_after(ms);
     pthread_mutex_lock(&st->mu);
     struct id_rec *r = find_id(st, id, false);
-    while ((!r || (long)r->n < n) && wait_changed(st, &deadline))
+    /* An id never seen has a count of 0: WAIT 0 returns at once. */
+    while ((r ? (long)r->n : 0L) < n && wait_changed(st, &deadline))
         r = find_id(st, id, false);
     sb_printf(out, "%ld", r ? (long)r->n : 0L);
     pthread_mutex_unlock(&st->mu);
