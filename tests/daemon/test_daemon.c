@@ -221,19 +221,40 @@ static bool cap_is_30(void *arg)
     return cap_is("payments", 30);
 }
 
+#define RELOAD_REFUSED "reload refused, keeping the running configuration"
+
+static bool reload_refused(void *arg)
+{
+    (void)arg;
+    return strstr(daemon_log(), RELOAD_REFUSED) != NULL;
+}
+
 Test(daemon, sighup_reloads_parameters_and_refuses_a_broken_file)
 {
     cr_assert_eq(rd_daemon_write_config(&D,
                                         "[upstream payments]\nratio = 0.5\n"
                                         "min_retries_per_sec = 0\ncap = 30\n"),
                  0);
-    kill(D.pid, SIGHUP);
-    cr_expect(rd_wait_until(cap_is_30, NULL, 5000), "reload not applied");
+    cr_assert_eq(kill(D.pid, SIGHUP), 0);
+    cr_assert(rd_wait_until(cap_is_30, NULL, 5000),
+              "reload not applied (daemon %s): %s",
+              daemon_running() ? "running" : "gone", res.err);
 
-    cr_assert_eq(rd_daemon_write_config(&D, "[defaults]\nratio = lots\n"), 0);
-    kill(D.pid, SIGHUP);
+    /* A file that would also move payments' cap to 40, broken further
+     * down: refusing it must keep the cap at 30. */
+    cr_assert_eq(rd_daemon_write_config(&D,
+                                        "[upstream payments]\nratio = 0.5\n"
+                                        "min_retries_per_sec = 0\ncap = 40\n"
+                                        "[defaults]\nratio = lots\n"),
+                 0);
+    cr_assert_eq(kill(D.pid, SIGHUP), 0);
+    cr_assert(rd_wait_until(reload_refused, NULL, 5000),
+              "no refusal in the log: %s", log_text);
+    cr_expect(line_with(log_text, RELOAD_REFUSED, "'lots'"),
+              "the refusal names the bad value: %s", log_text);
     /* Still serving, with the last good configuration. */
-    cr_expect(cap_is_30(NULL));
+    cr_expect_eq(stat_of("payments", "cap"), 30,
+                 "the refused file's cap was applied");
     cr_expect(daemon_running());
 }
 
