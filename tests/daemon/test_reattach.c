@@ -252,3 +252,31 @@ Test(reattach, a_slot_left_by_a_killed_daemon_is_resumed)
     cr_expect_geq(json_number(a_at, "deposits"), 3, "its counts went on");
     child_stop(&a);
 }
+
+/*
+ * A process slot has entries for 32 upstreams; a process that uses more
+ * counts the rest in the upstream slots' own counters (docs/segment.md).
+ * Either way every deposit reaches the upstream's statistics.
+ */
+Test(reattach, upstreams_past_the_32nd_count_in_their_own_slot)
+{
+    enum { MANY = 40 };
+    child c;
+    char cmd[64], anchor[64];
+    start_client(&c);
+    for (int i = 1; i <= MANY; i++) {
+        snprintf(cmd, sizeof(cmd), "open many-%02d", i);
+        ask(&c, cmd, "ok shared=1");
+        ask(&c, "deposit 1", "ok");
+    }
+    stats();
+    for (int i = 1; i <= MANY; i++) {
+        snprintf(anchor, sizeof(anchor), "\"name\":\"many-%02d\"", i);
+        cr_expect_eq(json_number(anchor, "deposits"), 1, "many-%02d", i);
+    }
+    /* The process's own row sums its 32 entries: the other 8 deposits
+     * were counted in the upstream slots, not lost and not twice. */
+    pid_anchor(anchor, sizeof(anchor), (long)c.pid);
+    cr_expect_eq(json_number(anchor, "deposits"), 32);
+    child_stop(&c);
+}
