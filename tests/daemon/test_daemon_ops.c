@@ -1,0 +1,396 @@
+/*
+ * What docs/daemon.md promises operators, against a real retryd: one daemon
+ * per runtime directory, a stats socket that cannot change a budget, slots
+ * of clients that died while the daemon was down, SIGINT, the environment
+ * variables retrydctl reads, `stats --processes`, and the Prometheus
+ * attempts family.
+ */
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+
+#include "child.h"
+#include "harness.h"
+#include "retryd/retryd.h"
+#include "run.h"
+
+#define ASK_MS 10000
+
+/* Floor 0 keeps balances exact: nothing refills behind the test's back. */
+static const char *const base_config =
+    "[upstream payments]\nratio = 0.5\nmin_retries_per_sec = 0\ncap = 20\n"
+    "[upstream orders]\nratio = 1\nmin_retries_per_sec = 0\ncap = 100\n";
+
+static rd_daemon D;
+static run_result res;
+
+static void setup(void)
+{
+    cr_assert_eq(rd_daemon_init(&D, base_config), 0);
+    cr_assert_eq(rd_daemon_start(&D), 0, "daemon did not start; see %s", D.log);
+}
+
+static void teardown(void)
+{
+    rd_daemon_cleanup(&D);
+}
+
+TestSuite(ops, .init = setup, .fini = teardown, .timeout = 60);
+
+/* --- helpers ------------------------------------------------------------- */
+
+static void start_client(child *c)
+{
+    char *argv[] = {TEST_CLIENT_PATH, D.control, NULL};
+    cr_assert_eq(child_start(c, argv), 0);
+}
+
+static void ask(child *c, const char *cmd, const char *expect)
+{
+    char reply[256];
+    cr_assert_eq(child_ask(c, cmd, reply, sizeof(reply), ASK_MS), 0,
+                 "client did not answer '%s'", cmd);
+    cr_assert_str_eq(reply, expect, "after '%s'", cmd);
+}
+
+/* `retrydctl stats --json` into res; the test fails when it does. */
+static void stats_json(void)
+{
+    cr_assert_eq(rd_ctl(&D, &res, "stats", "--json", NULL), 0, "retrydctl: %s",
+                 res.err);
+}
+
+/* The number after "key": in res.out, after @p anchor. */
+static double number_in_res(const char *anchor, const char *key)
+{
+    double v = rd_json_number(res.out, anchor, key);
+    cr_assert(!isnan(v), "no \"%s\" after '%s' in %s", key, anchor, res.out);
+    return v;
+}
+
+static double stat_of(const char *upstream, const char *key)
+{
+    char anchor[128];
+    stats_json();
+    snprintf(anchor, sizeof(anchor), "\"name\":\"%s\"", upstream);
+    return number_in_res(anchor, key);
+}
+
+static double daemon_stat(const char *key)
+{
+    stats_json();
+    return number_in_res("\"daemon\"", key);
+}
+
+static bool stats_say_draining(bool on)
+{
+    stats_json();
+    return strstr(res.out, on ? "\"draining\":true," : "\"draining\":false,") !=
+           NULL;
+}
+
+/* The JSON anchor of process @p pid's row in `stats --json`. */
+static void pid_anchor(char *buf, size_t len, long pid)
+{
+    snprintf(buf, len, "{\"pid\":%ld,", pid);
+}
+
+static char log_text[1 << 16];
+static const char *daemon_log(void)
+{
+    cr_assert_geq(rd_daemon_read_log(&D, log_text, sizeof(log_text)), 0,
+                  "cannot read %s", D.log);
+    return log_text;
+}
+
+static int raw_connect(const char *path)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    strcpy(sa.sun_path, path);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    cr_assert(fd >= 0);
+    cr_assert_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0,
+                 "connect %s: %s", path, strerror(errno));
+    struct timeval tv = {5, 0}; /* every read below is bounded */
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    return fd;
+}
+
+/* MSG_NOSIGNAL: a daemon that closed first fails the test with EPIPE
+ * instead of killing it with SIGPIPE. */
+static void send_all(int fd, const void *bytes, size_t n)
+{
+    cr_assert_eq(send(fd, bytes, n, MSG_NOSIGNAL), (ssize_t)n, "send: %s",
+                 strerror(errno));
+}
+
+/* Read exactly @p n bytes (within the socket's read bound). */
+static void recv_exactly(int fd, unsigned char *buf, size_t n)
+{
+    for (size_t got = 0; got < n;) {
+        ssize_t r = read(fd, buf + got, n - got);
+        cr_assert_gt(r, 0, "reply cut short after %zu of %zu bytes: %s", got, n,
+                     r < 0 ? strerror(errno) : "EOF");
+        got += (size_t)r;
+    }
+}
+
+/* Read one length-prefixed reply frame and drop it. */
+static void recv_frame(int fd)
+{
+    unsigned char hdr[4], body[4096];
+    recv_exactly(fd, hdr, sizeof(hdr));
+    size_t len = (size_t)hdr[0] << 24 | (size_t)hdr[1] << 16 |
+                 (size_t)hdr[2] << 8 | hdr[3];
+    cr_assert_leq(len, sizeof(body), "a %zu-byte reply", len);
+    recv_exactly(fd, body, len);
+}
+
+/* ControlRequest frames (proto/retryd.proto), each a 4-byte big-endian
+ * length and the message: Hello{protocol_version 1}, Drain{on true},
+ * Retire{name "orders"}. */
+static const unsigned char hello[] = {0, 0, 0, 4, 0x0a, 2, 0x08, 1};
+static const unsigned char drain_on[] = {0, 0, 0, 4, 0x2a, 2, 0x08, 1};
+static const unsigned char retire_orders[] = {0, 0,   0,   10,  0x32, 8,   0x0a,
+                                              6, 'o', 'r', 'd', 'e',  'r', 's'};
+
+/* Send @p frame (after a hello when @p with_hello) to the stats socket,
+ * and read whatever comes back until the daemon closes: it serves one
+ * request per connection, whatever the request says. */
+static void to_stats_socket(const unsigned char *frame, size_t n,
+                            bool with_hello)
+{
+    unsigned char out[1 << 16];
+    size_t got = 0;
+    ssize_t r;
+    int fd = raw_connect(D.stats);
+    if (with_hello)
+        send_all(fd, hello, sizeof(hello));
+    send_all(fd, frame, n);
+    while ((r = read(fd, out, sizeof(out))) > 0)
+        got += (size_t)r;
+    int why = r < 0 ? errno : 0;
+    close(fd);
+    /* A close with our second frame unread arrives as a reset. */
+    cr_expect(r == 0 || (with_hello && why == ECONNRESET),
+              "the stats socket did not close the connection: %s",
+              strerror(why));
+    cr_expect_gt(got, 4, "a reply (statistics or an error) came first");
+}
+
+/* Hello then @p frame on the control socket, both replies read: the
+ * daemon has acted on the request when this returns. */
+static void to_control_socket(const unsigned char *frame, size_t n)
+{
+    int fd = raw_connect(D.control);
+    send_all(fd, hello, sizeof(hello));
+    recv_frame(fd);
+    send_all(fd, frame, n);
+    recv_frame(fd);
+    close(fd);
+}
+
+/* --- the tests ----------------------------------------------------------- */
+
+Test(ops, a_second_daemon_on_the_same_runtime_directory_exits)
+{
+    char *argv[] = {RETRYD_PATH, "--config", D.config, NULL};
+    run_result second;
+    cr_assert_eq(run_program(argv, 10000, &second), 0);
+    cr_expect_gt(second.exit_code, 0,
+                 "exit status %d (a negative one is the "
+                 "signal that ended it at the bound)",
+                 second.exit_code);
+    cr_expect(strstr(second.err, "retryd.lock") != NULL &&
+                  strstr(second.err, "another retryd runs here") != NULL,
+              "%s", second.err);
+    /* The first one still serves both sockets, and its segment. */
+    child c;
+    start_client(&c);
+    ask(&c, "attached", "attached 1");
+    ask(&c, "open payments", "ok shared=1");
+    ask(&c, "deposit 2", "ok");
+    cr_expect_eq(stat_of("payments", "deposits"), 2);
+    cr_expect_eq(rd_ctl(&D, &res, "drain", "on", NULL), 0, "%s", res.err);
+    ask(&c, "draining", "draining 1");
+    child_stop(&c);
+}
+
+Test(ops, the_stats_socket_cannot_drain_or_retire)
+{
+    child c;
+    start_client(&c);
+    ask(&c, "open orders", "ok shared=1");
+    ask(&c, "deposit 3", "ok");
+    double gen = stat_of("orders", "slot_generation");
+
+    to_stats_socket(drain_on, sizeof(drain_on), false);
+    to_stats_socket(retire_orders, sizeof(retire_orders), false);
+    to_stats_socket(drain_on, sizeof(drain_on), true);
+    to_stats_socket(retire_orders, sizeof(retire_orders), true);
+    cr_expect(stats_say_draining(false), "drained through the stats socket");
+    cr_expect_eq(stat_of("orders", "slot_generation"), gen,
+                 "retired through the stats socket");
+    cr_expect_eq(stat_of("orders", "balance"), 3);
+    ask(&c, "draining", "draining 0");
+    ask(&c, "withdraw 1", "granted 1 denied 0");
+
+    /* The same frames on the control socket do what they say: the checks
+     * above could see it. */
+    to_control_socket(drain_on, sizeof(drain_on));
+    cr_expect(stats_say_draining(true), "%s", res.out);
+    to_control_socket(retire_orders, sizeof(retire_orders));
+    stats_json();
+    cr_expect(strstr(res.out, "\"name\":\"orders\"") == NULL,
+              "orders was not retired: %s", res.out);
+    child_stop(&c);
+}
+
+Test(ops, a_client_that_died_while_the_daemon_was_down_loses_its_slot)
+{
+    child dead, live;
+    char dead_at[64], live_at[64];
+    start_client(&dead);
+    start_client(&live);
+    pid_anchor(dead_at, sizeof(dead_at), (long)dead.pid);
+    pid_anchor(live_at, sizeof(live_at), (long)live.pid);
+    ask(&dead, "open payments", "ok shared=1");
+    ask(&dead, "deposit 4", "ok");
+    ask(&live, "open payments", "ok shared=1");
+    ask(&live, "deposit 6", "ok");
+    cr_assert_eq(daemon_stat("attached_processes"), 2);
+    double live_slot = number_in_res(live_at, "slot");
+
+    cr_assert_eq(rd_daemon_stop(&D, SIGTERM), 0);
+    cr_assert_eq(kill(dead.pid, SIGKILL), 0);
+    cr_assert_eq(child_stop(&dead), -SIGKILL, "reaped: gone for good");
+    cr_assert_eq(rd_daemon_start(&D), 0);
+
+    /* Adoption is done before the daemon says it is ready. */
+    cr_expect_eq(daemon_stat("attached_processes"), 1);
+    cr_expect(strstr(res.out, dead_at) == NULL, "the dead client's slot: %s",
+              res.out);
+    cr_expect_eq(number_in_res(live_at, "slot"), live_slot);
+    cr_expect_eq(number_in_res(live_at, "deposits"), 6);
+    cr_expect_eq(stat_of("payments", "deposits"), 10,
+                 "the dead client's counts were folded into the upstream");
+    cr_expect(strstr(daemon_log(), "adopted 1 live processes, freed 1 slots") !=
+                  NULL,
+              "%s", log_text);
+    /* The live one spends on in the slot it kept. */
+    ask(&live, "deposit 1", "ok");
+    ask(&live, "shared", "shared 1");
+    stats_json();
+    cr_expect_eq(number_in_res(live_at, "deposits"), 7);
+    child_stop(&live);
+}
+
+Test(ops, sigint_stops_cleanly_and_keeps_the_segment)
+{
+    cr_assert_eq(rd_daemon_stop(&D, SIGINT), 0, "exit status 0 on SIGINT");
+    cr_expect(access(D.control, F_OK) < 0 && errno == ENOENT, "%s left behind",
+              D.control);
+    cr_expect(access(D.stats, F_OK) < 0 && errno == ENOENT, "%s left behind",
+              D.stats);
+    cr_expect_eq(access(D.segment, F_OK), 0, "the segment stays");
+    cr_expect(strstr(daemon_log(), "signal 2: stopping") != NULL, "%s",
+              log_text);
+}
+
+Test(ops, retrydctl_takes_the_sockets_from_the_environment)
+{
+    char *stats[] = {RETRYDCTL_PATH, "stats", "--json", NULL};
+    char *drain[] = {RETRYDCTL_PATH, "drain", "on", NULL};
+    char nowhere[256];
+    run_result r;
+
+    cr_assert_eq(setenv("RETRYD_STATS_SOCKET", D.stats, 1), 0);
+    cr_assert_eq(setenv("RETRYD_CONTROL_SOCKET", D.control, 1), 0);
+    cr_assert_eq(run_program(stats, 20000, &r), 0);
+    cr_expect_eq(r.exit_code, 0, "%s", r.err);
+    cr_expect(strstr(r.out, "\"name\":\"payments\"") != NULL, "%s", r.out);
+    cr_assert_eq(run_program(drain, 20000, &r), 0);
+    cr_expect_eq(r.exit_code, 0, "%s", r.err);
+    cr_expect(stats_say_draining(true), "%s", res.out);
+
+    /* Paths that lead nowhere are the ones it tries. */
+    snprintf(nowhere, sizeof(nowhere), "%s/nowhere.sock", D.dir);
+    cr_assert_eq(setenv("RETRYD_STATS_SOCKET", nowhere, 1), 0);
+    cr_assert_eq(setenv("RETRYD_CONTROL_SOCKET", nowhere, 1), 0);
+    cr_assert_eq(run_program(stats, 20000, &r), 0);
+    cr_expect_eq(r.exit_code, 70);
+    cr_expect(strstr(r.err, nowhere) != NULL, "%s", r.err);
+    cr_assert_eq(run_program(drain, 20000, &r), 0);
+    cr_expect_eq(r.exit_code, 70);
+    cr_expect(strstr(r.err, nowhere) != NULL, "%s", r.err);
+}
+
+Test(ops, stats_processes_lists_an_attached_process)
+{
+    child c;
+    char row[32];
+    start_client(&c);
+    ask(&c, "open payments", "ok shared=1");
+    ask(&c, "deposit 3", "ok");
+    ask(&c, "withdraw 1", "granted 1 denied 0");
+    snprintf(row, sizeof(row), "\n%d ", (int)c.pid);
+
+    cr_assert_eq(rd_ctl(&D, &res, "stats", "--processes", NULL), 0, "%s",
+                 res.err);
+    const char *line = strstr(res.out, row);
+    cr_assert(line != NULL, "no row for pid %d in %s", (int)c.pid, res.out);
+    unsigned pid, uid, slot;
+    unsigned long deposits, granted;
+    cr_assert_eq(sscanf(line, "%u %u %u %lu %lu", &pid, &uid, &slot, &deposits,
+                        &granted),
+                 5, "%s", line);
+    cr_expect_eq(uid, (unsigned)getuid());
+    cr_expect_eq(deposits, 3);
+    cr_expect_eq(granted, 1);
+
+    /* Without the option the table has no process rows. */
+    cr_assert_eq(rd_ctl(&D, &res, "stats", NULL), 0, "%s", res.err);
+    cr_expect(strstr(res.out, row) == NULL, "%s", res.out);
+    child_stop(&c);
+}
+
+Test(ops, prometheus_counts_attempts_by_evidence)
+{
+    retryd_host_opts o = {.sz = sizeof(o), .control_socket = D.control};
+    retryd_host *h;
+    retryd_upstream *up;
+    cr_assert_eq(retryd_host_open(&o, &h), 0);
+    cr_assert_eq(retryd_upstream_open(h, "payments", NULL, &up), 0);
+    cr_assert(retryd_upstream_shared(up));
+    retryd_upstream_record(up, NULL, RETRYD_EVIDENCE_RESPONSE_RECEIVED);
+    retryd_upstream_record(up, NULL, RETRYD_EVIDENCE_RESPONSE_RECEIVED);
+    retryd_upstream_record(up, NULL, RETRYD_EVIDENCE_NOT_SENT);
+
+    cr_assert_eq(rd_ctl(&D, &res, "stats", "--prometheus", NULL), 0, "%s",
+                 res.err);
+    static const char *const want[] = {
+        "# HELP retryd_upstream_attempts_total ",
+        "# TYPE retryd_upstream_attempts_total counter\n",
+        "\nretryd_upstream_attempts_total{upstream=\"payments\","
+        "evidence=\"response_received\"} 2\n",
+        "\nretryd_upstream_attempts_total{upstream=\"payments\","
+        "evidence=\"not_sent\"} 1\n",
+        "\nretryd_upstream_attempts_total{upstream=\"payments\","
+        "evidence=\"sent_no_response\"} 0\n",
+        "\nretryd_upstream_attempts_total{upstream=\"orders\","
+        "evidence=\"response_received\"} 0\n",
+    };
+    for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
+        cr_expect(strstr(res.out, want[i]) != NULL, "no '%s' in %s", want[i],
+                  res.out);
+    retryd_host_close(h);
+}
