@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "segment.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -34,7 +35,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (cfg == NULL || cfg->defaults.cap_micro < SEG_MICRO)
             __builtin_trap();
         for (size_t i = 0; i < cfg->n_upstreams; i++)
-            if (!config_name_valid(cfg->upstreams[i].name) ||
+            if (!seg_name_valid(cfg->upstreams[i].name) ||
                 cfg->upstreams[i].params.cap_micro < SEG_MICRO)
                 __builtin_trap();
         config_free(cfg);
