@@ -505,6 +505,31 @@ FAULTSRV_TEST(expect_100_continue_gets_interim_before_the_body)
     close(fd);
 }
 
+FAULTSRV_TEST(log_tags_the_executions_that_said_expect_100_continue)
+{
+    struct rawhttp_response r;
+    char reply[256], want[256];
+    uint64_t fnv = srvtest_fnv1a64("hello", 5);
+    int fd = http_connect();
+
+    send_str(fd, "POST /echo?id=xt HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n"
+                 "Expect: 100-continue\r\n\r\n");
+    expect_response(fd, &r, 100);
+    free(r.body);
+    send_str(fd, "hello");
+    expect_response(fd, &r, 200);
+    free(r.body);
+    /* The same upload without Expect: no tag. */
+    free(exchange(fd, "POST", "/echo?id=xt", NULL, "hello", 200));
+    command("LOG xt", reply, sizeof reply);
+    snprintf(want, sizeof want,
+             "1 POST 5 %016" PRIx64 " - - expect-100 ; 2 POST 5 %016" PRIx64
+             " - -",
+             fnv, fnv);
+    cr_assert_str_eq(reply, want);
+    close(fd);
+}
+
 /* --- limits
  * -------------------------------------------------------------------- */
 
@@ -706,6 +731,51 @@ FAULTSRV_TEST(status_sends_code_and_decoded_retry_after)
     cr_assert_null(rawhttp_header(&r, "Retry-After", v, sizeof v));
     free(r.body);
     expect_count("st", 3);
+    close(fd);
+}
+
+FAULTSRV_TEST(redirect_answers_302_with_the_decoded_location)
+{
+    struct rawhttp_response r;
+    char v[128];
+    int fd = http_connect();
+
+    send_request(fd, "POST", "/redirect?id=rd&to=%2Fok%3Fid%3Drd-target", NULL,
+                 "data");
+    expect_response(fd, &r, 302);
+    cr_assert_str_eq(rawhttp_header(&r, "Location", v, sizeof v),
+                     "/ok?id=rd-target");
+    cr_assert_str_eq(rawhttp_header(&r, "Connection", v, sizeof v),
+                     "keep-alive");
+    free(r.body);
+    send_request(fd, "GET",
+                 "/redirect?id=rd&to=http%3A%2F%2Fexample.invalid%2Fx", NULL,
+                 NULL);
+    expect_response(fd, &r, 302);
+    cr_assert_str_eq(rawhttp_header(&r, "Location", v, sizeof v),
+                     "http://example.invalid/x");
+    free(r.body);
+    /* Counted like every mode; the server never goes to the target. */
+    expect_count("rd", 2);
+    expect_count("rd-target", 0);
+    close(fd);
+}
+
+FAULTSRV_TEST(redirect_without_a_location_fit_for_a_header_answers_400)
+{
+    struct rawhttp_response r;
+    char v[64];
+    int fd = http_connect();
+
+    free(exchange(fd, "GET", "/redirect?id=rb", NULL, NULL, 400));
+    /* A CR LF in the target would start a header line of its own. */
+    send_request(fd, "GET", "/redirect?id=rb&to=%2Fx%0D%0AX-Injected%3A+1",
+                 NULL, NULL);
+    expect_response(fd, &r, 400);
+    cr_assert_null(rawhttp_header(&r, "X-Injected", v, sizeof v));
+    cr_assert_null(rawhttp_header(&r, "Location", v, sizeof v));
+    free(r.body);
+    expect_count("rb", 2); /* bad parameters count, as everywhere */
     close(fd);
 }
 
