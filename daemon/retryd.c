@@ -216,15 +216,19 @@ static int watch_fd(server *d, int fd, watch *w)
     return epoll_ctl(d->epfd, EPOLL_CTL_ADD, fd, &ev);
 }
 
+/* The signals the daemon reads from its signalfd. */
+static void daemon_signals(sigset_t *set)
+{
+    sigemptyset(set);
+    sigaddset(set, SIGTERM);
+    sigaddset(set, SIGINT);
+    sigaddset(set, SIGHUP);
+}
+
 static int setup_signals_and_timer(server *d)
 {
     sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGTERM);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGHUP);
-    /* Blocked before any thread starts, so only the signalfd sees them. */
-    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    daemon_signals(&set); /* blocked since main(), in every thread */
     signal(SIGPIPE, SIG_IGN);
     d->signal_fd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
     d->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
@@ -465,6 +469,15 @@ int main(int argc, char **argv)
         return 0;
     }
     log_set_level(d.cfg->log_level);
+    /* Blocked before any thread exists (liburcu starts some: the hash
+     * table's resize worker, call_rcu's), so that threads inherit the
+     * mask and only the signalfd sees these signals. A worker that ran
+     * unblocked even briefly would take a SIGHUP's default action and kill
+     * the daemon; one that arrives during setup waits, pending, for the
+     * signalfd. */
+    sigset_t stop_set;
+    daemon_signals(&stop_set);
+    pthread_sigmask(SIG_BLOCK, &stop_set, NULL);
     urcu_memb_register_thread();
     int rc = setup(&d) == 0 ? 0 : 1;
     if (rc == 0)
