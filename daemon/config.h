@@ -75,11 +75,4 @@ static inline bool budget_params_plausible(const budget_params *p)
 /* The configured parameters of @p name, or the defaults. */
 const budget_params *config_params_for(const config *c, const char *name);
 
-/* seg_name_valid() under its old name, for tests/fuzz/fuzz_config.c alone
- * (the daemon calls seg_name_valid): drop it once the fuzzer does too. */
-static inline bool config_name_valid(const char *name)
-{
-    return seg_name_valid(name);
-}
-
 #endif
