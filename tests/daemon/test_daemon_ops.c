@@ -169,13 +169,20 @@ static const unsigned char retire_orders[] = {0, 0,   0,   10,  0x32, 8,   0x0a,
 static void to_stats_socket(const unsigned char *frame, size_t n,
                             bool with_hello)
 {
-    unsigned char out[1 << 16];
-    size_t got = 0;
+    unsigned char out[1 << 16], both[sizeof(hello) + 64];
+    size_t got = 0, len = 0;
     ssize_t r;
+    cr_assert_leq(n, sizeof(both) - sizeof(hello));
+    /* One send: the daemon may answer the hello and close before a
+     * second send, which would then fail with EPIPE. */
+    if (with_hello) {
+        memcpy(both, hello, sizeof(hello));
+        len = sizeof(hello);
+    }
+    memcpy(both + len, frame, n);
+    len += n;
     int fd = raw_connect(D.stats);
-    if (with_hello)
-        send_all(fd, hello, sizeof(hello));
-    send_all(fd, frame, n);
+    send_all(fd, both, len);
     while ((r = read(fd, out, sizeof(out))) > 0)
         got += (size_t)r;
     int why = r < 0 ? errno : 0;
