@@ -87,6 +87,7 @@ int rd_daemon_stop(rd_daemon *d, int sig)
     if (d->pid <= 0)
         return 0;
     kill(d->pid, sig);
+    kill(d->pid, SIGCONT); /* a test may have stopped it */
     int code = rd_reap(d->pid, 10000);
     d->pid = 0;
     return code;

@@ -36,8 +36,9 @@ int rd_daemon_write_config(rd_daemon *d, const char *extra);
 /* Start retryd and wait (at most 10 s) for it to be serving. */
 int rd_daemon_start(rd_daemon *d);
 
-/* Send @p sig and reap it (at most 10 s, then SIGKILL). Returns the exit
- * status as run_program does (code, or -signal). */
+/* Send @p sig (and SIGCONT, in case a test stopped it) and reap it (at
+ * most 10 s, then SIGKILL). Returns the exit status as run_program does
+ * (code, or -signal). */
 int rd_daemon_stop(rd_daemon *d, int sig);
 
 /* The daemon's log (its stdout and stderr) into @p buf, NUL-terminated

@@ -29,101 +29,16 @@
 #include "run.h"
 #include "segment.h"
 
-#define ASK_MS 10000
-
 /* Floor 0 keeps balances exact: nothing refills behind the test's back. */
 static const char *const base_config =
     "[upstream payments]\nratio = 0.5\nmin_retries_per_sec = 0\ncap = 20\n"
     "[upstream orders]\nratio = 1\nmin_retries_per_sec = 0\ncap = 100\n";
 
-static rd_daemon D;
-static run_result res;
+#include "daemon_fixture.h"
 
-static void setup(void)
-{
-    cr_assert_eq(rd_daemon_init(&D, base_config), 0);
-    cr_assert_eq(rd_daemon_start(&D), 0, "daemon did not start; see %s", D.log);
-}
-
-static void teardown(void)
-{
-    rd_daemon_cleanup(&D);
-}
-
-TestSuite(daemon, .init = setup, .fini = teardown, .timeout = 60);
+TestSuite(daemon, .init = daemon_setup, .fini = daemon_teardown, .timeout = 60);
 
 /* --- helpers ------------------------------------------------------------- */
-
-static void start_client(child *c)
-{
-    char *argv[] = {TEST_CLIENT_PATH, D.control, NULL};
-    cr_assert_eq(child_start(c, argv), 0);
-}
-
-static void ask(child *c, const char *cmd, const char *expect)
-{
-    char reply[256];
-    cr_assert_eq(child_ask(c, cmd, reply, sizeof(reply), ASK_MS), 0,
-                 "client did not answer '%s'", cmd);
-    cr_assert_str_eq(reply, expect, "after '%s'", cmd);
-}
-
-/* `retrydctl stats --json` into res; the test fails when it does. */
-static void stats_json(void)
-{
-    cr_assert_eq(rd_ctl(&D, &res, "stats", "--json", NULL), 0, "retrydctl: %s",
-                 res.err);
-}
-
-/* The number after "key": in res.out, after @p anchor (NULL: anywhere). */
-static double number_in_res(const char *anchor, const char *key)
-{
-    double v = rd_json_number(res.out, anchor, key);
-    cr_assert(!isnan(v), "no \"%s\" after '%s' in %s", key,
-              anchor ? anchor : "", res.out);
-    return v;
-}
-
-static double stat_of(const char *upstream, const char *key)
-{
-    char anchor[128];
-    stats_json();
-    snprintf(anchor, sizeof(anchor), "\"name\":\"%s\"", upstream);
-    return number_in_res(anchor, key);
-}
-
-static double daemon_stat(const char *key)
-{
-    stats_json();
-    return number_in_res("\"daemon\"", key);
-}
-
-/* What the stats say of the host-wide draining flag (a JSON true or false,
- * which no number reader can tell apart). */
-static bool stats_say_draining(bool on)
-{
-    stats_json();
-    return strstr(res.out, on ? "\"draining\":true," : "\"draining\":false,") !=
-           NULL;
-}
-
-/* Whether the daemon has not exited. kill(pid, 0) also succeeds for a
- * zombie; WNOWAIT leaves the exit status to the harness's reap. */
-static bool daemon_running(void)
-{
-    siginfo_t si = {0};
-    return waitid(P_PID, (id_t)D.pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 &&
-           si.si_pid == 0;
-}
-
-/* The daemon's log so far (rd_daemon_read_log), in log_text. */
-static char log_text[1 << 16];
-static const char *daemon_log(void)
-{
-    cr_assert_geq(rd_daemon_read_log(&D, log_text, sizeof(log_text)), 0,
-                  "cannot read %s", D.log);
-    return log_text;
-}
 
 /* Some one line of @p log holds both @p a and @p b. */
 static bool line_with(const char *log, const char *a, const char *b)
@@ -136,14 +51,6 @@ static bool line_with(const char *log, const char *a, const char *b)
         log += len + (nl != NULL);
     }
     return false;
-}
-
-/* @p n bytes to a socket. MSG_NOSIGNAL: a daemon that closed first fails
- * the test with EPIPE instead of killing it with SIGPIPE. */
-static void send_all(int fd, const void *bytes, size_t n)
-{
-    cr_assert_eq(send(fd, bytes, n, MSG_NOSIGNAL), (ssize_t)n, "send: %s",
-                 strerror(errno));
 }
 
 /* --- the tests ----------------------------------------------------------- */
@@ -249,9 +156,10 @@ Test(daemon, sighup_reloads_parameters_and_refuses_a_broken_file)
                  0);
     cr_assert_eq(kill(D.pid, SIGHUP), 0);
     cr_assert(rd_wait_until(reload_refused, NULL, 5000),
-              "no refusal in the log: %s", log_text);
-    cr_expect(line_with(log_text, RELOAD_REFUSED, "'lots'"),
-              "the refusal names the bad value: %s", log_text);
+              "no refusal in the log: %s", daemon_log());
+    const char *log = daemon_log();
+    cr_expect(line_with(log, RELOAD_REFUSED, "'lots'"),
+              "the refusal names the bad value: %s", log);
     /* Still serving, with the last good configuration. */
     cr_expect_eq(stat_of("payments", "cap"), 30,
                  "the refused file's cap was applied");
@@ -339,18 +247,6 @@ Test(daemon, kill9_of_the_daemon_leaves_clients_deciding)
     cr_expect_eq(stat_of("payments", "balance"), 4);
     child_stop(&late);
     child_stop(&c);
-}
-
-static int raw_connect(const char *path)
-{
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    strcpy(sa.sun_path, path);
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    cr_assert(fd >= 0);
-    cr_assert_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-    struct timeval tv = {5, 0};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-    return fd;
 }
 
 /* Send @p bytes, then read until EOF: returns what came back. */

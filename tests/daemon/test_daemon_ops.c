@@ -23,115 +23,16 @@
 #include "retryd/retryd.h"
 #include "run.h"
 
-#define ASK_MS 10000
-
 /* Floor 0 keeps balances exact: nothing refills behind the test's back. */
 static const char *const base_config =
     "[upstream payments]\nratio = 0.5\nmin_retries_per_sec = 0\ncap = 20\n"
     "[upstream orders]\nratio = 1\nmin_retries_per_sec = 0\ncap = 100\n";
 
-static rd_daemon D;
-static run_result res;
+#include "daemon_fixture.h"
 
-static void setup(void)
-{
-    cr_assert_eq(rd_daemon_init(&D, base_config), 0);
-    cr_assert_eq(rd_daemon_start(&D), 0, "daemon did not start; see %s", D.log);
-}
-
-static void teardown(void)
-{
-    rd_daemon_cleanup(&D);
-}
-
-TestSuite(ops, .init = setup, .fini = teardown, .timeout = 60);
+TestSuite(ops, .init = daemon_setup, .fini = daemon_teardown, .timeout = 60);
 
 /* --- helpers ------------------------------------------------------------- */
-
-static void start_client(child *c)
-{
-    char *argv[] = {TEST_CLIENT_PATH, D.control, NULL};
-    cr_assert_eq(child_start(c, argv), 0);
-}
-
-static void ask(child *c, const char *cmd, const char *expect)
-{
-    char reply[256];
-    cr_assert_eq(child_ask(c, cmd, reply, sizeof(reply), ASK_MS), 0,
-                 "client did not answer '%s'", cmd);
-    cr_assert_str_eq(reply, expect, "after '%s'", cmd);
-}
-
-/* `retrydctl stats --json` into res; the test fails when it does. */
-static void stats_json(void)
-{
-    cr_assert_eq(rd_ctl(&D, &res, "stats", "--json", NULL), 0, "retrydctl: %s",
-                 res.err);
-}
-
-/* The number after "key": in res.out, after @p anchor. */
-static double number_in_res(const char *anchor, const char *key)
-{
-    double v = rd_json_number(res.out, anchor, key);
-    cr_assert(!isnan(v), "no \"%s\" after '%s' in %s", key, anchor, res.out);
-    return v;
-}
-
-static double stat_of(const char *upstream, const char *key)
-{
-    char anchor[128];
-    stats_json();
-    snprintf(anchor, sizeof(anchor), "\"name\":\"%s\"", upstream);
-    return number_in_res(anchor, key);
-}
-
-static double daemon_stat(const char *key)
-{
-    stats_json();
-    return number_in_res("\"daemon\"", key);
-}
-
-static bool stats_say_draining(bool on)
-{
-    stats_json();
-    return strstr(res.out, on ? "\"draining\":true," : "\"draining\":false,") !=
-           NULL;
-}
-
-/* The JSON anchor of process @p pid's row in `stats --json`. */
-static void pid_anchor(char *buf, size_t len, long pid)
-{
-    snprintf(buf, len, "{\"pid\":%ld,", pid);
-}
-
-static char log_text[1 << 16];
-static const char *daemon_log(void)
-{
-    cr_assert_geq(rd_daemon_read_log(&D, log_text, sizeof(log_text)), 0,
-                  "cannot read %s", D.log);
-    return log_text;
-}
-
-static int raw_connect(const char *path)
-{
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    strcpy(sa.sun_path, path);
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    cr_assert(fd >= 0);
-    cr_assert_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0,
-                 "connect %s: %s", path, strerror(errno));
-    struct timeval tv = {5, 0}; /* every read below is bounded */
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-    return fd;
-}
-
-/* MSG_NOSIGNAL: a daemon that closed first fails the test with EPIPE
- * instead of killing it with SIGPIPE. */
-static void send_all(int fd, const void *bytes, size_t n)
-{
-    cr_assert_eq(send(fd, bytes, n, MSG_NOSIGNAL), (ssize_t)n, "send: %s",
-                 strerror(errno));
-}
 
 /* Read exactly @p n bytes (within the socket's read bound). */
 static void recv_exactly(int fd, unsigned char *buf, size_t n)
@@ -290,9 +191,9 @@ Test(ops, a_client_that_died_while_the_daemon_was_down_loses_its_slot)
     cr_expect_eq(number_in_res(live_at, "deposits"), 6);
     cr_expect_eq(stat_of("payments", "deposits"), 10,
                  "the dead client's counts were folded into the upstream");
-    cr_expect(strstr(daemon_log(), "adopted 1 live processes, freed 1 slots") !=
-                  NULL,
-              "%s", log_text);
+    const char *log = daemon_log();
+    cr_expect(strstr(log, "adopted 1 live processes, freed 1 slots") != NULL,
+              "%s", log);
     /* The live one spends on in the slot it kept. */
     ask(&live, "deposit 1", "ok");
     ask(&live, "shared", "shared 1");
@@ -309,8 +210,8 @@ Test(ops, sigint_stops_cleanly_and_keeps_the_segment)
     cr_expect(access(D.stats, F_OK) < 0 && errno == ENOENT, "%s left behind",
               D.stats);
     cr_expect_eq(access(D.segment, F_OK), 0, "the segment stays");
-    cr_expect(strstr(daemon_log(), "signal 2: stopping") != NULL, "%s",
-              log_text);
+    const char *log = daemon_log();
+    cr_expect(strstr(log, "signal 2: stopping") != NULL, "%s", log);
 }
 
 Test(ops, retrydctl_takes_the_sockets_from_the_environment)

@@ -17,83 +17,21 @@
 #include "run.h"
 #include "segment.h"
 
-#define ASK_MS 10000
-
 /* Floor 0 keeps balances exact: nothing refills behind the test's back. */
 static const char *const base_config =
     "[upstream payments]\nratio = 0.5\nmin_retries_per_sec = 0\ncap = 20\n";
 
-static rd_daemon D;
-static run_result res;
+#include "daemon_fixture.h"
 
-static void setup(void)
-{
-    cr_assert_eq(rd_daemon_init(&D, base_config), 0);
-    cr_assert_eq(rd_daemon_start(&D), 0, "daemon did not start; see %s", D.log);
-}
-
-static void teardown(void)
-{
-    if (D.pid > 0)
-        kill(D.pid, SIGCONT); /* a test that failed while it was stopped */
-    rd_daemon_cleanup(&D);
-}
-
-TestSuite(reattach, .init = setup, .fini = teardown, .timeout = 60);
+TestSuite(reattach, .init = daemon_setup, .fini = daemon_teardown,
+          .timeout = 60);
 
 /* --- helpers ------------------------------------------------------------- */
-
-/* retrydctl stats --json with the test daemon's socket; output in res. */
-static void stats(void)
-{
-    char *argv[] = {
-        RETRYDCTL_PATH, "stats",          "--json", "--control-socket",
-        D.control,      "--stats-socket", D.stats,  NULL};
-    cr_assert_eq(run_program(argv, 10000, &res), 0);
-    cr_assert_eq(res.exit_code, 0, "retrydctl: %s", res.err);
-}
-
-/* The number after "key": in the JSON object that follows @p anchor. */
-static double json_number(const char *anchor, const char *key)
-{
-    const char *p = strstr(res.out, anchor);
-    cr_assert(p != NULL, "'%s' not in %s", anchor, res.out);
-    char pat[64];
-    snprintf(pat, sizeof(pat), "\"%s\":", key);
-    p = strstr(p, pat);
-    cr_assert(p != NULL, "'%s' not after '%s'", key, anchor);
-    return strtod(p + strlen(pat), NULL);
-}
-
-static void pid_anchor(char *buf, size_t len, long pid)
-{
-    snprintf(buf, len, "{\"pid\":%ld,", pid);
-}
-
-static void start_client(child *c)
-{
-    char *argv[] = {TEST_CLIENT_PATH, D.control, NULL};
-    cr_assert_eq(child_start(c, argv), 0);
-}
-
-static void ask(child *c, const char *cmd, const char *expect)
-{
-    char reply[256];
-    cr_assert_eq(child_ask(c, cmd, reply, sizeof(reply), ASK_MS), 0,
-                 "client did not answer '%s'", cmd);
-    cr_assert_str_eq(reply, expect, "after '%s'", cmd);
-}
-
-static double attached_processes(void)
-{
-    stats();
-    return json_number("\"daemon\"", "attached_processes");
-}
 
 static bool none_attached(void *arg)
 {
     (void)arg;
-    return attached_processes() == 0;
+    return daemon_stat("attached_processes") == 0;
 }
 
 /* Spend until the client's handle is on a shared slot again. */
@@ -164,15 +102,15 @@ Test(reattach, record_counts_on_the_thread_own_lane)
     /* And what the operator sees. */
     char anchor[64];
     pid_anchor(anchor, sizeof(anchor), (long)getpid());
-    stats();
-    cr_expect_eq(json_number(anchor, "deadline"), 2);
-    cr_expect_eq(json_number(anchor, "budget_exhausted"), 0,
+    stats_json();
+    cr_expect_eq(number_in_res(anchor, "deadline"), 2);
+    cr_expect_eq(number_in_res(anchor, "budget_exhausted"), 0,
                  "a failed take was counted by the withdrawal");
-    cr_expect_eq(json_number(anchor, "ambiguous"), 1);
-    cr_expect_eq(json_number(anchor, "not_sent"), 2);
-    cr_expect_eq(json_number(anchor, "sent_no_response"), 2);
-    cr_expect_eq(json_number(anchor, "response_received"), 1);
-    cr_expect_eq(json_number(anchor, "partial_response"), 1);
+    cr_expect_eq(number_in_res(anchor, "ambiguous"), 1);
+    cr_expect_eq(number_in_res(anchor, "not_sent"), 2);
+    cr_expect_eq(number_in_res(anchor, "sent_no_response"), 2);
+    cr_expect_eq(number_in_res(anchor, "response_received"), 1);
+    cr_expect_eq(number_in_res(anchor, "partial_response"), 1);
     retryd_host_close(h);
 }
 
@@ -189,8 +127,8 @@ Test(reattach, a_dropped_connection_leaves_the_slot_to_its_next_owner)
     pid_anchor(a_at, sizeof(a_at), (long)a.pid);
     ask(&a, "open payments", "ok shared=1");
     ask(&a, "deposit 2", "ok");
-    stats();
-    double a_slot = json_number(a_at, "slot");
+    stats_json();
+    double a_slot = number_in_res(a_at, "slot");
 
     drop_by_timeout(&a);
     cr_assert_eq(kill(D.pid, SIGCONT), 0);
@@ -201,8 +139,8 @@ Test(reattach, a_dropped_connection_leaves_the_slot_to_its_next_owner)
     start_client(&b);
     pid_anchor(b_at, sizeof(b_at), (long)b.pid);
     ask(&b, "open payments", "ok shared=1");
-    stats();
-    cr_assert_eq(json_number(b_at, "slot"), a_slot,
+    stats_json();
+    cr_assert_eq(number_in_res(b_at, "slot"), a_slot,
                  "the scenario needs b in a's old slot");
 
     /* a spends through the handle it had: local, or on a slot of its own
@@ -211,17 +149,17 @@ Test(reattach, a_dropped_connection_leaves_the_slot_to_its_next_owner)
     cr_assert_eq(child_ask(&a, "open payments", reply, sizeof(reply), ASK_MS),
                  0);
     ask(&a, "deposit 5", "ok");
-    stats();
-    cr_expect_eq(json_number(b_at, "deposits"), 0,
+    stats_json();
+    cr_expect_eq(number_in_res(b_at, "deposits"), 0,
                  "a's deposits were counted as b's");
 
     cr_expect(rd_wait_until(becomes_shared, &a, 10000),
               "a did not attach again");
     ask(&a, "attached", "attached 1");
-    cr_expect_eq(attached_processes(), 2);
-    cr_expect_neq(json_number(a_at, "slot"), a_slot);
-    cr_expect_gt(json_number(a_at, "deposits"), 0);
-    cr_expect_eq(json_number(b_at, "deposits"), 0);
+    cr_expect_eq(daemon_stat("attached_processes"), 2);
+    cr_expect_neq(number_in_res(a_at, "slot"), a_slot);
+    cr_expect_gt(number_in_res(a_at, "deposits"), 0);
+    cr_expect_eq(number_in_res(b_at, "deposits"), 0);
     child_stop(&b);
     child_stop(&a);
 }
@@ -239,17 +177,18 @@ Test(reattach, a_slot_left_by_a_killed_daemon_is_resumed)
     pid_anchor(a_at, sizeof(a_at), (long)a.pid);
     ask(&a, "open payments", "ok shared=1");
     ask(&a, "deposit 2", "ok");
-    stats();
-    double a_slot = json_number(a_at, "slot");
+    stats_json();
+    double a_slot = number_in_res(a_at, "slot");
 
     drop_by_timeout(&a);
     rd_daemon_stop(&D, SIGKILL);
     cr_assert_eq(rd_daemon_start(&D), 0);
     cr_expect(rd_wait_until(becomes_shared, &a, 10000),
               "a did not attach again");
-    cr_expect_eq(attached_processes(), 1, "a holds one slot, not two");
-    cr_expect_eq(json_number(a_at, "slot"), a_slot);
-    cr_expect_geq(json_number(a_at, "deposits"), 3, "its counts went on");
+    cr_expect_eq(daemon_stat("attached_processes"), 1,
+                 "a holds one slot, not two");
+    cr_expect_eq(number_in_res(a_at, "slot"), a_slot);
+    cr_expect_geq(number_in_res(a_at, "deposits"), 3, "its counts went on");
     child_stop(&a);
 }
 
@@ -269,14 +208,14 @@ Test(reattach, upstreams_past_the_32nd_count_in_their_own_slot)
         ask(&c, cmd, "ok shared=1");
         ask(&c, "deposit 1", "ok");
     }
-    stats();
+    stats_json();
     for (int i = 1; i <= MANY; i++) {
         snprintf(anchor, sizeof(anchor), "\"name\":\"many-%02d\"", i);
-        cr_expect_eq(json_number(anchor, "deposits"), 1, "many-%02d", i);
+        cr_expect_eq(number_in_res(anchor, "deposits"), 1, "many-%02d", i);
     }
     /* The process's own row sums its 32 entries: the other 8 deposits
      * were counted in the upstream slots, not lost and not twice. */
     pid_anchor(anchor, sizeof(anchor), (long)c.pid);
-    cr_expect_eq(json_number(anchor, "deposits"), 32);
+    cr_expect_eq(number_in_res(anchor, "deposits"), 32);
     child_stop(&c);
 }
