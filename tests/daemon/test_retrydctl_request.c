@@ -147,11 +147,9 @@ Test(retrydctl_request, bad_usage_exits_64)
 Test(retrydctl_request, shell_requests_share_the_host_budget)
 {
     rd_daemon d;
-    char config[256];
-    snprintf(config, sizeof(config),
-             "[upstream script-upstream]\nratio = 1\nmin_retries_per_sec = "
-             "0\ncap = 10\n");
-    cr_assert_eq(rd_daemon_init(&d, config), 0);
+    cr_assert_eq(rd_daemon_init(&d, "[upstream script-upstream]\nratio = 1\n"
+                                    "min_retries_per_sec = 0\ncap = 10\n"),
+                 0);
     cr_assert_eq(rd_daemon_start(&d), 0);
     for (int i = 0; i < 2; i++)
         REQUEST("--safe", "--upstream", "script-upstream", "--control-socket",
