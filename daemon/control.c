@@ -370,16 +370,17 @@ static int dispatch(server *d, conn *c, const Retryd__ControlRequest *req)
 
 /* How many bytes to read for the frame being assembled: the rest of its
  * header, then the rest of the body it announces, never into the next
- * frame. 0 for a length above the cap. */
+ * frame. 0 for a length above the cap (handle_frame() refuses it). */
 static size_t frame_wanted(const conn *c)
 {
+    const uint8_t *body;
+    size_t body_len, used;
     if (c->len < RETRYD_FRAME_HEADER)
         return RETRYD_FRAME_HEADER - c->len;
-    size_t body = (size_t)c->buf[0] << 24 | (size_t)c->buf[1] << 16 |
-                  (size_t)c->buf[2] << 8 | (size_t)c->buf[3];
-    if (body > RETRYD_FRAME_REQUEST_MAX)
+    if (retryd__frame_decode(c->buf, c->len, RETRYD_FRAME_REQUEST_MAX, &body,
+                             &body_len, &used) < 0)
         return 0;
-    return RETRYD_FRAME_HEADER + body - c->len;
+    return RETRYD_FRAME_HEADER + body_len - c->len;
 }
 
 /* Serve the buffered frame if it is whole: 1 when served, 0 when more
