@@ -711,26 +711,14 @@ static int log_attempt(call *c, const retryd_attempt *a)
 /* The result, in one allocation; a held-back body goes to the sink. */
 static retryd_result *finish(call *c)
 {
-    const retryd_attempt *last = &c->att[c->n_att - 1];
     bool final = c->trace.final_headers;
     bool keep_body = final && c->req->sink == NULL;
     retryd_result *r =
         retryd__result_build(c->att, c->n_att, final ? &c->resp : NULL, c->buf,
-                             keep_body ? c->buf_len : 0);
+                             keep_body ? c->buf_len : 0, c->key);
     if (r == NULL)
         return NULL;
     c->n_att = 0; /* the error texts now belong to the result */
-    r->evidence = last->evidence;
-    r->decision = last->decision;
-    r->status = last->status;
-    r->error = last->error;
-    memcpy(r->idempotency_key, c->key, sizeof(c->key));
-    if (last->decision.verdict == RETRYD_VERDICT_AMBIGUOUS)
-        r->outcome = RETRYD_OUTCOME_AMBIGUOUS;
-    else if (last->evidence == RETRYD_EVIDENCE_RESPONSE_RECEIVED)
-        r->outcome = RETRYD_OUTCOME_RESPONSE;
-    else
-        r->outcome = RETRYD_OUTCOME_FAILURE;
     if (final && c->req->sink != NULL && !c->stream_to_sink && c->buf_len > 0 &&
         r->outcome == RETRYD_OUTCOME_RESPONSE)
         c->req->sink(c->buf, c->buf_len, c->req->sink_ctx);

@@ -76,26 +76,25 @@ int64_t retryd__now_ns(void);
 
 /* result.c: one allocation holds the result, its attempt log, its headers
  * and its body. Attempts' error texts are separate (only failures have
- * one) and owned by the result. */
+ * one) and owned by the result. The status, evidence, decision and error
+ * are the last attempt's, read from the log. */
 struct retryd_result {
     retryd_outcome outcome;
-    int status;
     header_arena headers; /* points into this allocation */
     unsigned char *body;  /* likewise */
     size_t body_len;
-    retryd_evidence evidence;
-    retryd_decision decision;
-    const char *error; /* the last attempt's */
     char idempotency_key[40];
-    retryd_attempt *attempts; /* likewise */
+    retryd_attempt *attempts; /* likewise; at least one */
     size_t n_attempts;
 };
 
-/* Build a result from a finished call's parts, copying them in.
- * @p headers may be NULL (no final response). NULL when out of memory. */
+/* Build a result from a finished call's parts (n_attempts >= 1), copying
+ * them in; the outcome follows from the last attempt. @p headers may be
+ * NULL (no final response), @p key "" (none). NULL when out of memory. */
 retryd_result *retryd__result_build(const retryd_attempt *attempts,
                                     size_t n_attempts,
                                     const header_arena *headers,
-                                    const void *body, size_t body_len);
+                                    const void *body, size_t body_len,
+                                    const char *key);
 
 #endif

@@ -8,7 +8,8 @@
 retryd_result *retryd__result_build(const retryd_attempt *attempts,
                                     size_t n_attempts,
                                     const header_arena *headers,
-                                    const void *body, size_t body_len)
+                                    const void *body, size_t body_len,
+                                    const char *key)
 {
     size_t n_hdr = headers ? headers->n : 0,
            hdr_len = headers ? headers->len : 0;
@@ -19,7 +20,15 @@ retryd_result *retryd__result_build(const retryd_attempt *attempts,
     if (r == NULL)
         return NULL;
     char *p = (char *)(r + 1);
-    *r = (retryd_result){.error = "", .n_attempts = n_attempts};
+    *r = (retryd_result){.n_attempts = n_attempts};
+    const retryd_attempt *last = &attempts[n_attempts - 1];
+    if (last->decision.verdict == RETRYD_VERDICT_AMBIGUOUS)
+        r->outcome = RETRYD_OUTCOME_AMBIGUOUS;
+    else if (last->evidence == RETRYD_EVIDENCE_RESPONSE_RECEIVED)
+        r->outcome = RETRYD_OUTCOME_RESPONSE;
+    else
+        r->outcome = RETRYD_OUTCOME_FAILURE;
+    snprintf(r->idempotency_key, sizeof(r->idempotency_key), "%s", key);
     r->attempts = (retryd_attempt *)(void *)p;
     memcpy(p, attempts, att_bytes);
     p += att_bytes;
@@ -41,6 +50,11 @@ retryd_result *retryd__result_build(const retryd_attempt *attempts,
     return r;
 }
 
+static const retryd_attempt *last(const retryd_result *r)
+{
+    return &r->attempts[r->n_attempts - 1];
+}
+
 retryd_outcome retryd_result_outcome(const retryd_result *r)
 {
     return r ? r->outcome : RETRYD_OUTCOME_FAILURE;
@@ -48,7 +62,7 @@ retryd_outcome retryd_result_outcome(const retryd_result *r)
 
 int retryd_result_status(const retryd_result *r)
 {
-    return r ? r->status : 0;
+    return r ? last(r)->status : 0;
 }
 
 const void *retryd_result_body(const retryd_result *r, size_t *ret_len)
@@ -80,17 +94,17 @@ int retryd_result_header_at(const retryd_result *r, size_t i,
 
 retryd_evidence retryd_result_evidence(const retryd_result *r)
 {
-    return r ? r->evidence : RETRYD_EVIDENCE_NOT_SENT;
+    return r ? last(r)->evidence : RETRYD_EVIDENCE_NOT_SENT;
 }
 
 const retryd_decision *retryd_result_decision(const retryd_result *r)
 {
-    return r ? &r->decision : NULL;
+    return r ? &last(r)->decision : NULL;
 }
 
 const char *retryd_result_error(const retryd_result *r)
 {
-    return r ? r->error : "";
+    return r ? last(r)->error : "";
 }
 
 const char *retryd_result_idempotency_key(const retryd_result *r)
