@@ -23,7 +23,6 @@
 #include "retryd/decision.h"
 
 #define STATS_TIMEOUT_MS 1000
-#define STATS_REQUEST_MAX 4096
 /* Per Counters message: denials (index 0 unused), then evidence. */
 #define STATS_NUMBERS (RETRYD_DENIAL_COUNT + RETRYD_EVIDENCE_COUNT)
 
@@ -185,39 +184,36 @@ static bool stats_allowed(const server *d, int fd)
     return ok;
 }
 
+/* An error reply; the connection is closed after it. */
+static void reply_error(int fd, int err, const char *message)
+{
+    Retryd__StatsReply rep;
+    retryd__stats_reply__init(&rep);
+    rep.error = err;
+    rep.message = (char *)(uintptr_t)message;
+    retryd__frame_send(fd, &rep.base, -1, STATS_TIMEOUT_MS);
+}
+
 static void serve_client(server *d, int fd)
 {
     uint8_t *body;
     size_t len;
 
     if (!stats_allowed(d, fd)) {
-        Retryd__StatsReply rep;
-        retryd__stats_reply__init(&rep);
-        rep.error = RETRYD_EPERM;
-        rep.message = "not authorised";
-        retryd__frame_send(fd, &rep.base, -1, STATS_TIMEOUT_MS);
+        reply_error(fd, RETRYD_EPERM, "not authorised");
         return;
     }
-    int r = retryd__frame_recv(fd, STATS_REQUEST_MAX, STATS_TIMEOUT_MS, &body,
-                               &len, NULL);
+    int r = retryd__frame_recv(fd, RETRYD_FRAME_REQUEST_MAX, STATS_TIMEOUT_MS,
+                               &body, &len, NULL);
     if (r < 0) {
-        if (r == RETRYD_EPROTO) {
-            Retryd__StatsReply rep;
-            retryd__stats_reply__init(&rep);
-            rep.error = RETRYD_EPROTO;
-            rep.message = "frame length out of bounds";
-            retryd__frame_send(fd, &rep.base, -1, STATS_TIMEOUT_MS);
-        }
+        if (r == RETRYD_EPROTO)
+            reply_error(fd, RETRYD_EPROTO, "frame length out of bounds");
         return;
     }
     Retryd__StatsRequest *req = retryd__stats_request__unpack(NULL, len, body);
     free(body);
     if (req == NULL) {
-        Retryd__StatsReply rep;
-        retryd__stats_reply__init(&rep);
-        rep.error = RETRYD_EPROTO;
-        rep.message = "malformed request";
-        retryd__frame_send(fd, &rep.base, -1, STATS_TIMEOUT_MS);
+        reply_error(fd, RETRYD_EPROTO, "malformed request");
         return;
     }
     r = serve(d, fd, req->processes);
