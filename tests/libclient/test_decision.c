@@ -184,38 +184,41 @@ Test(decision, remaining_equal_to_minimum_attempt_passes_rule_6)
            RETRYD_RULE_STATUS_GATEWAY_RETRY);
 }
 
+/* The categories docs/decision.md names permanent. */
+static const retryd_failure permanent[] = {RETRYD_FAILURE_TLS_CERTIFICATE,
+                                           RETRYD_FAILURE_MALFORMED,
+                                           RETRYD_FAILURE_UNSUPPORTED,
+                                           RETRYD_FAILURE_PROFILE_REJECTED,
+                                           RETRYD_FAILURE_TOO_MANY_REDIRECTS,
+                                           RETRYD_FAILURE_BODY_SOURCE,
+                                           RETRYD_FAILURE_ABORTED};
+#define N_PERMANENT (sizeof(permanent) / sizeof(permanent[0]))
+
 Test(decision, every_permanent_category_is_permanent_failure)
 {
-    for (int c = 0; c < RETRYD_FAILURE_COUNT; c++) {
-        if (!retryd_failure_is_permanent((retryd_failure)c))
-            continue;
+    for (size_t i = 0; i < N_PERMANENT; i++) {
         setup();
         retryd_facts f = baseline();
         f.evidence = RETRYD_EVIDENCE_NOT_SENT;
         f.status = 0;
-        f.failure = (retryd_failure)c;
+        f.failure = permanent[i];
         retryd_decision d = decide(&f);
         expect(d, RETRYD_VERDICT_DENIED, RETRYD_DENIAL_PERMANENT_FAILURE,
                RETRYD_RULE_PERMANENT_FAILURE);
-        cr_expect_eq(d.permanent, c, "category %s", retryd_failure_name(c));
+        cr_expect_eq(d.permanent, permanent[i], "category %s",
+                     retryd_failure_name(permanent[i]));
     }
 }
 
 Test(decision, permanent_categories_are_the_named_ones)
 {
-    const retryd_failure permanent[] = {RETRYD_FAILURE_TLS_CERTIFICATE,
-                                        RETRYD_FAILURE_MALFORMED,
-                                        RETRYD_FAILURE_UNSUPPORTED,
-                                        RETRYD_FAILURE_PROFILE_REJECTED,
-                                        RETRYD_FAILURE_TOO_MANY_REDIRECTS,
-                                        RETRYD_FAILURE_BODY_SOURCE,
-                                        RETRYD_FAILURE_ABORTED};
     int n = 0;
     for (int c = 0; c < RETRYD_FAILURE_COUNT; c++)
         n += retryd_failure_is_permanent((retryd_failure)c);
-    cr_expect_eq(n, (int)(sizeof(permanent) / sizeof(permanent[0])));
-    for (size_t i = 0; i < sizeof(permanent) / sizeof(permanent[0]); i++)
-        cr_expect(retryd_failure_is_permanent(permanent[i]));
+    cr_expect_eq(n, (int)N_PERMANENT);
+    for (size_t i = 0; i < N_PERMANENT; i++)
+        cr_expect(retryd_failure_is_permanent(permanent[i]), "%s",
+                  retryd_failure_name(permanent[i]));
 }
 
 Test(decision, too_many_redirects_with_a_response_is_permanent)
