@@ -44,7 +44,10 @@ uint64_t retryd__clock_monotonic_ns(void);
 int retryd__bucket_deposit(seg_upstream *s, uint64_t ident,
                            const bucket_tally *t);
 
-/* A retry: take one token. 0, RETRYD_EBUDGET, or RETRYD_ESTALE. */
+/* The out-of-line rest of retryd__bucket_withdraw(), whose subtraction
+ * returned @p old (no whole token, or another generation): gives that token
+ * back, then claims the refill due and tries once more. Not a withdrawal on
+ * its own. 0, RETRYD_EBUDGET, or RETRYD_ESTALE. */
 int retryd__bucket_withdraw_short(seg_upstream *s, uint64_t ident,
                                   const bucket_clock *clk,
                                   const bucket_tally *t, uint64_t old);

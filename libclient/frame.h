@@ -37,8 +37,8 @@ int retryd__frame_decode(const uint8_t *buf, size_t len, size_t cap,
  * Pack @p msg behind a header and send it on a connected socket, with
  * @p pass_fd attached by SCM_RIGHTS when >= 0. Blocks at most
  * @p timeout_ms in total. Returns 0, RETRYD_EPROTO (message above
- * RETRYD_FRAME_REPLY_MAX), RETRYD_ETIMEDOUT, RETRYD_ENOTCONN (the peer went
- * away) or RETRYD_EIO.
+ * RETRYD_FRAME_REPLY_MAX), RETRYD_ENOMEM, RETRYD_ETIMEDOUT, RETRYD_ENOTCONN
+ * (the peer went away) or RETRYD_EIO.
  */
 int retryd__frame_send(int fd, const ProtobufCMessage *msg, int pass_fd,
                        int timeout_ms);
