@@ -88,18 +88,26 @@ int retryd_body_new_dto(const void *dto, retryd_body_encode_fn encode,
     return 0;
 }
 
-int retryd_body_new_supplier(retryd_body_open_fn open, void *ctx,
-                             retryd_body **ret)
+/* A body that opens a fresh reader per attempt: supplier, factory, file. */
+static int new_open_body(retryd_body_kind kind, retryd_replayability r,
+                         retryd_body_open_fn open, void *ctx, retryd_body **ret)
 {
     retryd_body *b;
     if (ret == NULL || open == NULL)
         return RETRYD_EINVAL;
-    if (body_alloc(RETRYD_BODY_SUPPLIER, RETRYD_REOPENABLE, &b) < 0)
+    if (body_alloc(kind, r, &b) < 0)
         return RETRYD_ENOMEM;
     b->open = open;
     b->ctx = ctx;
     *ret = b;
     return 0;
+}
+
+int retryd_body_new_supplier(retryd_body_open_fn open, void *ctx,
+                             retryd_body **ret)
+{
+    return new_open_body(RETRYD_BODY_SUPPLIER, RETRYD_REOPENABLE, open, ctx,
+                         ret);
 }
 
 /* A file, reopened per attempt. */
@@ -145,20 +153,17 @@ static int file_open(void *ctx, retryd_body_reader *ret)
 
 int retryd_body_new_file(const char *path, retryd_body **ret)
 {
-    retryd_body *b;
     if (ret == NULL || path == NULL)
         return RETRYD_EINVAL;
-    int r = retryd_body_new_supplier(file_open, NULL, &b);
-    if (r < 0)
-        return r;
-    b->path = strdup(path);
-    if (b->path == NULL) {
-        free(b);
+    char *copy = strdup(path);
+    if (copy == NULL)
         return RETRYD_ENOMEM;
-    }
-    b->ctx = b->path;
-    *ret = b;
-    return 0;
+    int r = retryd_body_new_supplier(file_open, copy, ret);
+    if (r < 0)
+        free(copy);
+    else
+        (*ret)->path = copy; /* freed with the body */
+    return r;
 }
 
 static int new_reader_body(retryd_body_kind kind,
@@ -189,18 +194,11 @@ int retryd_body_new_publisher_factory(retryd_body_open_fn create, void *ctx,
                                       retryd_replayability declared,
                                       retryd_body **ret)
 {
-    retryd_body *b;
     retryd_replayability r;
-    if (ret == NULL || create == NULL ||
-        retryd_body_kind_replayability(RETRYD_BODY_PUBLISHER_FACTORY, declared,
+    if (retryd_body_kind_replayability(RETRYD_BODY_PUBLISHER_FACTORY, declared,
                                        &r) < 0)
         return RETRYD_EINVAL;
-    if (body_alloc(RETRYD_BODY_PUBLISHER_FACTORY, r, &b) < 0)
-        return RETRYD_ENOMEM;
-    b->open = create;
-    b->ctx = ctx;
-    *ret = b;
-    return 0;
+    return new_open_body(RETRYD_BODY_PUBLISHER_FACTORY, r, create, ctx, ret);
 }
 
 /* A part's name and type go into quoted header values. */
@@ -324,7 +322,6 @@ static int open_memory(const void *data, size_t len, retryd_body_reader *ret)
 typedef struct mp_reader {
     retryd_body *b;
     size_t part;    /* the part being sent */
-    int phase;      /* 0 head, 1 body, 2 tail */
     char head[512]; /* the current head or tail text */
     size_t head_len, head_off;
     retryd_body_reader cur;
