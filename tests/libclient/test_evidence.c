@@ -18,6 +18,12 @@ typedef struct row {
     retryd_failure failure;
 } row;
 
+/* One line of libcurl's verbose text, as its debug callback hands it. */
+static void text(attempt_trace *t, const char *line)
+{
+    retryd__trace_text(t, line, strlen(line));
+}
+
 static void nothing(attempt_trace *t)
 {
     (void)t;
@@ -38,7 +44,7 @@ static void h1_written(attempt_trace *t)
 static void h2_stream(attempt_trace *t)
 {
     t->prereq_calls = 1;
-    retryd__trace_text(t, "Using Stream ID: 3 (easy handle 0x1)", 36);
+    text(t, "Using Stream ID: 3 (easy handle 0x1)");
 }
 
 static void h2_no_stream(attempt_trace *t)
@@ -52,26 +58,26 @@ static void h2_refused(attempt_trace *t)
     h2_stream(t);
     t->prereq_calls = 2;
     t->resend_blocked = true;
-    retryd__trace_text(t, "REFUSED_STREAM, retrying a fresh connect\n", 41);
+    text(t, "REFUSED_STREAM, retrying a fresh connect\n");
 }
 
 static void h2_goaway_below(attempt_trace *t)
 {
     h2_stream(t);
-    retryd__trace_text(t, "recveived GOAWAY, error=0, last_stream=1\n", 41);
+    text(t, "recveived GOAWAY, error=0, last_stream=1\n");
 }
 
 static void h2_goaway_ours(attempt_trace *t)
 {
     h2_stream(t);
-    retryd__trace_text(t, "recveived GOAWAY, error=0, last_stream=3\n", 41);
+    text(t, "recveived GOAWAY, error=0, last_stream=3\n");
 }
 
 static void h1_stale_refused_text(attempt_trace *t)
 {
     /* libcurl 7.88.1's stale flag: the text on an HTTP/1 connection. */
     h1_written(t);
-    retryd__trace_text(t, "REFUSED_STREAM, retrying a fresh connect\n", 41);
+    text(t, "REFUSED_STREAM, retrying a fresh connect\n");
 }
 
 static void h1_died_and_vetoed(attempt_trace *t)
@@ -79,7 +85,7 @@ static void h1_died_and_vetoed(attempt_trace *t)
     h1_written(t);
     t->prereq_calls = 2;
     t->resend_blocked = true;
-    retryd__trace_text(t, "Connection died, retrying a fresh connect", 41);
+    text(t, "Connection died, retrying a fresh connect");
 }
 
 static void final_200(attempt_trace *t)
@@ -200,16 +206,14 @@ Test(evidence, libcurl_texts_are_matched_exactly)
 {
     attempt_trace t;
     retryd__trace_init(&t);
-    retryd__trace_text(&t, "Using Stream ID: 1f (easy handle 0x55)", 38);
+    text(&t, "Using Stream ID: 1f (easy handle 0x55)");
     cr_expect_eq(t.stream_id, 0x1f);
     cr_expect_eq(t.http_major, 2);
-    retryd__trace_text(&t, "received GOAWAY, error=0, last_stream=29", 40);
+    text(&t, "received GOAWAY, error=0, last_stream=29");
     cr_expect_eq(t.goaway_last, 29, "the later spelling too");
-    retryd__trace_text(&t, "a REFUSED_STREAM somewhere in the line", 38);
+    text(&t, "a REFUSED_STREAM somewhere in the line");
     cr_expect(!t.refused_stream, "only at the start of the line");
-    retryd__trace_text(&t,
-                       "HTTP/2 stream 1 was not closed cleanly: "
-                       "HTTP_1_1_REQUIRED (err 13)",
-                       67);
+    text(&t, "HTTP/2 stream 1 was not closed cleanly: "
+             "HTTP_1_1_REQUIRED (err 13)");
     cr_expect(t.http11_required);
 }
