@@ -28,7 +28,6 @@ typedef struct parse_state {
     int error_line; /* where st->error happened */
     char *buf;      /* getline()'s buffer */
     size_t buf_cap;
-    char stats_group_name[64];
     bool allow_groups_set;
     char error[384]; /* the handler's reason; the line comes from inih */
     char rel_control[CONFIG_SOCKET_MAX];
@@ -218,7 +217,8 @@ static int parse_ids(parse_state *st, const char *section, const char *key,
     for (char *t = strtok_r(copy, " \t,", &save); t;
          t = strtok_r(NULL, " \t,", &save)) {
         if (*n == CONFIG_MAX_IDS)
-            return fail(st, section, key, "more than %s entries", "32");
+            return fail(st, section, key, "more than %d entries",
+                        CONFIG_MAX_IDS);
         bool ok = groups ? lookup_gid(t, &st->cfg->allow_groups[*n])
                          : lookup_uid(t, &st->cfg->allow_users[*n]);
         if (!ok)
@@ -385,7 +385,7 @@ static void set_defaults(config *c, parse_state *st)
     strcpy(st->rel_segment, "segment");
     c->upstream_capacity = SEG_DEFAULT_UPSTREAMS;
     c->process_capacity = SEG_DEFAULT_PROCESSES;
-    c->log_level = 6;
+    c->log_level = LOG_INFO;
     c->defaults = (budget_params){
         .ratio_micro = SEG_DEFAULT_RATIO_MICRO,
         .floor_micro_per_s = SEG_DEFAULT_FLOOR_MICRO_PER_S,
