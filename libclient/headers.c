@@ -63,9 +63,10 @@ static bool reserve(header_arena *a, size_t bytes)
                       a->first_buf))
         return false;
     if (a->n == a->cap_off) {
+        /* One more field; retryd__grow doubles. */
         size_t bytes_off = 2 * a->cap_off * sizeof(*a->off);
         if (!retryd__grow((void **)&a->off, bytes_off, &bytes_off,
-                          2 * bytes_off + 128, a->first_off))
+                          bytes_off + 2 * sizeof(*a->off), a->first_off))
             return false;
         a->cap_off = bytes_off / (2 * sizeof(*a->off));
     }

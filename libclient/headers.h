@@ -1,7 +1,8 @@
 /*
  * Response headers in one arena: "name\0value\0" records in a single
- * growing buffer, with their offsets. A request's headers cost two
- * allocations however many there are; the result takes the arena over.
+ * growing buffer, with their offsets. Both start in the caller's storage
+ * and cost an allocation each only when that is outgrown; the result
+ * copies the final block into its own allocation.
  */
 #ifndef RETRYD_HEADERS_H
 #define RETRYD_HEADERS_H
