@@ -467,13 +467,17 @@ int retryd_host_open(const retryd_host_opts *opts, retryd_host **ret)
     return 0;
 }
 
+static void free_bindings(binding *b)
+{
+    for (binding *next; b; b = next) {
+        next = b->next_old;
+        free(b);
+    }
+}
+
 static void host_free(retryd_host *h)
 {
-    attachment *a = atomic_load_explicit(&h->att, memory_order_relaxed);
-    if (a != NULL) {
-        a->next_old = h->old_atts;
-        h->old_atts = a;
-    }
+    retire_attachment(h); /* onto old_atts, freed with the others */
     for (attachment *next; h->old_atts; h->old_atts = next) {
         next = h->old_atts->next_old;
         munmap(h->old_atts->view.hdr, h->old_atts->view.size);
@@ -486,16 +490,8 @@ static void host_free(retryd_host *h)
             cds_lfht_del(h->names, &up->node);
     for (retryd_upstream *next; h->all; h->all = next) {
         next = h->all->next_all;
-        for (binding *b = atomic_load(&h->all->bind); b;) {
-            binding *bn = b->next_old;
-            free(b);
-            b = bn;
-        }
-        for (binding *b = h->all->old_bindings; b;) {
-            binding *bn = b->next_old;
-            free(b);
-            b = bn;
-        }
+        free_bindings(atomic_load(&h->all->bind));
+        free_bindings(h->all->old_bindings);
         free(h->all);
     }
     if (h->names != NULL)
