@@ -20,6 +20,9 @@
 #define NS_PER_S UINT64_C(1000000000)
 /* How long a handle on its local bucket waits before asking again. */
 #define REBIND_INTERVAL_NS (NS_PER_S / 2)
+/* The process-local bucket's generation; nothing ever retires it. */
+#define LOCAL_GEN 1
+#define LOCAL_IDENT seg_ident(LOCAL_GEN, SEG_ACTIVE)
 
 static int name_match(struct cds_lfht_node *node, const void *key)
 {
@@ -240,12 +243,12 @@ int retryd_upstream_open(retryd_host *host, const char *name,
     memcpy(up->name, name, strlen(name) + 1);
     cds_lfht_node_init(&up->node);
     uint64_t now = retryd__clock_coarse_ns();
-    atomic_store_explicit(&up->local.ident, seg_ident(1, SEG_ACTIVE),
-                          memory_order_relaxed);
+    atomic_store_explicit(&up->local.ident, LOCAL_IDENT, memory_order_relaxed);
     /* The local bucket starts with one second of floor, like a new shared
      * slot (docs/budget.md). */
-    retryd__bucket_init(&up->local, 1, up->ratio_micro, up->floor_micro_per_s,
-                        up->cap_micro, up->floor_micro_per_s, now);
+    retryd__bucket_init(&up->local, LOCAL_GEN, up->ratio_micro,
+                        up->floor_micro_per_s, up->cap_micro,
+                        up->floor_micro_per_s, now);
 
     pthread_mutex_lock(&host->lock);
     struct cds_lfht_node *prev = cds_lfht_add_unique(
@@ -326,9 +329,8 @@ int retryd_upstream_deposit(retryd_upstream *up)
 {
     if (up == NULL)
         return RETRYD_EINVAL;
-    ON_BUCKET(
-        up, retryd__bucket_deposit(b_->slot, b_->ident, &t_),
-        retryd__bucket_deposit(&up->local, seg_ident(1, SEG_ACTIVE), &t_));
+    ON_BUCKET(up, retryd__bucket_deposit(b_->slot, b_->ident, &t_),
+              retryd__bucket_deposit(&up->local, LOCAL_IDENT, &t_));
 }
 
 int retryd_upstream_withdraw(retryd_upstream *up)
@@ -338,7 +340,7 @@ int retryd_upstream_withdraw(retryd_upstream *up)
     ON_BUCKET(up,
               retryd__bucket_withdraw(b_->slot, b_->ident,
                                       &retryd__coarse_clock, &t_),
-              retryd__bucket_withdraw(&up->local, seg_ident(1, SEG_ACTIVE),
+              retryd__bucket_withdraw(&up->local, LOCAL_IDENT,
                                       &retryd__coarse_clock, &t_));
 }
 
@@ -347,8 +349,8 @@ static int peek_impl(retryd_upstream *up)
     ON_BUCKET(
         up,
         retryd__bucket_peek(b_->slot, b_->ident, &retryd__coarse_clock, &t_),
-        retryd__bucket_peek(&up->local, seg_ident(1, SEG_ACTIVE),
-                            &retryd__coarse_clock, &t_));
+        retryd__bucket_peek(&up->local, LOCAL_IDENT, &retryd__coarse_clock,
+                            &t_));
 }
 
 bool retryd_upstream_peek(retryd_upstream *up)
@@ -361,7 +363,7 @@ static int balance_impl(retryd_upstream *up, uint64_t *micro)
     ON_BUCKET(up,
               retryd__bucket_balance(b_->slot, b_->ident, &retryd__coarse_clock,
                                      &t_, micro),
-              retryd__bucket_balance(&up->local, seg_ident(1, SEG_ACTIVE),
+              retryd__bucket_balance(&up->local, LOCAL_IDENT,
                                      &retryd__coarse_clock, &t_, micro));
 }
 
