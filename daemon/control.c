@@ -205,24 +205,6 @@ static int on_hello(server *d, conn *c, const Retryd__Hello *h)
     return reply(c, &rep, -1);
 }
 
-static int watch_pid(server *d, uint32_t slot, pid_t pid)
-{
-    proc_track *t = &d->procs[slot];
-    int fd = pidfd_open(pid, 0);
-    if (fd < 0)
-        return -errno;
-    t->pidfd = fd;
-    t->w = (watch){.kind = WATCH_PIDFD, .slot = slot};
-    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &t->w};
-    if (epoll_ctl(d->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
-        int e = -errno;
-        close(fd);
-        t->pidfd = -1;
-        return e;
-    }
-    return 0;
-}
-
 static int attach_slot(server *d, conn *c, const Retryd__Attach *a,
                        uint32_t *ret)
 {
@@ -239,7 +221,10 @@ static int attach_slot(server *d, conn *c, const Retryd__Attach *a,
     int r = owner_process_alloc(&d->seg, c->pid, start, c->uid, ret);
     if (r < 0)
         return r;
-    if (watch_pid(d, *ret, c->pid) < 0) {
+    int pidfd = pidfd_open(c->pid, 0);
+    if (pidfd < 0 || daemon_watch_process(d, *ret, pidfd) < 0) {
+        if (pidfd >= 0)
+            close(pidfd);
         owner_process_release(&d->seg, *ret);
         return RETRYD_EIO;
     }
@@ -443,6 +428,17 @@ void control_ready(server *d, conn *c)
         if (r != 0)
             return;
     }
+}
+
+int daemon_watch_process(server *d, uint32_t slot, int pidfd)
+{
+    proc_track *t = &d->procs[slot];
+    t->w = (watch){.kind = WATCH_PIDFD, .slot = slot};
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &t->w};
+    if (epoll_ctl(d->epfd, EPOLL_CTL_ADD, pidfd, &ev) < 0)
+        return -errno;
+    t->pidfd = pidfd;
+    return 0;
 }
 
 void daemon_release_process(server *d, uint32_t slot)

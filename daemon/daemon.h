@@ -76,6 +76,9 @@ void control_close_all(server *d);
  * same batch may name them) until control_reap() after the batch. */
 bool control_dead(const conn *c);
 void control_reap(server *d);
+/* Watch a process slot's owner through @p pidfd, so its exit releases the
+ * slot. On failure the descriptor stays the caller's to close. */
+int daemon_watch_process(server *d, uint32_t slot, int pidfd);
 /* A process slot's owner is gone (pidfd) or detached (hang-up). */
 void daemon_release_process(server *d, uint32_t slot);
 

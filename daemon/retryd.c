@@ -117,16 +117,10 @@ static void adopt_processes(server *d)
         /* The start time is read after the pidfd exists, so a pid that
          * was recycled in between is caught here. */
         if (pidfd >= 0 &&
-            retryd__process_start_time(pid) == atomic_load(&p->start_time)) {
-            proc_track *t = &d->procs[i];
-            t->pidfd = pidfd;
-            t->w = (watch){.kind = WATCH_PIDFD, .slot = i};
-            struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &t->w};
-            if (epoll_ctl(d->epfd, EPOLL_CTL_ADD, pidfd, &ev) == 0) {
-                kept++;
-                continue;
-            }
-            t->pidfd = -1;
+            retryd__process_start_time(pid) == atomic_load(&p->start_time) &&
+            daemon_watch_process(d, i, pidfd) == 0) {
+            kept++;
+            continue;
         }
         if (pidfd >= 0)
             close(pidfd);
