@@ -275,6 +275,7 @@ Test(frame, control_exchange_returns_the_reply_and_its_descriptor)
     cr_expect(!write_end_closed(r_end));
     close(fd);
     cr_expect(write_end_closed(r_end));
+    close(r_end);
 
     /* And the request went out whole. */
     uint8_t *body;
