@@ -161,6 +161,12 @@ int retryd_profile_new(retryd_client *c, const retryd_profile_opts *opts,
     if (p == NULL)
         return RETRYD_ENOMEM;
     p->client = c;
+    pthread_mutex_init(&p->lock, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&p->freed, &ca);
+    pthread_condattr_destroy(&ca);
     r = apply_defaults(p, &o);
     if (r < 0)
         goto fail;
@@ -178,18 +184,10 @@ int retryd_profile_new(retryd_client *c, const retryd_profile_opts *opts,
     r = retryd_upstream_open(c->host, p->upstream_name, o.budget, &p->budget);
     if (r < 0)
         goto fail;
-    pthread_mutex_init(&p->lock, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&p->freed, &ca);
-    pthread_condattr_destroy(&ca);
     *ret = p;
     return 0;
 fail:
-    free(p->base_url), free(p->upstream_name), free(p->ca_file);
-    free(p->ca_path), free(p->cert_file), free(p->key_file), free(p->idle);
-    free(p);
+    retryd_profile_free(p);
     return r;
 }
 
