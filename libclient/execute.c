@@ -549,7 +549,7 @@ static void run_attempt(call *c, uint32_t n, retryd_attempt *a)
         c->p->bulkhead_wait_ns && start + c->p->bulkhead_wait_ns < c->deadline
             ? start + c->p->bulkhead_wait_ns
             : c->deadline;
-    int rc = CURLE_OK; /* stays so when libcurl never ran (no body) */
+    int rc = CURLE_OK; /* stays so when the body did not open */
     easy *h;
 
     attempt_reset(c);

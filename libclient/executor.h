@@ -21,7 +21,8 @@ struct call;
  * A pooled easy handle and what it was last told. The callbacks' data
  * pointer is this struct, set once; `call` says which request it serves
  * now. Options are set again only when they differ from last time, so a
- * keep-alive request on a pooled handle costs two setopt calls.
+ * keep-alive request on a pooled handle costs at most two setopt calls
+ * (its header list and its body's size).
  */
 typedef struct easy {
     CURL *curl;

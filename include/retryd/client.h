@@ -176,7 +176,7 @@ typedef struct retryd_attempt {
     retryd_evidence evidence;
     retryd_failure failure;
     int status;             /**< 0 without final headers */
-    int http_version;       /**< 11 or 20; 0 when unknown */
+    int http_version;       /**< 10, 11 or 20; 0 when unknown */
     int64_t wait_before_ns; /**< the backoff before this attempt */
     int64_t duration_ns;
     retryd_decision decision; /**< what the engine decided after it */
