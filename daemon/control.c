@@ -379,7 +379,7 @@ static int handle_frame(server *d, conn *c)
     if (dec == 1)
         return 0;
     if (dec < 0) {
-        log_warn("pid %d: oversized or empty frame: closing", (int)c->pid);
+        log_warn("pid %d: oversized frame: closing", (int)c->pid);
         reply_error(c, RETRYD_EPROTO, "frame length out of bounds");
         return -1;
     }
