@@ -82,8 +82,9 @@ int daemon_watch_process(server *d, uint32_t slot, int pidfd);
 /* A process slot's owner is gone (pidfd) or detached (hang-up). */
 void daemon_release_process(server *d, uint32_t slot);
 
-/* Registration, shared by the control handler, startup and reload; the
- * one place a name is checked (RETRYD_EINVAL). */
+/* Registration, shared by the control handler, startup and reload. It
+ * refuses a malformed name (RETRYD_EINVAL), so a client's name is checked
+ * here; the configuration and an adopted segment check their own. */
 int daemon_register(server *d, const char *name, const budget_params *given,
                     reg_entry *ret);
 
