@@ -170,7 +170,7 @@ static void reload(server *d)
 {
     char err[512];
     config *n;
-    const config *o = d->cfg;
+    config *o = d->cfg;
 
     if (config_load(o->path, &n, err, sizeof(err)) < 0) {
         log_err("reload refused, keeping the running configuration: %s", err);
@@ -193,12 +193,11 @@ static void reload(server *d)
     memcpy(n->lock_path, o->lock_path, sizeof(n->lock_path));
     n->upstream_capacity = o->upstream_capacity;
     n->process_capacity = o->process_capacity;
-    config *old = d->cfg;
     rd_rcu_publish();
     rcu_assign_pointer(d->cfg, n);
     log_set_level(n->log_level);
     daemon_apply_config(d);
-    rd_call_rcu(&old->rcu, free_config_rcu);
+    rd_call_rcu(&o->rcu, free_config_rcu);
     log_info("configuration reloaded from %s", n->path);
 }
 
