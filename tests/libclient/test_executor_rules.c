@@ -478,12 +478,14 @@ Test(executor_rules, bulkhead_wait_that_runs_out_is_not_sent)
 
 Test(executor_rules, backoff_holds_no_permit)
 {
-    /* One permit. A retries a 503 with 300 ms waits; B, started during
-     * A's first wait, may wait only 100 ms for the permit. B gets it: a
-     * waiting retry holds nothing. */
+    /* One permit. A retries a 503 with 300 ms waits; B, started once the
+     * server has A's first request, may wait 250 ms for the permit. B
+     * gets it: a waiting retry holds nothing. Had A kept the permit
+     * through its waits, B would need 600 ms; the 250 ms leave A time to
+     * read its first answer and let go on a loaded machine. */
     retryd_profile *p = profile((retryd_profile_opts){
         .bulkhead = 1,
-        .bulkhead_wait_ns = 100 * MS,
+        .bulkhead_wait_ns = 250 * MS,
         .backoff = {RETRYD_JITTER_DECORRELATED, 300 * MS, 300 * MS, 5 * S}});
     bg a = {.p = p,
             .q = {.path = "/status?code=503&id=A",
