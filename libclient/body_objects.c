@@ -231,6 +231,9 @@ int retryd_body_new_multipart(retryd_body *const *parts,
     b->types = calloc(n, sizeof(*b->types));
     if (!b->parts || !b->names || !b->types)
         goto fail;
+    /* From here retryd_body_free(b) frees the copied names and types; the
+     * parts join b only once nothing can fail, and are freed below. */
+    b->n_parts = n;
     for (size_t i = 0; i < n; i++) {
         const char *ct = content_types && content_types[i]
                              ? content_types[i]
@@ -239,8 +242,9 @@ int retryd_body_new_multipart(retryd_body *const *parts,
         b->types[i] = strdup(ct);
         if (!b->names[i] || !b->types[i])
             goto fail;
+    }
+    for (size_t i = 0; i < n; i++) {
         b->parts[i] = parts[i];
-        b->n_parts = i + 1;
         /* The algebra of the specification: the weakest part decides. */
         b->replay = retryd_replayability_weakest(
             b->replay, retryd_body_replayability(parts[i]));
@@ -255,10 +259,7 @@ int retryd_body_new_multipart(retryd_body *const *parts,
     *ret = b;
     return 0;
 fail:
-    if (b != NULL) {
-        b->n_parts = 0; /* parts are freed below, once */
-        retryd_body_free(b);
-    }
+    retryd_body_free(b);
     for (size_t i = 0; parts && i < n; i++)
         retryd_body_free(parts[i]);
     return r;
