@@ -3,7 +3,6 @@
  * print the decision with the rule that made it. It is the engine's window
  * for operators and for shell scripts that drive their own HTTP clients.
  */
-#include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>

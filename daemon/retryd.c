@@ -9,7 +9,6 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <poll.h>
-#include <grp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
