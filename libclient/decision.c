@@ -26,6 +26,11 @@ bool retryd_idempotency_is_safe(retryd_idempotency idem)
            idem == RETRYD_IDEMPOTENCY_BY_KEY;
 }
 
+bool retryd_status_is_final(int status)
+{
+    return status < 400 || status > 599;
+}
+
 bool retryd_failure_is_permanent(retryd_failure failure)
 {
     return failure >= RETRYD_FAILURE_TLS_CERTIFICATE &&
@@ -190,14 +195,13 @@ static int decide_status(const retryd_facts *f, const retryd_decide_env *env,
     default:
         break;
     }
-    if (s >= 400 && s <= 499)
+    if (retryd_status_is_final(s))
+        return stop(f, ret, RETRYD_RULE_STATUS_FINAL,
+                    RETRYD_DENIAL_STATUS_NOT_RETRYABLE);
+    if (s <= 499)
         return stop(f, ret, RETRYD_RULE_STATUS_4XX,
                     RETRYD_DENIAL_STATUS_NOT_RETRYABLE);
-    if (s >= 500 && s <= 599)
-        return stop(f, ret, RETRYD_RULE_STATUS_5XX_OTHER,
-                    RETRYD_DENIAL_STATUS_NOT_RETRYABLE);
-    /* 2xx, 3xx and anything beyond 599: the response is final. */
-    return stop(f, ret, RETRYD_RULE_STATUS_FINAL,
+    return stop(f, ret, RETRYD_RULE_STATUS_5XX_OTHER,
                 RETRYD_DENIAL_STATUS_NOT_RETRYABLE);
 }
 

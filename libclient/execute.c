@@ -581,7 +581,7 @@ static void run_attempt(call *c, uint32_t n, retryd_attempt *a)
     if (c->trace.http11_required)
         c->force_http11 = true; /* the server asked for HTTP/1.1 */
     describe_error(c, rc);
-    a->status = c->trace.final_headers ? c->trace.status : 0;
+    a->status = c->trace.status; /* 0 unless a final block completed */
     c->now = retryd__now_ns();
     a->duration_ns = c->now - start;
 }
@@ -626,7 +626,7 @@ static bool refresh(call *c);
 
 /*
  * The decision after an attempt, counted in the upstream's statistics. A
- * complete 2xx or 3xx response (or a status above 599) is final and needs
+ * complete response with a final status (retryd_status_is_final) needs
  * none: asking the engine would run the rules of a failed attempt first
  * (the budget peek among them) and count a success as a denied retry. It
  * is logged as the engine would end it, status_final.
@@ -636,7 +636,7 @@ static int decide_attempt(call *c, retryd_attempt *a, int64_t prev_delay,
 {
     retryd_facts f;
     if (a->evidence == RETRYD_EVIDENCE_RESPONSE_RECEIVED &&
-        (a->status < 400 || a->status > 599)) {
+        retryd_status_is_final(a->status)) {
         a->decision = (retryd_decision){
             .verdict = RETRYD_VERDICT_DENIED,
             .reason = RETRYD_DENIAL_STATUS_NOT_RETRYABLE,

@@ -233,6 +233,14 @@ RETRYD_EXPORT int retryd_decide(const retryd_facts *facts,
                                 const retryd_decide_env *env,
                                 retryd_decision *ret);
 
+/**
+ * True when a complete response with @p status ends the call: 2xx, 3xx and
+ * anything beyond 599. Such an attempt did not fail, so there is nothing
+ * to decide (retryd_decide() would answer it with rule status_final, after
+ * the failed-attempt rules before it).
+ */
+RETRYD_EXPORT bool retryd_status_is_final(int status);
+
 /** True for the failure categories a retry cannot cure. */
 RETRYD_EXPORT bool retryd_failure_is_permanent(retryd_failure failure);
 

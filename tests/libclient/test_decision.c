@@ -452,6 +452,23 @@ Test(decision, success_and_redirect_are_final)
     }
 }
 
+/* The predicate callers (the executor among them) use to skip the engine
+ * agrees with the engine's own status table, status by status. */
+Test(decision, status_is_final_matches_the_status_table)
+{
+    for (int s = 200; s <= 999; s++) {
+        setup();
+        retryd_decision d = status_decision(s, RETRYD_IDEMPOTENCY_SAFE);
+        cr_expect_eq(retryd_status_is_final(s),
+                     d.rule == RETRYD_RULE_STATUS_FINAL, "status %d: rule %s",
+                     s, retryd_rule_name(d.rule));
+    }
+    cr_expect(retryd_status_is_final(200) && retryd_status_is_final(399) &&
+              retryd_status_is_final(600));
+    cr_expect(!retryd_status_is_final(400) && !retryd_status_is_final(503) &&
+              !retryd_status_is_final(599));
+}
+
 Test(decision, partial_success_is_reread_when_safe)
 {
     retryd_facts f = baseline();
