@@ -16,7 +16,9 @@
 
 typedef struct attempt_trace {
     int prereq_calls;        /* CURLOPT_PREREQFUNCTION: request about to go */
-    uint64_t bytes_out;      /* HEADER_OUT + DATA_OUT after the first prereq */
+    uint64_t bytes_out;      /* request bytes written after the first prereq:
+                                HEADER_OUT + DATA_OUT (HTTP/2), or
+                                CURLINFO_REQUEST_SIZE (HTTP/1.1) */
     int http_major;          /* 1 or 2: the protocol this attempt spoke */
     int64_t stream_id;       /* HTTP/2 "Using Stream ID", -1 when none */
     int64_t goaway_last;     /* HTTP/2 GOAWAY last-stream-id, -1 when none */

@@ -4,6 +4,7 @@
  */
 #include <string.h>
 
+#include "retryd/client.h"
 #include "retryd/decision.h"
 
 static const char *const evidence_names[RETRYD_EVIDENCE_COUNT] = {
@@ -59,6 +60,8 @@ static const unsigned char rule_orders[RETRYD_RULE_COUNT] = {
 static const char *const replayability_names[RETRYD_REPLAYABILITY_COUNT] = {
     "replayable", "reopenable", "one_shot"};
 
+static const char *const outcome_names[] = {"response", "failure", "ambiguous"};
+
 #define COUNT_OF(a) (sizeof(a) / sizeof((a)[0]))
 
 /* Casting through unsigned makes a negative enum value out of range too. */
@@ -113,6 +116,11 @@ int retryd_rule_order(retryd_rule r)
 const char *retryd_replayability_name(retryd_replayability r)
 {
     return NAME_OF(replayability_names, r);
+}
+
+const char *retryd_outcome_name(retryd_outcome o)
+{
+    return NAME_OF(outcome_names, o);
 }
 
 #define FROM_NAME(table, type, name, ret)                                      \

@@ -122,12 +122,6 @@ const retryd_attempt *retryd_result_attempt(const retryd_result *r, size_t i)
     return r && i < r->n_attempts ? &r->attempts[i] : NULL;
 }
 
-const char *retryd_outcome_name(retryd_outcome o)
-{
-    static const char *const names[] = {"response", "failure", "ambiguous"};
-    return (unsigned)o < 3 ? names[o] : "unknown";
-}
-
 void retryd_result_free(retryd_result *r)
 {
     if (r == NULL)
