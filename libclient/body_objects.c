@@ -17,6 +17,9 @@
 #include "headers.h"
 
 #define MULTIPART_MAX_PARTS 1024
+/* Bytes of a part's name or content type: a part's head must fit mp_reader's
+ * buffer whole, or the body on the wire would be malformed. */
+#define MULTIPART_TEXT_MAX 200
 
 struct retryd_body {
     retryd_body_kind kind;
@@ -201,10 +204,11 @@ int retryd_body_new_publisher_factory(retryd_body_open_fn create, void *ctx,
     return new_open_body(RETRYD_BODY_PUBLISHER_FACTORY, r, create, ctx, ret);
 }
 
-/* A part's name and type go into quoted header values. */
+/* A part's name and type go into quoted header values, whole. */
 static bool header_safe(const char *s)
 {
-    return retryd__field_value_ok(s) && strchr(s, '"') == NULL;
+    return retryd__field_value_ok(s) && strchr(s, '"') == NULL &&
+           strlen(s) <= MULTIPART_TEXT_MAX;
 }
 
 int retryd_body_new_multipart(retryd_body *const *parts,
@@ -322,12 +326,18 @@ static int open_memory(const void *data, size_t len, retryd_body_reader *ret)
 /* Multipart: a sequence of segments (preamble text, part stream, ...). */
 typedef struct mp_reader {
     retryd_body *b;
-    size_t part;    /* the part being sent */
-    char head[512]; /* the current head or tail text */
+    size_t part; /* the part being sent */
+    /* The current head or tail text: the fixed text (65 bytes), the
+     * boundary, a name and a type, each at most MULTIPART_TEXT_MAX. */
+    char head[2 * MULTIPART_TEXT_MAX + 192];
     size_t head_len, head_off;
     retryd_body_reader cur;
     bool cur_open;
 } mp_reader;
+_Static_assert(sizeof(((mp_reader *)0)->head) >
+                   65 + sizeof(((retryd_body *)0)->boundary) +
+                       2 * MULTIPART_TEXT_MAX,
+               "a part's head always fits whole");
 
 static void mp_head(mp_reader *m)
 {
@@ -342,8 +352,6 @@ static void mp_head(mp_reader *m)
     else
         m->head_len = (size_t)snprintf(m->head, sizeof(m->head),
                                        "\r\n--%s--\r\n", b->boundary);
-    if (m->head_len >= sizeof(m->head))
-        m->head_len = sizeof(m->head) - 1;
     m->head_off = 0;
 }
 

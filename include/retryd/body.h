@@ -115,9 +115,12 @@ RETRYD_EXPORT int retryd_body_new_publisher(const retryd_body_reader *reader,
                                             retryd_body **ret);
 
 /**
- * A multipart/form-data body made of @p n parts, each with a field name and
- * a content type (NULL: application/octet-stream). Takes ownership of the
- * parts, even on failure. Its replayability is the weakest part's.
+ * A multipart/form-data body made of @p n parts (1..1024), each with a
+ * field name and a content type (NULL: application/octet-stream) of at most
+ * 200 bytes, without CR, LF, NUL or '"'. Takes ownership of the parts, even
+ * on failure. Its replayability is the weakest part's.
+ * @return 0, RETRYD_EINVAL for a name or type that breaks these rules,
+ *         RETRYD_ENOMEM.
  */
 RETRYD_EXPORT int retryd_body_new_multipart(retryd_body *const *parts,
                                             const char *const *names,

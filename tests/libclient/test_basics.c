@@ -1,5 +1,6 @@
 /* Error codes, names, the body-kind algebra, durations and frames. */
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -7,6 +8,7 @@
 
 #include <criterion/criterion.h>
 
+#include "body_internal.h"
 #include "frame.h"
 #include "retryd.pb-c.h"
 #include "retryd/retryd.h"
@@ -106,6 +108,48 @@ Test(body, publisher_factory_is_as_declared)
     cr_expect_eq(retryd_body_kind_replayability(RETRYD_BODY_MULTIPART,
                                                 RETRYD_REPLAYABLE, &r),
                  RETRYD_EINVAL);
+}
+
+/* A part's name and type are written whole into its head, or refused:
+ * 200 bytes is accepted, 201 is not (and the parts are freed either way,
+ * which the ASan build checks). */
+Test(body, multipart_names_and_types_are_bounded)
+{
+    char longest[202];
+    memset(longest, 'n', 201);
+    longest[201] = '\0';
+    retryd_body *b, *part;
+    const char *names[1], *types[1] = {NULL};
+
+    names[0] = longest;
+    cr_assert_eq(retryd_body_new_bytes("x", 1, &part), 0);
+    cr_expect_eq(retryd_body_new_multipart(&part, names, types, 1, &b),
+                 RETRYD_EINVAL, "a 201-byte name");
+    names[0] = "file";
+    types[0] = longest;
+    cr_assert_eq(retryd_body_new_bytes("x", 1, &part), 0);
+    cr_expect_eq(retryd_body_new_multipart(&part, names, types, 1, &b),
+                 RETRYD_EINVAL, "a 201-byte content type");
+
+    longest[200] = '\0';
+    names[0] = longest;
+    types[0] = longest;
+    cr_assert_eq(retryd_body_new_bytes("x", 1, &part), 0);
+    cr_assert_eq(retryd_body_new_multipart(&part, names, types, 1, &b), 0);
+    /* On the wire: the whole name and the whole type. */
+    char wire[1024], want[512];
+    size_t got = 0;
+    long n;
+    retryd_body_reader rd;
+    cr_assert_eq(retryd__body_open(b, &rd), 0);
+    while ((n = rd.read(rd.ctx, wire + got, sizeof(wire) - 1 - got)) > 0)
+        got += (size_t)n;
+    retryd__body_close(&rd);
+    wire[got] = '\0';
+    snprintf(want, sizeof(want), "name=\"%s\"\r\nContent-Type: %s\r\n\r\nx",
+             longest, longest);
+    cr_expect(strstr(wire, want) != NULL, "%s", wire);
+    retryd_body_free(b);
 }
 
 Test(body, multipart_is_its_weakest_part)
