@@ -27,25 +27,9 @@
  */
 #include "bucket.h"
 
-#include <time.h>
-
 #include "retryd/common.h"
 
 #define NS_PER_S UINT64_C(1000000000)
-
-uint64_t retryd__clock_coarse_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-    return (uint64_t)ts.tv_sec * NS_PER_S + (uint64_t)ts.tv_nsec;
-}
-
-uint64_t retryd__clock_monotonic_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * NS_PER_S + (uint64_t)ts.tv_nsec;
-}
 
 static uint64_t coarse_now(void *ctx)
 {

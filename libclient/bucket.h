@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "retryd/common.h"
+#include "clock.h"
 #include "segment.h"
 
 /* Where an operation counts what it did: SEG_COUNTERS counters, written
@@ -28,14 +29,8 @@ typedef struct bucket_clock {
     void *ctx;
 } bucket_clock;
 
-/* The real clock: CLOCK_MONOTONIC_COARSE. A few nanoseconds to read (vDSO),
- * ticking every 1-4 ms, far finer than any floor needs. */
+/* The real clock: retryd__clock_coarse_ns (clock.h). */
 extern const bucket_clock retryd__coarse_clock;
-uint64_t retryd__clock_coarse_ns(void);
-
-/* CLOCK_MONOTONIC in nanoseconds: for deadlines and timeouts, which need
- * better than the coarse clock's milliseconds. */
-uint64_t retryd__clock_monotonic_ns(void);
 
 /*
  * A first attempt: deposit the slot's ratio, capped. 0, or RETRYD_ESTALE

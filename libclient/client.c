@@ -8,7 +8,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "bucket.h"
 #include "macros.h"
 #include "executor.h"
 
@@ -19,13 +18,6 @@
 #define DEFAULT_BULKHEAD 64
 #define DEFAULT_MAX_RESPONSE (16u << 20)
 #define MAX_ATTEMPTS_LIMIT 100
-
-/* The executor's name for the shared clock: its deadlines are signed (a
- * time left may go negative), and execute.c calls it in many places. */
-int64_t retryd__now_ns(void)
-{
-    return (int64_t)retryd__clock_monotonic_ns();
-}
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
 static CURLcode curl_init_result;

@@ -22,6 +22,7 @@
 
 #include "macros.h"
 #include "body_internal.h"
+#include "clock.h"
 #include "evidence.h"
 #include "executor.h"
 

@@ -73,8 +73,6 @@ void retryd__slot_give(retryd_profile *p, easy *e, bool tainted);
 /* execute.c: the options that never change for a profile's handles. */
 void retryd__handle_configure(retryd_profile *p, easy *e);
 
-int64_t retryd__now_ns(void);
-
 /* result.c: one allocation holds the result, its attempt log, its headers
  * and its body. Attempts' error texts are separate (only failures have
  * one) and owned by the result. The status, evidence, decision and error

@@ -8,7 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "bucket.h"
+#include "clock.h"
 #include "retryd/common.h"
 
 int retryd__frame_decode(const uint8_t *buf, size_t len, size_t cap,

@@ -1,0 +1,36 @@
+/*
+ * The library's and the daemon's clocks, in nanoseconds. Both are vDSO
+ * reads of a few nanoseconds; neither enters the kernel.
+ */
+#ifndef RETRYD_CLOCK_H
+#define RETRYD_CLOCK_H
+
+#include <stdint.h>
+#include <time.h>
+
+/* CLOCK_MONOTONIC_COARSE: ticking every 1-4 ms, far finer than any
+ * budget floor needs, and what bucket refills are stamped with. */
+static inline uint64_t retryd__clock_coarse_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return (uint64_t)ts.tv_sec * UINT64_C(1000000000) + (uint64_t)ts.tv_nsec;
+}
+
+/* CLOCK_MONOTONIC: for deadlines and timeouts, which need better than the
+ * coarse clock's milliseconds. */
+static inline uint64_t retryd__clock_monotonic_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * UINT64_C(1000000000) + (uint64_t)ts.tv_nsec;
+}
+
+/* The same, signed: the executor's deadlines, where a time left may go
+ * negative. */
+static inline int64_t retryd__now_ns(void)
+{
+    return (int64_t)retryd__clock_monotonic_ns();
+}
+
+#endif
