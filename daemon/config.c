@@ -9,7 +9,6 @@
 #include <ctype.h>
 #include <errno.h>
 #include <grp.h>
-#include <math.h>
 #include <pwd.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -166,11 +165,8 @@ static bool parse_tokens(const char *v, uint64_t max_micro, uint64_t *ret)
     char *end;
     errno = 0;
     double x = strtod(v, &end);
-    if (errno || end == v || *end || !isfinite(x) || x < 0 ||
-        x * 1e6 > (double)max_micro)
-        return false;
-    *ret = (uint64_t)llround(x * 1e6);
-    return true;
+    return errno == 0 && end != v && *end == '\0' &&
+           seg_tokens_to_micro(x, max_micro, ret);
 }
 
 static bool lookup_gid(const char *name, gid_t *ret)

@@ -10,6 +10,7 @@
 #ifndef RETRYD_SEGMENT_H
 #define RETRYD_SEGMENT_H
 
+#include <math.h>
 #include <stdalign.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -96,6 +97,19 @@ static inline bool seg_params_plausible(uint64_t ratio_micro,
     return cap_micro >= SEG_MICRO && cap_micro <= SEG_MAX_CAP_MICRO &&
            ratio_micro <= SEG_MAX_CAP_MICRO &&
            floor_micro_per_s <= SEG_MAX_FLOOR_MICRO;
+}
+
+/* @p tokens in micro-tokens, rounded; false for a figure that is not a
+ * finite number in [0, @p max_micro] micro-tokens. For the daemon's
+ * configuration and the library's parameters alike. */
+static inline bool seg_tokens_to_micro(double tokens, uint64_t max_micro,
+                                       uint64_t *ret)
+{
+    if (!isfinite(tokens) || tokens < 0 ||
+        tokens * (double)SEG_MICRO > (double)max_micro)
+        return false;
+    *ret = (uint64_t)llround(tokens * (double)SEG_MICRO);
+    return true;
 }
 
 /* Whether @p name can name an upstream: 1..SEG_NAME_MAX printable ASCII

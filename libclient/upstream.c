@@ -10,7 +10,6 @@
  * (liburcu's cds_lfht, bp flavour: no thread registration needed in the
  * caller's program); they live until the host is closed.
  */
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -35,11 +34,7 @@ static int name_match(struct cds_lfht_node *node, const void *key)
  * (seg_params_plausible() then checks each figure's own range). */
 static bool to_micro(double tokens, uint64_t *ret)
 {
-    if (!isfinite(tokens) || tokens < 0 ||
-        tokens * (double)SEG_MICRO > (double)SEG_MAX_CAP_MICRO)
-        return false;
-    *ret = (uint64_t)llround(tokens * (double)SEG_MICRO);
-    return true;
+    return seg_tokens_to_micro(tokens, SEG_MAX_CAP_MICRO, ret);
 }
 
 static int params_to_micro(const retryd_budget_params *p, retryd_upstream *up)
