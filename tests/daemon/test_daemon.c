@@ -529,6 +529,51 @@ static seg_upstream *slot_named(seg_view *v, const char *name)
     return NULL;
 }
 
+static _Atomic uint64_t *heartbeat;
+static uint64_t heartbeat_seen;
+static bool heartbeat_moved(void *arg)
+{
+    (void)arg;
+    return atomic_load(heartbeat) > heartbeat_seen;
+}
+
+/* The header says which daemon owns the segment and that it is alive:
+ * what a tool reading the segment alone relies on. */
+Test(daemon, the_segment_header_names_its_daemon_and_its_heartbeat_moves)
+{
+    int fd = open(D.segment, O_RDONLY);
+    cr_assert(fd >= 0);
+    struct stat st;
+    cr_assert_eq(fstat(fd, &st), 0);
+    void *map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+    close(fd);
+    cr_assert(map != MAP_FAILED);
+    seg_view v;
+    cr_assert_eq(retryd__segment_view(map, (size_t)st.st_size, &v), 0);
+
+    cr_expect_eq(atomic_load(&v.hdr->daemon_pid), (uint64_t)D.pid);
+    cr_expect_eq(atomic_load(&v.hdr->daemon_start_time),
+                 retryd__process_start_time((uint64_t)D.pid));
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    uint64_t now_ms =
+        (uint64_t)now.tv_sec * 1000 + (uint64_t)now.tv_nsec / 1000000;
+    cr_expect(v.hdr->created_unix_ms <= now_ms &&
+                  v.hdr->created_unix_ms + 60000 > now_ms,
+              "created %llu ms, now %llu ms",
+              (unsigned long long)v.hdr->created_unix_ms,
+              (unsigned long long)now_ms);
+    /* The heartbeat is stamped every second on CLOCK_MONOTONIC. */
+    heartbeat = &v.hdr->heartbeat_ns;
+    heartbeat_seen = atomic_load(heartbeat);
+    cr_expect(rd_wait_until(heartbeat_moved, NULL, 5000),
+              "no heartbeat after %llu", (unsigned long long)heartbeat_seen);
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    cr_expect_leq(atomic_load(heartbeat),
+                  (uint64_t)now.tv_sec * 1000000000 + (uint64_t)now.tv_nsec);
+    munmap(map, (size_t)st.st_size);
+}
+
 Test(daemon, damaged_slots_are_repaired_or_retired_on_adoption)
 {
     child c;
