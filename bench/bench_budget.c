@@ -52,7 +52,7 @@
 #include "bench_common.h"
 #include "bench_proc.h"
 #include "harness.h"
-#include "frame.h"
+#include "shared/frame.h"
 #include "retryd.pb-c.h"
 #include "retryd/budget.h"
 

@@ -14,7 +14,7 @@
 
 #include <urcu/urcu-memb.h>
 
-#include "segment.h"
+#include "shared/segment.h"
 
 #define CONFIG_MAX_IDS 32
 #define CONFIG_MAX_UPSTREAMS 4096

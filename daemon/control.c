@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "daemon.h"
-#include "frame.h"
+#include "shared/frame.h"
 #include "log.h"
 #include "retryd.pb-c.h"
 #include "retryd/common.h"

@@ -12,7 +12,7 @@
 
 #include "rcu.h"
 
-#include "bucket.h"
+#include "shared/bucket.h"
 #include "log.h"
 #include "retryd/common.h"
 

@@ -12,7 +12,7 @@
 #include <sys/types.h>
 
 #include "config.h"
-#include "segment.h"
+#include "shared/segment.h"
 
 typedef struct owner {
     int fd;

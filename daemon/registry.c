@@ -1,7 +1,7 @@
 #include "registry.h"
 
 #include "rcu.h"
-#include "macros.h"
+#include "base/macros.h"
 
 #include <stdlib.h>
 #include <string.h>

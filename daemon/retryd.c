@@ -26,10 +26,10 @@
 #include <sys/pidfd.h>
 #include "rcu.h"
 
-#include "bucket.h"
+#include "shared/bucket.h"
 #include "daemon.h"
 #include "log.h"
-#include "macros.h"
+#include "base/macros.h"
 #include "retryd/common.h"
 
 #define DEFAULT_CONFIG "/etc/retryd/retryd.conf"

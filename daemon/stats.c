@@ -14,23 +14,18 @@
 
 #include "rcu.h"
 
-#include "bucket.h"
+#include "shared/bucket.h"
 #include "daemon.h"
-#include "frame.h"
+#include "shared/frame.h"
 #include "log.h"
 #include "retryd.pb-c.h"
 #include "retryd/common.h"
-#include "retryd/decision.h"
 
 #define STATS_TIMEOUT_MS 1000
-/* Per Counters message: denials (index 0 unused), then evidence. */
-#define STATS_NUMBERS (RETRYD_DENIAL_COUNT + RETRYD_EVIDENCE_COUNT)
-
-/* The segment counts evidence 0.. in this run (segment.h checks the
- * denials' run, which seg_denied_counter() indexes). */
-_Static_assert(SEG_C_EVIDENCE_FIRST + RETRYD_EVIDENCE_COUNT <=
-                   SEG_C_REFILLED_MICRO,
-               "evidence counters fit before the refill one");
+/* Per Counters message: denials (index 0 unused, as the proto's
+ * Counters.denied is indexed by denial reason), then evidence. */
+#define STATS_DENIED (SEG_C_DENIED_COUNT + 1)
+#define STATS_NUMBERS (STATS_DENIED + SEG_C_EVIDENCE_COUNT)
 
 typedef struct stats_build {
     const server *d;
@@ -52,15 +47,15 @@ static void fill_counters(Retryd__Counters *c, const uint64_t t[SEG_COUNTERS],
     retryd__counters__init(c);
     c->deposits = t[SEG_C_DEPOSITS];
     c->retries_granted = t[SEG_C_GRANTED];
-    c->n_denied = RETRYD_DENIAL_COUNT;
+    c->n_denied = STATS_DENIED;
     c->denied = numbers;
     numbers[0] = 0;
-    for (int i = 1; i < RETRYD_DENIAL_COUNT; i++)
-        numbers[i] = t[seg_denied_counter((retryd_denial)i)];
+    for (int i = 1; i < STATS_DENIED; i++)
+        numbers[i] = t[SEG_C_DENIED_FIRST + i - 1];
     c->ambiguous = t[SEG_C_AMBIGUOUS];
-    c->n_evidence = RETRYD_EVIDENCE_COUNT;
-    c->evidence = numbers + RETRYD_DENIAL_COUNT;
-    for (int i = 0; i < RETRYD_EVIDENCE_COUNT; i++)
+    c->n_evidence = SEG_C_EVIDENCE_COUNT;
+    c->evidence = numbers + STATS_DENIED;
+    for (int i = 0; i < SEG_C_EVIDENCE_COUNT; i++)
         c->evidence[i] = t[SEG_C_EVIDENCE_FIRST + i];
     c->refilled_micro = t[SEG_C_REFILLED_MICRO];
     c->discarded_micro = t[SEG_C_DISCARDED_MICRO];

@@ -6,7 +6,7 @@
  */
 #include <string.h>
 
-#include "bucket.h"
+#include "shared/bucket.h"
 #include "rcu.h"
 
 #include "daemon.h"

@@ -8,7 +8,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${RETRYD_BUILD_DIR:-"$root/build"}
 "$root/deploy/build.sh" "$build" >&2
-ctl="$build/daemon/retrydctl"
+ctl="$build/daemon/ctl/retrydctl"
 retryd="$build/daemon/retryd"
 
 work=$(mktemp -d /tmp/retryd-demo-XXXXXX)

@@ -13,7 +13,8 @@
  * not authorised) the same operations run on a process-local bucket with
  * the same semantics, and the library re-attaches when the daemon is back.
  * Services with their own HTTP stack use this API directly; the decision
- * engine reaches it through retryd_upstream_budget.
+ * engine reaches it through retryd_upstream_budget (retryd/budget_decide.h,
+ * the one header that knows both the budget and the engine).
  */
 #ifndef RETRYD_BUDGET_H
 #define RETRYD_BUDGET_H
@@ -23,7 +24,6 @@
 #include <stdint.h>
 
 #include "retryd/common.h"
-#include "retryd/decision.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -135,23 +135,6 @@ RETRYD_EXPORT bool retryd_upstream_shared(retryd_upstream *up);
 
 /** The name the handle was opened with (owned by the handle). */
 RETRYD_EXPORT const char *retryd_upstream_name(const retryd_upstream *up);
-
-/**
- * Count a decision and the evidence of the attempt it followed in this
- * process's statistics for the upstream (what `retrydctl stats` shows).
- * Grants and failed withdrawals are counted by the budget itself, so a
- * RETRY, or a denial whose rule is budget_take_failed, adds only the
- * evidence.
- */
-RETRYD_EXPORT void retryd_upstream_record(retryd_upstream *up,
-                                          const retryd_decision *decision,
-                                          retryd_evidence evidence);
-
-/**
- * The decision engine's view of an upstream budget: pass it as
- * retryd_decide_env.budget with the retryd_upstream as budget_ctx.
- */
-RETRYD_EXPORT extern const retryd_budget_iface retryd_upstream_budget;
 
 #ifdef __cplusplus
 }

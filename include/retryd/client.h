@@ -18,7 +18,7 @@
 
 #include "retryd/backoff.h"
 #include "retryd/body.h"
-#include "retryd/budget.h"
+#include "retryd/budget_decide.h"
 #include "retryd/common.h"
 #include "retryd/decision.h"
 

@@ -5,6 +5,7 @@
 #include "retryd/backoff.h"
 #include "retryd/body.h"
 #include "retryd/budget.h"
+#include "retryd/budget_decide.h"
 #include "retryd/client.h"
 #include "retryd/common.h"
 #include "retryd/decision.h"

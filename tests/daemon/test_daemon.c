@@ -27,7 +27,7 @@
 #include "harness.h"
 #include "retryd/retryd.h"
 #include "run.h"
-#include "segment.h"
+#include "shared/segment.h"
 
 /* Floor 0 keeps balances exact: nothing refills behind the test's back. */
 static const char *const base_config =

@@ -12,10 +12,10 @@
 
 #include "child.h"
 #include "harness.h"
-#include "host.h"
+#include "budget/host.h"
 #include "retryd/retryd.h"
 #include "run.h"
-#include "segment.h"
+#include "shared/segment.h"
 
 /* Floor 0 keeps balances exact: nothing refills behind the test's back. */
 static const char *const base_config =
@@ -89,8 +89,7 @@ Test(reattach, record_counts_on_the_thread_own_lane)
     cr_assert(b != NULL && b->entry >= 0);
     _Atomic uint64_t *mine = b->att->proc->counters[lane][b->entry];
     _Atomic uint64_t *shared = b->att->proc->counters[0][b->entry];
-    cr_expect_eq(atomic_load(&mine[seg_denied_counter(RETRYD_DENIAL_DEADLINE)]),
-                 2);
+    cr_expect_eq(atomic_load(&mine[SEG_C_DENIED_DEADLINE]), 2);
     cr_expect_eq(atomic_load(&mine[SEG_C_AMBIGUOUS]), 1);
     cr_expect_eq(
         atomic_load(

@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "config.h"
-#include "segment.h"
+#include "shared/segment.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

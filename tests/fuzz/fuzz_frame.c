@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "frame.h"
+#include "shared/frame.h"
 #include "retryd.pb-c.h"
 #include "retryd/common.h"
 

@@ -22,7 +22,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "bucket.h"
+#include "shared/bucket.h"
 #include "check.h"
 #include "retryd/common.h"
 

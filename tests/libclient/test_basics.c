@@ -8,8 +8,8 @@
 
 #include <criterion/criterion.h>
 
-#include "body_internal.h"
-#include "frame.h"
+#include "exec/body_internal.h"
+#include "shared/frame.h"
 #include "retryd.pb-c.h"
 #include "retryd/retryd.h"
 

@@ -7,12 +7,12 @@
 
 #include <criterion/criterion.h>
 
-#include "bucket.h"
-#include "host.h"
+#include "shared/bucket.h"
+#include "budget/host.h"
 #include "retryd/common.h"
 
 #define M SEG_MICRO
-#define EXHAUSTED seg_denied_counter(RETRYD_DENIAL_BUDGET_EXHAUSTED)
+#define EXHAUSTED SEG_C_DENIED_BUDGET_EXHAUSTED
 #define S UINT64_C(1000000000)
 
 static uint64_t fake_now;

@@ -8,7 +8,7 @@
 
 #include <criterion/criterion.h>
 
-#include "evidence.h"
+#include "exec/evidence.h"
 
 typedef struct row {
     const char *name;

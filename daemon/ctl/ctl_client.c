@@ -8,7 +8,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "frame.h"
+#include "shared/frame.h"
 #include "retryd/budget.h"
 #include "retryd/common.h"
 

@@ -1,5 +1,5 @@
 /* Framing of the daemon's sockets; see frame.h. */
-#include "frame.h"
+#include "shared/frame.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -8,7 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "clock.h"
+#include "base/clock.h"
 #include "retryd/common.h"
 
 int retryd__frame_decode(const uint8_t *buf, size_t len, size_t cap,

@@ -25,7 +25,7 @@
  * its take sees the other generation and gives the token back. The full
  * 32-bit ident is checked first.
  */
-#include "bucket.h"
+#include "shared/bucket.h"
 
 #include "retryd/common.h"
 
@@ -163,8 +163,7 @@ int retryd__bucket_withdraw_short(seg_upstream *s, uint64_t ident,
     if (r == 0)
         bucket_tally_add(t, SEG_C_GRANTED, 1);
     else if (r == RETRYD_EBUDGET)
-        bucket_tally_add(t, seg_denied_counter(RETRYD_DENIAL_BUDGET_EXHAUSTED),
-                         1);
+        bucket_tally_add(t, SEG_C_DENIED_BUDGET_EXHAUSTED, 1);
     return r;
 }
 

@@ -13,8 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "host.h"
-#include "macros.h"
+#include "budget/host.h"
+#include "base/macros.h"
 
 #define NS_PER_S UINT64_C(1000000000)
 /* How long a handle on its local bucket waits before asking again. */
@@ -383,6 +383,44 @@ const char *retryd_upstream_name(const retryd_upstream *up)
     return up ? up->name : NULL;
 }
 
+/*
+ * The segment counter of a denial reason, or -1 for none. The counters are
+ * numbered by the segment layout (shared/segment.h); this switch is the one
+ * place that maps the public enum onto them, and -Wswitch makes a new
+ * reason fail the build here until it is given a counter.
+ */
+static int denial_counter(retryd_denial reason)
+{
+    switch (reason) {
+    case RETRYD_DENIAL_NONE:
+        return -1;
+    case RETRYD_DENIAL_MAX_ATTEMPTS:
+        return SEG_C_DENIED_MAX_ATTEMPTS;
+    case RETRYD_DENIAL_BUDGET_EXHAUSTED:
+        return SEG_C_DENIED_BUDGET_EXHAUSTED;
+    case RETRYD_DENIAL_BODY_NOT_REPLAYABLE:
+        return SEG_C_DENIED_BODY_NOT_REPLAYABLE;
+    case RETRYD_DENIAL_RESPONSE_ALREADY_DELIVERED:
+        return SEG_C_DENIED_RESPONSE_DELIVERED;
+    case RETRYD_DENIAL_RUNTIME_DRAINING:
+        return SEG_C_DENIED_RUNTIME_DRAINING;
+    case RETRYD_DENIAL_DEADLINE:
+        return SEG_C_DENIED_DEADLINE;
+    case RETRYD_DENIAL_PERMANENT_FAILURE:
+        return SEG_C_DENIED_PERMANENT_FAILURE;
+    case RETRYD_DENIAL_STATUS_NOT_RETRYABLE:
+        return SEG_C_DENIED_STATUS_NOT_RETRYABLE;
+    }
+    return -1; /* a value outside the enum */
+}
+
+/* The public enums and the layout's counters agree in count; a change to
+ * either is a layout decision, made in shared/segment.h. */
+_Static_assert(RETRYD_DENIAL_COUNT - 1 == SEG_C_DENIED_COUNT,
+               "every denial reason has a segment counter");
+_Static_assert(RETRYD_EVIDENCE_COUNT == SEG_C_EVIDENCE_COUNT,
+               "every evidence value has a segment counter");
+
 void retryd_upstream_record(retryd_upstream *up,
                             const retryd_decision *decision,
                             retryd_evidence evidence)
@@ -401,7 +439,7 @@ void retryd_upstream_record(retryd_upstream *up,
     if (decision->verdict == RETRYD_VERDICT_AMBIGUOUS)
         bucket_tally_add(&t, SEG_C_AMBIGUOUS, 1);
     /* Failed takes were counted by the withdrawal itself. */
-    int denied = seg_denied_counter(decision->reason);
+    int denied = denial_counter(decision->reason);
     if (decision->verdict != RETRYD_VERDICT_RETRY && denied >= 0 &&
         decision->rule != RETRYD_RULE_BUDGET_TAKE_FAILED)
         bucket_tally_add(&t, denied, 1);

@@ -17,7 +17,7 @@
  * that does not match changes nothing, so a future wording can only make
  * the answer more conservative (SENT_NO_RESPONSE), never less.
  */
-#include "evidence.h"
+#include "exec/evidence.h"
 
 #include <curl/curl.h>
 #include <stdlib.h>

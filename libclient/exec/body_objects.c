@@ -13,8 +13,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "body_internal.h"
-#include "headers.h"
+#include "exec/body_internal.h"
+#include "exec/headers.h"
 
 #define MULTIPART_MAX_PARTS 1024
 /* Bytes of a part's name or content type: a part's head must fit mp_reader's

@@ -17,8 +17,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "retryd/decision.h"
-
 #define SEG_MAGIC UINT64_C(0x4753445952544552) /* "RETRYDSG", little-endian */
 #define SEG_LAYOUT_VERSION 2u
 #define SEG_LINE 64
@@ -41,28 +39,46 @@ enum seg_state {
     SEG_RETIRED = 2,
 };
 
-/* The counters kept per upstream and per process (see docs/segment.md). */
+/*
+ * The counters kept per upstream and per process (see docs/segment.md).
+ * Their numbers are part of the segment layout that a running daemon and
+ * older clients agree on, so they are named and numbered here, by the
+ * layout, and not derived from the decision engine's enums: a new denial
+ * reason in the public API must be given a counter here on purpose (the
+ * budget layer's mapping fails to compile until it is), and it never moves
+ * the counters that follow.
+ */
 enum seg_counter {
     SEG_C_DEPOSITS = 0,
     SEG_C_GRANTED = 1,
-    SEG_C_DENIED_FIRST = 2, /* + (retryd_denial - 1), for denials 1..8 */
+    /* Denials by reason, in the order the proto's Counters.denied uses
+     * (its index is this counter - SEG_C_DENIED_FIRST + 1). */
+    SEG_C_DENIED_MAX_ATTEMPTS = 2,
+    SEG_C_DENIED_BUDGET_EXHAUSTED = 3,
+    SEG_C_DENIED_BODY_NOT_REPLAYABLE = 4,
+    SEG_C_DENIED_RESPONSE_DELIVERED = 5,
+    SEG_C_DENIED_RUNTIME_DRAINING = 6,
+    SEG_C_DENIED_DEADLINE = 7,
+    SEG_C_DENIED_PERMANENT_FAILURE = 8,
+    SEG_C_DENIED_STATUS_NOT_RETRYABLE = 9,
     SEG_C_AMBIGUOUS = 10,
-    SEG_C_EVIDENCE_FIRST = 11, /* + retryd_evidence, 4 of them */
+    /* Attempts by execution evidence, in the order of the proto's
+     * Counters.evidence. */
+    SEG_C_EVIDENCE_NOT_SENT = 11,
+    SEG_C_EVIDENCE_SENT_NO_RESPONSE = 12,
+    SEG_C_EVIDENCE_RESPONSE_RECEIVED = 13,
+    SEG_C_EVIDENCE_PARTIAL_RESPONSE = 14,
     SEG_C_REFILLED_MICRO = 15,
     SEG_C_DISCARDED_MICRO = 16,
     SEG_COUNTERS = 20, /* 17..19 reserved for growth within a layout */
 };
 
-_Static_assert(SEG_C_DENIED_FIRST + RETRYD_DENIAL_COUNT - 1 == SEG_C_AMBIGUOUS,
-               "one counter per denial reason");
-
-/* The counter of a denial reason; -1 for NONE or a value out of range. */
-static inline int seg_denied_counter(retryd_denial reason)
-{
-    return (unsigned)reason - 1 < RETRYD_DENIAL_COUNT - 1
-               ? SEG_C_DENIED_FIRST + (int)reason - 1
-               : -1;
-}
+#define SEG_C_DENIED_FIRST SEG_C_DENIED_MAX_ATTEMPTS
+#define SEG_C_DENIED_COUNT                                                     \
+    (SEG_C_DENIED_STATUS_NOT_RETRYABLE - SEG_C_DENIED_FIRST + 1)
+#define SEG_C_EVIDENCE_FIRST SEG_C_EVIDENCE_NOT_SENT
+#define SEG_C_EVIDENCE_COUNT                                                   \
+    (SEG_C_EVIDENCE_PARTIAL_RESPONSE - SEG_C_EVIDENCE_FIRST + 1)
 
 /* Fixed point: balances and parameters are in micro-tokens. */
 #define SEG_MICRO UINT64_C(1000000)

@@ -20,11 +20,11 @@
 
 #include <uuid/uuid.h>
 
-#include "macros.h"
-#include "body_internal.h"
-#include "clock.h"
-#include "evidence.h"
-#include "executor.h"
+#include "base/macros.h"
+#include "exec/body_internal.h"
+#include "base/clock.h"
+#include "exec/evidence.h"
+#include "exec/executor.h"
 
 #define DEFAULT_DEADLINE_NS (30 * INT64_C(1000000000))
 #define HEADER_MAX_BYTES (64 * 1024)

@@ -11,8 +11,8 @@
  * process slot, so the child handler drops the attachment; the child
  * attaches anew on its next budget operation.
  */
-#include "macros.h"
-#include "host.h"
+#include "base/macros.h"
+#include "budget/host.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -26,7 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "frame.h"
+#include "shared/frame.h"
 #include "retryd.pb-c.h"
 
 /* --- counter lanes -------------------------------------------------------- */

@@ -12,8 +12,8 @@
 #include <stdint.h>
 
 #include "retryd/common.h"
-#include "clock.h"
-#include "segment.h"
+#include "base/clock.h"
+#include "shared/segment.h"
 
 /* Where an operation counts what it did: SEG_COUNTERS counters, written
  * with plain stores when the caller's thread owns them exclusively, with

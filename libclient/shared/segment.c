@@ -5,7 +5,7 @@
  * bounds-checked accessors, so a corrupted segment yields an error rather
  * than a crash in somebody else's service.
  */
-#include "segment.h"
+#include "shared/segment.h"
 
 #include <fcntl.h>
 #include <stdio.h>

@@ -16,9 +16,9 @@
 #include <urcu/urcu-bp.h>
 #include <urcu/rculfhash.h>
 
-#include "bucket.h"
-#include "retryd/budget.h"
-#include "segment.h"
+#include "shared/bucket.h"
+#include "retryd/budget_decide.h"
+#include "shared/segment.h"
 
 /* A mapped segment (view.hdr, view.size) and this process's slot in it.
  * Never unmapped while the host lives: bindings may still point into it. */

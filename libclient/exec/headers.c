@@ -1,4 +1,4 @@
-#include "headers.h"
+#include "exec/headers.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -8,8 +8,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "macros.h"
-#include "executor.h"
+#include "base/macros.h"
+#include "exec/executor.h"
 
 #define DEFAULT_CONNECT_NS (2 * INT64_C(1000000000))
 #define DEFAULT_ATTEMPT_NS (10 * INT64_C(1000000000))

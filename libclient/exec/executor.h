@@ -8,7 +8,7 @@
 
 #include <curl/curl.h>
 
-#include "headers.h"
+#include "exec/headers.h"
 #include "retryd/client.h"
 
 struct retryd_client {

@@ -2,7 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "executor.h"
+#include "exec/executor.h"
 
 retryd_result *retryd__result_build(const retryd_attempt *attempts,
                                     size_t n_attempts,
