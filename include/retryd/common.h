@@ -2,6 +2,7 @@
 #ifndef RETRYD_COMMON_H
 #define RETRYD_COMMON_H
 
+#include <errno.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -16,28 +17,36 @@ extern "C" {
 
 /*
  * Error codes. Every function that can fail returns 0 or one of these
- * negative numbers. The numbers are published: never renumber or reuse one,
- * only append.
+ * negative numbers, and the numbers are published: never renumber or reuse
+ * one, only append (docs/abi.md).
+ *
+ * They follow negative errno, as libuv and systemd do: where a failure is
+ * what a POSIX errno means, the code is that errno negated (RETRYD_EINVAL
+ * is -EINVAL), so a caller can pass it on or print it with strerror(-err).
+ * Failures that are retryd's own (an exhausted budget, a layout version, a
+ * libcurl failure) take numbers from -4001 down, a block no Linux errno
+ * reaches.
  */
 #define RETRYD_ERRNO_MAP(XX)                                                   \
-    XX(EINVAL, -1, "invalid argument")                                         \
-    XX(ENOMEM, -2, "out of memory")                                            \
-    XX(ERANGE, -3, "value out of range")                                       \
-    XX(ENOENT, -4, "absent or not found")                                      \
-    XX(EBUDGET, -5, "retry budget exhausted")                                  \
-    XX(ENOTCONN, -6, "retryd daemon not reachable")                            \
-    XX(EPROTO, -7, "malformed or oversized message")                           \
-    XX(EVERSION, -8, "incompatible protocol or layout version")                \
-    XX(ECORRUPT, -9, "shared segment failed validation")                       \
-    XX(EFULL, -10, "table full")                                               \
-    XX(ECONFLICT, -11, "conflicts with existing parameters")                   \
-    XX(EPERM, -12, "permission denied")                                        \
-    XX(ESTALE, -13, "handle refers to a retired slot")                         \
-    XX(ETIMEDOUT, -14, "timed out")                                            \
-    XX(ECONFIG, -15, "invalid configuration")                                  \
-    XX(EIO, -16, "input/output error")                                         \
-    XX(ECURL, -17, "libcurl failure")                                          \
-    XX(EDRAINING, -18, "runtime is draining")
+    XX(EINVAL, -EINVAL, "invalid argument")                                    \
+    XX(ENOMEM, -ENOMEM, "out of memory")                                       \
+    XX(ERANGE, -ERANGE, "value out of range")                                  \
+    XX(ENOENT, -ENOENT, "absent or not found")                                 \
+    XX(EBUDGET, -4001, "retry budget exhausted")                               \
+    XX(ENOTCONN, -ENOTCONN, "retryd daemon not reachable")                     \
+    XX(EPROTO, -EPROTO, "malformed or oversized message")                      \
+    XX(EVERSION, -4002, "incompatible protocol or layout version")             \
+    XX(ECORRUPT, -4003, "shared segment failed validation")                    \
+    XX(EFULL, -4004, "table full")                                             \
+    XX(ECONFLICT, -4005, "conflicts with existing parameters")                 \
+    XX(EPERM, -EPERM, "permission denied")                                     \
+    XX(ESTALE, -ESTALE, "handle refers to a retired slot")                     \
+    XX(ETIMEDOUT, -ETIMEDOUT, "timed out")                                     \
+    XX(ECONFIG, -4006, "invalid configuration")                                \
+    XX(EIO, -EIO, "input/output error")                                        \
+    XX(ECURL, -4007, "libcurl failure")                                        \
+    XX(EDRAINING, -4008, "runtime is draining")                                \
+    XX(EOPTS, -4009, "options struct has unknown non-zero fields")
 
 typedef enum retryd_errno {
 #define RETRYD__ERR_ENUM(name, value, text) RETRYD_##name = (value),
@@ -49,16 +58,18 @@ typedef enum retryd_errno {
  * Describe an error code.
  *
  * @param err  0 or a negative RETRYD_* code.
- * @return a static string owned by the library; "unknown error" for a number
- *         that is not in the list. Never NULL.
+ * @return a static string owned by the library: the list's text for a
+ *         retryd code, the C library's description for any other negative
+ *         errno, "unknown error" otherwise. Never NULL.
  */
 RETRYD_EXPORT const char *retryd_strerror(int err);
 
 /**
  * Name an error code ("EBUDGET" for RETRYD_EBUDGET).
  *
- * @return a static string owned by the library; "UNKNOWN" for a number that
- *         is not in the list. Never NULL.
+ * @return a static string owned by the library: "EBUDGET" for a retryd
+ *         code, the errno name ("EACCES") for any other negative errno,
+ *         "UNKNOWN" otherwise. Never NULL.
  */
 RETRYD_EXPORT const char *retryd_err_name(int err);
 

@@ -1,4 +1,6 @@
 /* Error strings: one table, generated from the X-macro in common.h. */
+#include <string.h>
+
 #include "retryd/common.h"
 
 const char *retryd_strerror(int err)
@@ -11,8 +13,12 @@ const char *retryd_strerror(int err)
         return text;
         RETRYD_ERRNO_MAP(RETRYD__ERR_TEXT)
 #undef RETRYD__ERR_TEXT
-    default:
-        return "unknown error";
+    default: {
+        /* Any other negative errno, as a function may pass one on from
+         * the system; glibc's table is static and thread-safe. */
+        const char *t = err < 0 && err > -4096 ? strerrordesc_np(-err) : NULL;
+        return t ? t : "unknown error";
+    }
     }
 }
 
@@ -26,7 +32,9 @@ const char *retryd_err_name(int err)
         return #name;
         RETRYD_ERRNO_MAP(RETRYD__ERR_NAME)
 #undef RETRYD__ERR_NAME
-    default:
-        return "UNKNOWN";
+    default: {
+        const char *t = err < 0 && err > -4096 ? strerrorname_np(-err) : NULL;
+        return t ? t : "UNKNOWN";
+    }
     }
 }

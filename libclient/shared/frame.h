@@ -13,7 +13,7 @@
 
 #include "retryd.pb-c.h"
 
-#define RETRYD_PROTOCOL_VERSION 1u
+#define RETRYD_PROTOCOL_VERSION 2u /* 2: error codes follow negative errno */
 /* Requests (control and stats) are small; replies may list every slot. */
 #define RETRYD_FRAME_REQUEST_MAX (64u * 1024)
 #define RETRYD_FRAME_REPLY_MAX (32u * 1024 * 1024)

@@ -695,7 +695,7 @@ Test(daemon, reload_that_lowers_the_cap_clamps_the_balance)
  * the replies, counting their bytes in *@p got; never returns. */
 static _Noreturn void flood(_Atomic long *got)
 {
-    static const unsigned char hello[] = {0, 0, 0, 4, 0x0a, 2, 0x08, 1};
+    static const unsigned char hello[] = {0, 0, 0, 4, 0x0a, 2, 0x08, 2};
     unsigned char frames[512 * sizeof(hello)], sink[65536];
     for (size_t i = 0; i < sizeof(frames); i += sizeof(hello))
         memcpy(frames + i, hello, sizeof(hello));
@@ -880,7 +880,7 @@ Test(daemon, a_lookup_request_is_unknown)
     /* Hello, then what was Lookup (field 4) of "payments": no client ever
      * sent it, and the daemon no longer serves it. */
     static const unsigned char frames[] = {
-        0,    0,  0,    4, 0x0a, 2,   0x08, 1,   0,   0,   0,   12,
+        0,    0,  0,    4, 0x0a, 2,   0x08, 2,   0,   0,   0,   12,
         0x22, 10, 0x0a, 8, 'p',  'a', 'y',  'm', 'e', 'n', 't', 's'};
     char out[512];
     int fd = raw_connect(D.control);

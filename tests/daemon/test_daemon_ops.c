@@ -57,9 +57,9 @@ static void recv_frame(int fd)
 }
 
 /* ControlRequest frames (proto/retryd.proto), each a 4-byte big-endian
- * length and the message: Hello{protocol_version 1}, Drain{on true},
+ * length and the message: Hello{protocol_version 2}, Drain{on true},
  * Retire{name "orders"}. */
-static const unsigned char hello[] = {0, 0, 0, 4, 0x0a, 2, 0x08, 1};
+static const unsigned char hello[] = {0, 0, 0, 4, 0x0a, 2, 0x08, 2};
 static const unsigned char drain_on[] = {0, 0, 0, 4, 0x2a, 2, 0x08, 1};
 static const unsigned char retire_orders[] = {0, 0,   0,   10,  0x32, 8,   0x0a,
                                               6, 'o', 'r', 'd', 'e',  'r', 's'};
