@@ -211,32 +211,35 @@ static bool header_safe(const char *s)
            strlen(s) <= MULTIPART_TEXT_MAX;
 }
 
-int retryd_body_new_multipart(retryd_body *const *parts,
+/* The caller's arguments: at least one and at most MULTIPART_MAX_PARTS parts,
+ * each with a name; names and the given content types header-safe. */
+static bool multipart_args_ok(retryd_body *const *parts,
                               const char *const *names,
-                              const char *const *content_types, size_t n,
-                              retryd_body **ret)
+                              const char *const *content_types, size_t n)
 {
-    retryd_body *b = NULL;
-    int r = RETRYD_EINVAL;
-
-    if (ret == NULL || parts == NULL || names == NULL || n == 0 ||
-        n > MULTIPART_MAX_PARTS)
-        goto fail;
-    for (size_t i = 0; i < n; i++)
+    if (parts == NULL || names == NULL || n == 0 || n > MULTIPART_MAX_PARTS)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        const char *ct = content_types ? content_types[i] : NULL;
         if (parts[i] == NULL || names[i] == NULL || !header_safe(names[i]) ||
-            (content_types && content_types[i] &&
-             !header_safe(content_types[i])))
-            goto fail;
-    r = RETRYD_ENOMEM;
-    if (body_alloc(RETRYD_BODY_MULTIPART, RETRYD_REPLAYABLE, &b) < 0)
-        goto fail;
+            (ct != NULL && !header_safe(ct)))
+            return false;
+    }
+    return true;
+}
+
+/* Allocates b's tables of parts, names and types and copies the names and
+ * the content types (application/octet-stream where none is given) into
+ * them; the parts are left empty. On failure what was allocated stays in b,
+ * for retryd_body_free. */
+static int multipart_tables(retryd_body *b, const char *const *names,
+                            const char *const *content_types, size_t n)
+{
     b->parts = calloc(n, sizeof(*b->parts));
     b->names = calloc(n, sizeof(*b->names));
     b->types = calloc(n, sizeof(*b->types));
     if (!b->parts || !b->names || !b->types)
-        goto fail;
-    /* From here retryd_body_free(b) frees the copied names and types; the
-     * parts join b only once nothing can fail, and are freed below. */
+        return RETRYD_ENOMEM;
     b->n_parts = n;
     for (size_t i = 0; i < n; i++) {
         const char *ct = content_types && content_types[i]
@@ -245,14 +248,15 @@ int retryd_body_new_multipart(retryd_body *const *parts,
         b->names[i] = strdup(names[i]);
         b->types[i] = strdup(ct);
         if (!b->names[i] || !b->types[i])
-            goto fail;
+            return RETRYD_ENOMEM;
     }
-    for (size_t i = 0; i < n; i++) {
-        b->parts[i] = parts[i];
-        /* The algebra of the specification: the weakest part decides. */
-        b->replay = retryd_replayability_weakest(
-            b->replay, retryd_body_replayability(parts[i]));
-    }
+    return 0;
+}
+
+/* A random boundary (the body's address when the kernel has no entropy
+ * yet), and the Content-Type header that announces it. */
+static void multipart_boundary(retryd_body *b)
+{
     uint64_t rnd[2] = {0, 0};
     if (getrandom(rnd, sizeof(rnd), GRND_NONBLOCK) < 0)
         rnd[0] = (uint64_t)(uintptr_t)b;
@@ -260,6 +264,32 @@ int retryd_body_new_multipart(retryd_body *const *parts,
              (unsigned long long)rnd[0], (unsigned long long)rnd[1]);
     snprintf(b->content_type, sizeof(b->content_type),
              "multipart/form-data; boundary=%s", b->boundary);
+}
+
+int retryd_body_new_multipart(retryd_body *const *parts,
+                              const char *const *names,
+                              const char *const *content_types, size_t n,
+                              retryd_body **ret)
+{
+    retryd_body *b = NULL;
+    int r = RETRYD_EINVAL;
+
+    if (ret == NULL || !multipart_args_ok(parts, names, content_types, n))
+        goto fail;
+    r = body_alloc(RETRYD_BODY_MULTIPART, RETRYD_REPLAYABLE, &b);
+    if (r == 0)
+        r = multipart_tables(b, names, content_types, n);
+    if (r < 0)
+        goto fail;
+    /* The parts join b only now that nothing can fail: until here they are
+     * the caller's, freed below on failure. */
+    for (size_t i = 0; i < n; i++) {
+        b->parts[i] = parts[i];
+        /* The algebra of the specification: the weakest part decides. */
+        b->replay = retryd_replayability_weakest(
+            b->replay, retryd_body_replayability(parts[i]));
+    }
+    multipart_boundary(b);
     *ret = b;
     return 0;
 fail:
