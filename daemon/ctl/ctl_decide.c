@@ -146,6 +146,11 @@ static const struct option options[] = {
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
 };
+/* options[opt - OPT_EVIDENCE] is the option opt: one entry per OPT_, in the
+ * enum's order, and the terminator. */
+_Static_assert(sizeof(options) / sizeof(options[0]) ==
+                   OPT_HELP - OPT_EVIDENCE + 2,
+               "one options[] entry per OPT_ value");
 
 static int bad(const char *opt, const char *value)
 {
@@ -165,90 +170,122 @@ typedef struct decide_args {
     bool json;
 } decide_args;
 
-/* Applies one option; returns 0 or an exit code. */
-static int apply_option(decide_args *a, int opt, const char *arg)
+/* The switch a flag option turns on, or NULL for an option with a value. */
+static bool *flag_option(decide_args *a, int opt)
+{
+    switch (opt) {
+    case OPT_DELIVERED:
+        return &a->facts.response_delivered;
+    case OPT_DRAINING:
+        return &a->facts.draining;
+    case OPT_REFRESH_USED:
+        return &a->facts.refresh_used;
+    case OPT_TRANSIENT_500:
+        return &a->facts.transient_500;
+    case OPT_JSON:
+        return &a->json;
+    default:
+        return NULL;
+    }
+}
+
+/* The duration a duration option sets, or NULL for any other option. */
+static int64_t *duration_option(decide_args *a, int opt)
+{
+    switch (opt) {
+    case OPT_REMAINING:
+        return &a->facts.remaining_ns;
+    case OPT_MIN_ATTEMPT:
+        return &a->facts.min_attempt_ns;
+    case OPT_PREV_DELAY:
+        return &a->facts.prev_delay_ns;
+    case OPT_BASE:
+        return &a->policy.base_ns;
+    case OPT_MAX_BACKOFF:
+        return &a->policy.max_ns;
+    case OPT_MAX_RETRY_AFTER:
+        return &a->policy.max_retry_after_ns;
+    default:
+        return NULL;
+    }
+}
+
+static int jitter_from_name(const char *name, retryd_jitter *ret)
+{
+    if (strcmp(name, "full") == 0)
+        *ret = RETRYD_JITTER_FULL;
+    else if (strcmp(name, "decorrelated") == 0)
+        *ret = RETRYD_JITTER_DECORRELATED;
+    else
+        return -1;
+    return 0;
+}
+
+/* The options that take a name, a number or a Retry-After value; returns 0,
+ * or < 0 for a value that is not valid. */
+static int apply_value(decide_args *a, int opt, const char *arg)
 {
     retryd_facts *f = &a->facts;
     long v;
-    int64_t d;
-    int r = 0;
 
     switch (opt) {
     case OPT_EVIDENCE:
-        r = retryd_evidence_from_name(arg, &f->evidence);
-        break;
+        return retryd_evidence_from_name(arg, &f->evidence);
     case OPT_IDEMPOTENCY:
-        r = retryd_idempotency_from_name(arg, &f->idempotency);
-        break;
+        return retryd_idempotency_from_name(arg, &f->idempotency);
     case OPT_REPLAYABILITY:
-        r = retryd_replayability_from_name(arg, &f->replayability);
-        break;
+        return retryd_replayability_from_name(arg, &f->replayability);
     case OPT_FAILURE:
-        r = retryd_failure_from_name(arg, &f->failure);
         a->failure_given = true;
-        break;
+        return retryd_failure_from_name(arg, &f->failure);
+    case OPT_JITTER:
+        return jitter_from_name(arg, &a->policy.jitter);
     case OPT_STATUS:
-        r = ctl_parse_long(arg, 100, 999, &v) ? (f->status = (int)v, 0) : -1;
-        break;
+        if (!ctl_parse_long(arg, 100, 999, &v))
+            return -1;
+        f->status = (int)v;
+        return 0;
     case OPT_ATTEMPT:
     case OPT_MAX_ATTEMPTS:
         if (!ctl_parse_long(arg, 1, 1000000, &v))
-            return bad(options[opt - 256].name, arg);
+            return -1;
         *(opt == OPT_ATTEMPT ? &f->attempt : &f->max_attempts) = (uint32_t)v;
-        break;
+        return 0;
     case OPT_BUDGET:
-        r = ctl_parse_long(arg, 0, 1000000000, &a->budget) ? 0 : -1;
-        break;
+        return ctl_parse_long(arg, 0, 1000000000, &a->budget) ? 0 : -1;
     case OPT_SEED:
-        r = ctl_parse_long(arg, 0, LONG_MAX, &v) ? (a->seed = (uint64_t)v, 0)
-                                                 : -1;
         a->seeded = true;
-        break;
-    case OPT_JITTER:
-        if (strcmp(arg, "full") == 0)
-            a->policy.jitter = RETRYD_JITTER_FULL;
-        else if (strcmp(arg, "decorrelated") == 0)
-            a->policy.jitter = RETRYD_JITTER_DECORRELATED;
-        else
-            r = -1;
-        break;
+        if (!ctl_parse_long(arg, 0, LONG_MAX, &v))
+            return -1;
+        a->seed = (uint64_t)v;
+        return 0;
     case OPT_RETRY_AFTER:
+        /* Parsed once every option is in: it needs --max-retry-after. */
         a->retry_after = arg;
-        break;
-    case OPT_REMAINING:
-    case OPT_MIN_ATTEMPT:
-    case OPT_PREV_DELAY:
-    case OPT_BASE:
-    case OPT_MAX_BACKOFF:
-    case OPT_MAX_RETRY_AFTER:
-        if (retryd_duration_parse(arg, &d) < 0)
-            return bad(options[opt - 256].name, arg);
-        *(opt == OPT_REMAINING     ? &f->remaining_ns
-          : opt == OPT_MIN_ATTEMPT ? &f->min_attempt_ns
-          : opt == OPT_PREV_DELAY  ? &f->prev_delay_ns
-          : opt == OPT_BASE        ? &a->policy.base_ns
-          : opt == OPT_MAX_BACKOFF ? &a->policy.max_ns
-                                   : &a->policy.max_retry_after_ns) = d;
-        break;
-    case OPT_DELIVERED:
-        f->response_delivered = true;
-        break;
-    case OPT_DRAINING:
-        f->draining = true;
-        break;
-    case OPT_REFRESH_USED:
-        f->refresh_used = true;
-        break;
-    case OPT_TRANSIENT_500:
-        f->transient_500 = true;
-        break;
-    case OPT_JSON:
-        a->json = true;
-        break;
+        return 0;
     default:
-        return CTL_EXIT_USAGE;
+        return -1;
     }
-    return r < 0 ? bad(options[opt - 256].name, arg) : 0;
+}
+
+/* Applies one option; returns 0 or an exit code. */
+static int apply_option(decide_args *a, int opt, const char *arg)
+{
+    bool *flag = flag_option(a, opt);
+    int64_t *duration = duration_option(a, opt);
+    int r;
+
+    if (opt < OPT_EVIDENCE || opt > OPT_JSON)
+        return CTL_EXIT_USAGE; /* --help and unknown options are the caller's */
+    if (flag != NULL) {
+        *flag = true;
+        return 0;
+    }
+    if (duration != NULL)
+        r = retryd_duration_parse(arg, duration); /* writes only when valid */
+    else
+        r = apply_value(a, opt, arg);
+    return r < 0 ? bad(options[opt - OPT_EVIDENCE].name, arg) : 0;
 }
 
 static void format_duration(int64_t ns, char *buf, size_t len)
