@@ -1,11 +1,13 @@
 /*
  * Upstream handles: the public budget operations.
  *
- * The hot path is: load the handle's binding, check that it belongs to the
- * current attachment, run the bucket operation on the shared slot. Anything
- * else (no binding yet, the daemon gone or back, the slot retired, a fork)
- * goes through rebind(), under the host's lock, which attaches, registers
- * the name and publishes a new binding, or leaves the handle on its
+ * Every operation is op_fast(), then op_slow() only if that found no usable
+ * binding. op_fast() loads the handle's binding, checks that it belongs to
+ * the current attachment and runs the bucket operation on the shared slot:
+ * no lock, no system call. op_slow() handles everything else (no binding
+ * yet, the daemon gone or back, the slot retired, a fork): rebind(), under
+ * the host's lock, attaches and registers the name (round trips on the
+ * control socket) and publishes a new binding, or leaves the handle on its
  * process-local bucket. Handles are found by name through an RCU hash table
  * (liburcu's cds_lfht, bp flavour: no thread registration needed in the
  * caller's program); they live until the host is closed.
@@ -296,70 +298,101 @@ static inline bucket_tally local_tally(retryd_upstream *up)
     return (bucket_tally){up->local_counters, false};
 }
 
-/* Run @p op on the shared slot when bound, else on the local bucket; one
- * rebind when the binding is missing or stale. */
-#define ON_BUCKET(up, op_shared, op_local)                                     \
-    do {                                                                       \
-        binding *b_ = current(up);                                             \
-        int r_ = RETRYD_ESTALE, e_;                                            \
-        if (b_ != NULL) {                                                      \
-            bucket_tally t_ = tally_of(b_);                                    \
-            r_ = op_shared;                                                    \
-        }                                                                      \
-        if (r_ == RETRYD_ESTALE) {                                             \
-            b_ = rebind(up, &e_);                                              \
-            if (b_ != NULL) {                                                  \
-                bucket_tally t_ = tally_of(b_);                                \
-                r_ = op_shared;                                                \
-            }                                                                  \
-            if (b_ == NULL || r_ == RETRYD_ESTALE) {                           \
-                bucket_tally t_ = local_tally(up);                             \
-                r_ = op_local;                                                 \
-            }                                                                  \
-        }                                                                      \
-        return r_;                                                             \
-    } while (0)
+/* The budget operations, named so that one fast path and one slow path
+ * serve them all. */
+enum bucket_op { OP_DEPOSIT, OP_WITHDRAW, OP_PEEK, OP_BALANCE };
+
+/*
+ * @p op on one bucket. Always inlined with a constant @p op, so the switch
+ * folds away and each public call keeps only its own bucket operation:
+ * what a macro pasting the operation in would give, with types checked.
+ */
+static inline __attribute__((always_inline)) int
+on_bucket(enum bucket_op op, seg_upstream *s, uint64_t ident,
+          const bucket_tally *t, uint64_t *micro)
+{
+    const bucket_clock *clk = &retryd__coarse_clock;
+    switch (op) {
+    case OP_DEPOSIT:
+        return retryd__bucket_deposit(s, ident, t);
+    case OP_WITHDRAW:
+        return retryd__bucket_withdraw(s, ident, clk, t);
+    case OP_PEEK:
+        return retryd__bucket_peek(s, ident, clk, t);
+    case OP_BALANCE:
+        return retryd__bucket_balance(s, ident, clk, t, micro);
+    }
+    return RETRYD_EINVAL; /* not an operation */
+}
+
+/*
+ * The fast path: @p op on the shared slot of the handle's current binding.
+ * A few loads and the bucket's atomic instructions; no lock, no system
+ * call. RETRYD_ESTALE when there is no current binding or its slot was
+ * retired: the caller then takes op_slow().
+ */
+static inline __attribute__((always_inline)) int
+op_fast(retryd_upstream *up, enum bucket_op op, uint64_t *micro)
+{
+    binding *b = current(up);
+    if (__builtin_expect(b == NULL, 0))
+        return RETRYD_ESTALE;
+    bucket_tally t = tally_of(b);
+    return on_bucket(op, b->slot, b->ident, &t, micro);
+}
+
+/*
+ * The slow path, after op_fast() found no usable binding: rebind() (under
+ * the host's lock; may connect, attach and register, i.e. round trips on
+ * the control socket, at most every REBIND_INTERVAL_NS per handle), then
+ * @p op on the new binding, else on the process-local bucket. Out of line
+ * and cold, so none of it (nor its register saves) weighs on the fast
+ * path.
+ */
+static __attribute__((noinline, cold)) int
+op_slow(retryd_upstream *up, enum bucket_op op, uint64_t *micro)
+{
+    int r = RETRYD_ESTALE, err;
+    binding *b = rebind(up, &err);
+    if (b != NULL) {
+        bucket_tally t = tally_of(b);
+        r = on_bucket(op, b->slot, b->ident, &t, micro);
+    }
+    if (r == RETRYD_ESTALE) { /* unbound, or retired again meanwhile */
+        bucket_tally t = local_tally(up);
+        r = on_bucket(op, &up->local, LOCAL_IDENT, &t, micro);
+    }
+    return r;
+}
+
+/* @p op on the handle's bucket: the fast path, and the slow one only when
+ * the fast one had no binding to use. */
+static inline __attribute__((always_inline)) int
+op_any(retryd_upstream *up, enum bucket_op op, uint64_t *micro)
+{
+    int r = op_fast(up, op, micro);
+    if (__builtin_expect(r != RETRYD_ESTALE, 1))
+        return r;
+    return op_slow(up, op, micro);
+}
 
 int retryd_upstream_deposit(retryd_upstream *up)
 {
     if (up == NULL)
         return RETRYD_EINVAL;
-    ON_BUCKET(up, retryd__bucket_deposit(b_->slot, b_->ident, &t_),
-              retryd__bucket_deposit(&up->local, LOCAL_IDENT, &t_));
+    return op_any(up, OP_DEPOSIT, NULL);
 }
 
 int retryd_upstream_withdraw(retryd_upstream *up)
 {
     if (up == NULL)
         return RETRYD_EINVAL;
-    ON_BUCKET(up,
-              retryd__bucket_withdraw(b_->slot, b_->ident,
-                                      &retryd__coarse_clock, &t_),
-              retryd__bucket_withdraw(&up->local, LOCAL_IDENT,
-                                      &retryd__coarse_clock, &t_));
-}
-
-static int peek_impl(retryd_upstream *up)
-{
-    ON_BUCKET(
-        up,
-        retryd__bucket_peek(b_->slot, b_->ident, &retryd__coarse_clock, &t_),
-        retryd__bucket_peek(&up->local, LOCAL_IDENT, &retryd__coarse_clock,
-                            &t_));
+    return op_any(up, OP_WITHDRAW, NULL);
 }
 
 bool retryd_upstream_peek(retryd_upstream *up)
 {
-    return up != NULL && peek_impl(up) == 1;
-}
-
-static int balance_impl(retryd_upstream *up, uint64_t *micro)
-{
-    ON_BUCKET(up,
-              retryd__bucket_balance(b_->slot, b_->ident, &retryd__coarse_clock,
-                                     &t_, micro),
-              retryd__bucket_balance(&up->local, LOCAL_IDENT,
-                                     &retryd__coarse_clock, &t_, micro));
+    return up != NULL && op_any(up, OP_PEEK, NULL) == 1;
 }
 
 int retryd_upstream_balance(retryd_upstream *up, double *ret_tokens)
@@ -367,7 +400,7 @@ int retryd_upstream_balance(retryd_upstream *up, double *ret_tokens)
     uint64_t micro = 0;
     if (up == NULL || ret_tokens == NULL)
         return RETRYD_EINVAL;
-    int r = balance_impl(up, &micro);
+    int r = op_any(up, OP_BALANCE, &micro);
     if (r == 0)
         *ret_tokens = (double)micro / 1e6;
     return r;
