@@ -1,5 +1,7 @@
 #!/bin/sh
-# Installs the Debian packages retryd needs to build, test and benchmark.
+# Installs the Debian packages retryd needs to build, test and benchmark,
+# and those of the gates (pmccabe: deploy/check-complexity.sh; abigail-tools:
+# tests/abi).
 # Idempotent: when every package is already installed it runs no apt-get at all.
 set -eu
 
@@ -14,6 +16,7 @@ uuid-dev
 libnghttp2-dev libssl-dev
 clang libclang-rt-14-dev
 nginx redis-server
+pmccabe abigail-tools
 "
 
 missing=""
