@@ -1,4 +1,11 @@
-/* The executor's internal parts, shared by client.c, execute.c, result.c. */
+/*
+ * The executor's shared structs: the client, a profile with its bulkhead
+ * and pool, a pooled easy handle, and the result. Only types (and
+ * result.c's builder, which owns the result's layout) live here, so that
+ * every part of the executor can include this without learning of any
+ * other part's functions: profile.c, pool.c, transfer.c, attempt.c and
+ * result.c all depend on it, and it on none of them.
+ */
 #ifndef RETRYD_EXECUTOR_H
 #define RETRYD_EXECUTOR_H
 
@@ -29,7 +36,7 @@ typedef struct easy {
     struct call *call;
     char errbuf[CURL_ERROR_SIZE];
     long timeout_ms, connect_ms, version;
-    int method; /* enum method_kind in execute.c; -1: never set */
+    int method; /* enum method_kind in transfer.c; -1: never set */
     char custom[40];
     char *url;        /* the URL libcurl has; NULL: none yet */
     bool had_headers; /* libcurl holds a header list of ours */
@@ -57,21 +64,6 @@ struct retryd_profile {
     easy **idle;
     size_t n_idle;
 };
-
-/*
- * A bulkhead permit and an easy handle, under one lock: 0, or
- * RETRYD_ETIMEDOUT when no permit came by @p deadline_ns (monotonic), or
- * RETRYD_ENOMEM. A new handle is configured with the profile's constant
- * options (execute.c: retryd__handle_configure).
- */
-int retryd__slot_take(retryd_profile *p, int64_t deadline_ns, easy **ret);
-/* Both back: the handle to the pool, or cleaned up when @p tainted
- * (libcurl's per-handle state may carry a stale retry count or a
- * refused-stream flag after a failure). */
-void retryd__slot_give(retryd_profile *p, easy *e, bool tainted);
-
-/* execute.c: the options that never change for a profile's handles. */
-void retryd__handle_configure(retryd_profile *p, easy *e);
 
 /* result.c: one allocation holds the result, its attempt log, its headers
  * and its body. Attempts' error texts are separate (only failures have

@@ -1,15 +1,17 @@
 /*
- * The executor's long-lived parts: the client (libcurl's global state and
- * the host budget) and profiles (options, the bulkhead, the pool of easy
- * handles whose connection caches keep connections alive between calls).
+ * The executor's long-lived objects: the client (libcurl's global state and
+ * the host budget) and profiles (options with their defaults, the budget
+ * of the upstream, the bulkhead and pool's storage). Created and freed
+ * here, away from the per-request path; the pool's handles are cleaned up
+ * by the pool (pool.c), which owns them.
  */
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "base/macros.h"
 #include "exec/executor.h"
+#include "exec/pool.h"
 
 #define DEFAULT_CONNECT_NS (2 * INT64_C(1000000000))
 #define DEFAULT_ATTEMPT_NS (10 * INT64_C(1000000000))
@@ -183,36 +185,11 @@ fail:
     return r;
 }
 
-static easy *easy_new(retryd_profile *p)
-{
-    easy *e = calloc(1, sizeof(*e));
-    if (e == NULL)
-        return NULL;
-    e->curl = curl_easy_init();
-    if (e->curl == NULL) {
-        free(e);
-        return NULL;
-    }
-    e->method = -1;
-    retryd__handle_configure(p, e);
-    return e;
-}
-
-static void easy_free(easy *e)
-{
-    if (e != NULL) {
-        curl_easy_cleanup(e->curl);
-        free(e->url);
-        free(e);
-    }
-}
-
 void retryd_profile_free(retryd_profile *p)
 {
     if (p == NULL)
         return;
-    for (size_t i = 0; i < p->n_idle; i++)
-        easy_free(p->idle[i]);
+    retryd__pool_drain(p);
     pthread_cond_destroy(&p->freed);
     pthread_mutex_destroy(&p->lock);
     free(p->base_url), free(p->upstream_name), free(p->ca_file);
@@ -223,46 +200,4 @@ void retryd_profile_free(retryd_profile *p)
 retryd_upstream *retryd_profile_budget(retryd_profile *p)
 {
     return p ? p->budget : NULL;
-}
-
-int retryd__slot_take(retryd_profile *p, int64_t deadline_ns, easy **ret)
-{
-    struct timespec ts = {.tv_sec = deadline_ns / 1000000000,
-                          .tv_nsec = deadline_ns % 1000000000};
-    easy *h = NULL;
-    int r = 0;
-    pthread_mutex_lock(&p->lock);
-    while (p->in_flight >= p->bulkhead && r == 0)
-        if (pthread_cond_timedwait(&p->freed, &p->lock, &ts) == ETIMEDOUT)
-            r = p->in_flight >= p->bulkhead ? RETRYD_ETIMEDOUT : 0;
-    if (r == 0) {
-        p->in_flight++;
-        if (p->n_idle > 0)
-            h = p->idle[--p->n_idle];
-    }
-    pthread_mutex_unlock(&p->lock);
-    if (r == 0 && h == NULL) {
-        /* A new handle: configured once, reused while its transfers
-         * succeed. */
-        h = easy_new(p);
-        if (h == NULL) {
-            retryd__slot_give(p, NULL, true);
-            return RETRYD_ENOMEM;
-        }
-    }
-    *ret = h;
-    return r;
-}
-
-void retryd__slot_give(retryd_profile *p, easy *h, bool tainted)
-{
-    pthread_mutex_lock(&p->lock);
-    p->in_flight--;
-    if (h != NULL && !tainted && p->n_idle < p->bulkhead) {
-        p->idle[p->n_idle++] = h;
-        h = NULL;
-    }
-    pthread_cond_signal(&p->freed);
-    pthread_mutex_unlock(&p->lock);
-    easy_free(h);
 }

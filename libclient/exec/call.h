@@ -1,0 +1,59 @@
+/*
+ * One retryd_execute call, internal to the executor. The attempt loop
+ * (attempt.c) owns it and keeps the attempt log in it; the transfer
+ * (transfer.c) fills its per-attempt part from libcurl's callbacks, which
+ * reach it through the pooled handle (easy.call). Both need the layout,
+ * hence this header; nothing else should include it.
+ */
+#ifndef RETRYD_CALL_H
+#define RETRYD_CALL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <curl/curl.h>
+
+#include "exec/evidence.h"
+#include "exec/executor.h"
+#include "exec/headers.h"
+#include "retryd/body.h"
+#include "retryd/client.h"
+
+#define BODY_FIRST_BUFFER 4096
+
+typedef struct call {
+    retryd_profile *p;
+    const retryd_request *req;
+    char *url; /* url_first, or malloc'ed when longer */
+    retryd_idempotency idem;
+    char key[40];
+    char *auth; /* Authorization after a refresh, or NULL */
+    bool refresh_used, force_http11, delivered;
+    int64_t deadline;
+    int64_t now; /* the last clock reading: when the call or attempt ended */
+    /* One attempt's state, reset before each. */
+    attempt_trace trace;
+    retryd_body_reader body;
+    bool body_open;
+    header_arena resp; /* the block being read; final once final_headers */
+    int pending_status;
+    size_t header_bytes, header_lines;
+    bool stream_to_sink;
+    unsigned char *buf; /* body_first until outgrown */
+    size_t buf_len, buf_cap;
+    /* The attempt log: att_first until outgrown; error texts strdup'ed. */
+    retryd_attempt *att;
+    size_t n_att, cap_att;
+    /* Storage that lives in retryd_execute's frame: a keep-alive request
+     * needs no allocation until its result. Not zeroed: sized, not read. */
+    char url_first[512];
+    char hdr_first[2048];
+    uint32_t hdr_off_first[2 * 64];
+    unsigned char body_first[BODY_FIRST_BUFFER];
+    retryd_attempt att_first[4];
+    struct curl_slist *headers; /* one allocation: nodes, then our lines */
+    char errbuf[CURL_ERROR_SIZE];
+} call;
+
+#endif
