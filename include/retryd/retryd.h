@@ -11,7 +11,7 @@
 #include "retryd/decision.h"
 
 #define RETRYD_VERSION_MAJOR 0
-#define RETRYD_VERSION_MINOR 1
+#define RETRYD_VERSION_MINOR 2
 #define RETRYD_VERSION_PATCH 0
 
 #endif /* RETRYD_RETRYD_H */

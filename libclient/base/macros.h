@@ -3,6 +3,7 @@
 #define RETRYD_MACROS_H
 
 #include <stddef.h>
+#include <string.h>
 
 /* The structure holding @p ptr as its @p member. Unlike liburcu's
  * caa_container_of it never casts a const pointer to a mutable one, so
@@ -11,17 +12,46 @@
     ((type *)(void *)((char *)(ptr)-offsetof(type, member)))
 
 /*
- * Copy a caller's options structure of @p src->sz bytes into @p dst, a
- * zeroed structure of this library's size: fields a caller built against
- * an older header does not have stay zero, fields of a newer one are
- * ignored. 0, or RETRYD_EINVAL when sz is below @p min_sz or implausibly
- * large.
+ * Growable structs (docs/abi.md). Every public struct begins with its size,
+ * `sz`, set by whoever built it: a caller's options, facts or output
+ * struct, or the library's own. A struct of @p sz bytes is acceptable to a
+ * library that knows @p known bytes of it when
+ *   - sz reaches at least the end of the first version's fields (@p min),
+ *   - sz is plausible (at most RETRYD_OPTS_MAX), and
+ *   - every byte past what this library knows is zero: a caller built
+ *     against a newer header may only leave unknown fields unset (libbpf's
+ *     OPTS_VALID); a set field this library cannot honour is refused, never
+ *     silently ignored.
+ * Fields a caller built against an older header lacks read as zero.
  */
+#define RETRYD_OPTS_MAX 4096u
+
+/* 0, RETRYD_EINVAL (sz too small or implausible) or RETRYD_EOPTS (a
+ * non-zero byte past @p known). */
+int retryd__opts_check(const void *opts, size_t sz, size_t min, size_t known);
+
+/*
+ * Validate @p src (a caller's struct) and copy it into @p dst, a struct of
+ * this library's size: fields @p src lacks are zero in @p dst. 0, or the
+ * error of retryd__opts_check().
+ */
+int retryd__opts_copy(void *dst, size_t known, const void *src, size_t min);
+
 #define RETRYD_COPY_OPTS(dst, src, min_sz)                                     \
-    ((src)->sz < (min_sz) || (src)->sz > 4 * sizeof(*(dst))                    \
-         ? RETRYD_EINVAL                                                       \
-         : (memcpy((dst), (src),                                               \
-                   (src)->sz < sizeof(*(dst)) ? (src)->sz : sizeof(*(dst))),   \
-            0))
+    retryd__opts_copy((dst), sizeof(*(dst)), (src), (min_sz))
+
+/*
+ * A struct read in place when it has this library's exact size (the usual
+ * case, and a hot path in retryd_decide), else through a zero-padded copy
+ * in @p local. Sets *@p view to the struct to read; 0 or an error.
+ */
+#define RETRYD_OPTS_VIEW(view, local, src, min_sz)                             \
+    ((src)->sz == sizeof(*(src))                                               \
+         ? ((view) = (src), 0)                                                 \
+         : ((view) = (local), RETRYD_COPY_OPTS((local), (src), (min_sz))))
+
+/* The first version of a struct ends after @p field. */
+#define RETRYD_OPTS_MIN(type, field)                                           \
+    (offsetof(type, field) + sizeof(((type *)0)->field))
 
 #endif
