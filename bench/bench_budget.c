@@ -1,8 +1,9 @@
 /*
  * Nanoseconds per host-budget operation, retryd_upstream_withdraw and
- * retryd_upstream_deposit on a real daemon's segment, beside four
- * baselines measured in the same run, for 1 process and for 2 processes
- * contending on the same budget:
+ * retryd_upstream_deposit (into a bucket below its cap, and into a full
+ * one) on a real daemon's segment, beside four baselines measured in the
+ * same run, for 1 process and for 2 processes contending on the same
+ * budget:
  *   (a) atomic_fetch_add on one cache line of a MAP_SHARED mapping: the
  *       hardware floor of any counter shared between processes;
  *   (b) a counter behind a PTHREAD_PROCESS_SHARED mutex in shared memory;
@@ -20,10 +21,12 @@
  * interleaved within each run, so frequency changes and neighbours hit
  * them alike.
  *
- * The benchmark starts its own daemon (one upstream: cap 1e8 tokens, ratio
- * 1, no floor) and redis-server in a temporary directory, and stops both
- * and removes the directory on every path it controls (errors, SIGINT,
- * SIGTERM); if it is killed outright, PR_SET_PDEATHSIG stops them.
+ * The benchmark starts its own daemon (two upstreams, no floor: one with
+ * cap 1e8 tokens and ratio 1 that deposits never fill, one with the
+ * default cap and ratio that each worker fills before it is timed) and
+ * redis-server in a temporary directory, and stops both and removes the
+ * directory on every path it controls (errors, SIGINT, SIGTERM); if it is
+ * killed outright, PR_SET_PDEATHSIG stops them.
  *
  * usage: bench_budget [shm-ops-per-process] [round-trips-per-process] [runs]
  */
@@ -59,6 +62,9 @@
 #define MAX_PROCS 2
 #define MAX_RUNS 64
 #define UPSTREAM "bench"
+#define UPSTREAM_FULL "bench_full"
+#define FULL_CAP 100           /* tokens: the default cap */
+#define FULL_RATIO 10          /* deposits per token: the default ratio, 0.1 */
 #define READY_TIMEOUT_MS 30000 /* a worker's attach or connect */
 #define IO_TIMEOUT_MS 5000     /* one round trip; healthy ones take µs */
 
@@ -89,6 +95,7 @@ enum kind {
     K_ATOMIC,
     K_MUTEX,
     K_DEPOSIT,
+    K_DEPOSIT_FULL,
     K_WITHDRAW,
     K_HELLO,
     K_REDIS,
@@ -100,6 +107,7 @@ typedef struct kind_desc {
     bool round_trip; /* takes the (smaller) round-trip count */
     int (*setup)(worker *w);
     long (*loop)(worker *w, long n); /* successes, or -1 */
+    int (*verify)(worker *w);        /* untimed, after the loop; optional */
 } kind_desc;
 
 /* What a worker tells the parent: once set up, once done. Smaller than
@@ -171,8 +179,8 @@ static long loop_mutex(worker *w, long n)
 
 /* --- the budget, through the public API ----------------------------------- */
 
-/* Attach and open the upstream as a service would, untimed. */
-static int setup_budget(worker *w)
+/* Attach and open upstream @p name as a service would, untimed. */
+static int open_budget(worker *w, const char *name)
 {
     retryd_host_opts o = {.sz = sizeof(o),
                           .control_socket = w->env->d.control,
@@ -181,7 +189,7 @@ static int setup_budget(worker *w)
     int r = retryd_host_open(&o, &w->host);
     if (r < 0)
         return fail_rd("retryd_host_open", r);
-    r = retryd_upstream_open(w->host, UPSTREAM, NULL, &w->up);
+    r = retryd_upstream_open(w->host, name, NULL, &w->up);
     if (r < 0)
         return fail_rd("retryd_upstream_open", r);
     /* Unattached, the library spends from a process-local bucket: a
@@ -192,6 +200,39 @@ static int setup_budget(worker *w)
     /* The thread's first operation claims its counter lane; do it here. */
     r = retryd_upstream_balance(w->up, &tokens);
     return r < 0 ? fail_rd("retryd_upstream_balance", r) : 0;
+}
+
+static int setup_budget(worker *w)
+{
+    return open_budget(w, UPSTREAM);
+}
+
+/* The full bucket's balance must be its cap. */
+static int verify_full(worker *w)
+{
+    double tokens;
+    int r = retryd_upstream_balance(w->up, &tokens);
+    if (r < 0)
+        return fail_rd("retryd_upstream_balance", r);
+    return tokens == FULL_CAP ? 0
+                              : bench_fail("%s holds %.6f tokens, not its "
+                                           "cap of %d",
+                                           UPSTREAM_FULL, tokens, FULL_CAP);
+}
+
+/* Open the small upstream and deposit until it is at its cap (the steady
+ * state of a healthy upstream: every first attempt deposits into a full
+ * bucket), untimed. Whoever comes second finds it full already. */
+static int setup_budget_full(worker *w)
+{
+    if (open_budget(w, UPSTREAM_FULL) < 0)
+        return -1;
+    for (int i = 0; i < FULL_CAP * FULL_RATIO; i++) {
+        int r = retryd_upstream_deposit(w->up);
+        if (r < 0)
+            return fail_rd("retryd_upstream_deposit", r);
+    }
+    return verify_full(w);
 }
 
 static long loop_deposit(worker *w, long n)
@@ -398,15 +439,19 @@ static long loop_redis(worker *w, long n)
 
 static const kind_desc kinds[N_KINDS] = {
     [K_ATOMIC] = {"(a) atomic_fetch_add, shared line", false, setup_none,
-                  loop_atomic},
+                  loop_atomic, NULL},
     [K_MUTEX] = {"(b) process-shared pthread mutex", false, setup_none,
-                 loop_mutex},
-    [K_DEPOSIT] = {"retryd_upstream_deposit", false, setup_budget,
-                   loop_deposit},
+                 loop_mutex, NULL},
+    [K_DEPOSIT] = {"retryd_upstream_deposit, below cap", false, setup_budget,
+                   loop_deposit, NULL},
+    [K_DEPOSIT_FULL] = {"retryd_upstream_deposit, full bucket", false,
+                        setup_budget_full, loop_deposit, verify_full},
     [K_WITHDRAW] = {"retryd_upstream_withdraw", false, setup_budget,
-                    loop_withdraw},
-    [K_HELLO] = {"(c) daemon Hello round trip", true, setup_hello, loop_hello},
-    [K_REDIS] = {"(d) redis INCRBY round trip", true, setup_redis, loop_redis},
+                    loop_withdraw, NULL},
+    [K_HELLO] = {"(c) daemon Hello round trip", true, setup_hello, loop_hello,
+                 NULL},
+    [K_REDIS] = {"(d) redis INCRBY round trip", true, setup_redis, loop_redis,
+                 NULL},
 };
 
 /* --- the workers ---------------------------------------------------------- */
@@ -438,7 +483,7 @@ static _Noreturn void worker_main(const bench_env *env, enum kind k, long n,
     m.t0 = bench_now_ns();
     m.count = kinds[k].loop(&w, n);
     m.t1 = bench_now_ns();
-    m.failed = m.count < 0;
+    m.failed = m.count < 0 || (kinds[k].verify && kinds[k].verify(&w) < 0);
     send_report(up_wr, &m);
     if (w.fd >= 0 && close(w.fd) < 0)
         _exit(1);
@@ -450,10 +495,14 @@ static _Noreturn void worker_main(const bench_env *env, enum kind k, long n,
 
 /* Withdrawals must succeed: each run deposits (ratio 1) what it then
  * withdraws, the cap is far above any run, and no floor refill adds
- * tokens behind the count. */
+ * tokens behind the count. The full bucket has the default ratio and cap
+ * (FULL_RATIO, FULL_CAP) and no floor, so it holds exactly its cap once
+ * filled. */
 static const char daemon_upstream[] =
     "\n[upstream " UPSTREAM "]\nratio = 1\nmin_retries_per_sec = 0\n"
-    "cap = 100000000\n";
+    "cap = 100000000\n"
+    "\n[upstream " UPSTREAM_FULL "]\nratio = 0.1\nmin_retries_per_sec = 0\n"
+    "cap = 100\n";
 
 static bool find_in_path(const char *name, char *out, size_t cap)
 {
@@ -798,11 +847,15 @@ static void print_results(const bench_env *env, const options *o, results *res)
                    m[k][1], 100 * ovl[k]);
     }
     double *w = m[K_WITHDRAW], *a = m[K_ATOMIC], *c = m[K_HELLO],
-           *d = m[K_REDIS];
+           *d = m[K_REDIS], *dep = m[K_DEPOSIT], *full = m[K_DEPOSIT_FULL];
     printf("  ratios                     target    %10s %12s\n", "1 process",
            "2 processes");
     print_ratio("withdraw / (a)", "<= 2x", w[0] / a[0], w[1] / a[1],
                 w[0] <= 2 * a[0] && w[1] <= 2 * a[1]);
+    print_ratio("deposit below cap / (a)", "<= 2x", dep[0] / a[0],
+                dep[1] / a[1], dep[0] <= 2 * a[0] && dep[1] <= 2 * a[1]);
+    print_ratio("deposit full / (a)", "<= 2x", full[0] / a[0], full[1] / a[1],
+                full[0] <= 2 * a[0] && full[1] <= 2 * a[1]);
     print_ratio("(c) / withdraw", ">= 100x", c[0] / w[0], c[1] / w[1],
                 c[0] >= 100 * w[0] && c[1] >= 100 * w[1]);
     if (redis)
