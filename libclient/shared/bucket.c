@@ -5,8 +5,11 @@
  *     and keeps it only if the word held at least one before (a take that
  *     finds less gives it back, so the word dips below zero only by the
  *     takes in flight, and no grant ever overdraws);
- *   - the balance never goes above the cap (a credit is a compare-and-swap
- *     to min(cap, balance + amount));
+ *   - the balance is above the cap only by the deposits in flight: a
+ *     deposit adds first (one atomic instruction) and, when that overshot
+ *     the cap, brings the word back to the cap itself, counting what it
+ *     discards; the other credits (the floor refill, a refused take's
+ *     give-back) are a compare-and-swap to min(cap, balance + amount);
  *   - every elapsed nanosecond of floor refill is claimed once: claiming is
  *     a compare-and-swap on last_refill_ns, and only the winner credits;
  *   - what was credited, spent and discarded is counted, so
@@ -22,8 +25,9 @@
  *
  * The token word carries the slot's generation (16 bits) beside the
  * balance, so a handle to a retired slot cannot spend from its successor:
- * its take sees the other generation and gives the token back. The full
- * 32-bit ident is checked first.
+ * its take sees the other generation and gives the token back, its
+ * deposit sees it and takes the addition back. The full 32-bit ident is
+ * checked first.
  */
 #include "shared/bucket.h"
 
@@ -115,17 +119,101 @@ static int refill(seg_upstream *s, uint64_t ident, const bucket_clock *clk,
     return credit(s, ident, amount, t);
 }
 
-int retryd__bucket_deposit(seg_upstream *s, uint64_t ident,
-                           const bucket_tally *t)
+int retryd__bucket_deposit_cas(seg_upstream *s, uint64_t ident,
+                               const bucket_tally *t, uint64_t amount)
 {
-    if (!bucket_ident_ok(s, ident))
-        return RETRYD_ESTALE;
-    uint64_t ratio =
-        atomic_load_explicit(&s->ratio_micro, memory_order_relaxed);
-    int r = credit(s, ident, ratio, t);
+    int r = credit(s, ident, amount, t);
     if (r == 0)
         bucket_tally_add(t, SEG_C_DEPOSITS, 1);
     return r;
+}
+
+/*
+ * Bring a word of generation @p gen that a deposit lifted above the cap
+ * back to the cap, and count what that discards; @p w is the first guess
+ * of the word (what the addition left). Deposits may overshoot together:
+ * each compare-and-swap takes everything above the cap at that moment, so
+ * every micro-token above it is discarded, and counted, exactly once, by
+ * the deposit whose swap took it; the others then find the word within the
+ * cap and stop. Withdrawals in between may spend part of an overshoot (it
+ * was in the word); what they spent is not discarded twice.
+ */
+static void clamp_to_cap(seg_upstream *s, uint32_t gen, uint64_t w,
+                         const bucket_tally *t)
+{
+    int64_t cap =
+        (int64_t)atomic_load_explicit(&s->cap_micro, memory_order_relaxed);
+
+    for (;;) {
+        if ((uint16_t)seg_token_generation(w) != (uint16_t)gen)
+            return; /* retired meanwhile: the overshoot went with the word */
+        int64_t bal = seg_token_balance(w);
+        if (bal <= cap)
+            return;
+        if (atomic_compare_exchange_weak_explicit(
+                &s->tokens, &w, seg_token_word(gen, (uint64_t)cap),
+                memory_order_acq_rel, memory_order_relaxed)) {
+            bucket_tally_add(t, SEG_C_DISCARDED_MICRO, (uint64_t)(bal - cap));
+            return;
+        }
+    }
+}
+
+/*
+ * Take back, exactly, the @p amount an addition that returned @p old put
+ * into a word that was not the deposit's to credit. That is a word of
+ * another generation (the slot was retired, perhaps reused, after the
+ * ident check), or the deposit's own word if the addition carried into
+ * the generation bits (a word nearer the top of the field than the fast
+ * path expects: a cap lowered under it, a damaged segment). So the undo
+ * subtracts only from the generations the addition touched: @p old's, and
+ * old + amount's (the same unless it carried; other additions may borrow
+ * back across). A word of any other generation was stored afresh by the
+ * daemon, retiring or reusing the slot: the addition went with the word it
+ * replaced, and nothing is left to take back. In between, the word held
+ * @p amount more: a take of that generation that found a whole token only
+ * thanks to it leaves the word below zero by less than @p amount after
+ * the undo, until its next credits. That needs the slot retired and given
+ * to another upstream (two requests to the daemon) between this deposit's
+ * ident check and its addition; a take racing the same way lowers the new
+ * bucket instead.
+ */
+static void undo_add(seg_upstream *s, uint64_t old, uint64_t amount)
+{
+    uint64_t w = old + amount; /* what the addition left: the first guess */
+    uint16_t g_old = (uint16_t)seg_token_generation(old);
+    uint16_t g_new = (uint16_t)seg_token_generation(w);
+
+    for (;;) {
+        uint16_t g = (uint16_t)seg_token_generation(w);
+        if (g != g_old && g != g_new)
+            return;
+        if (atomic_compare_exchange_weak_explicit(&s->tokens, &w, w - amount,
+                                                  memory_order_acq_rel,
+                                                  memory_order_relaxed))
+            return;
+    }
+}
+
+int retryd__bucket_deposit_over(seg_upstream *s, uint64_t ident,
+                                const bucket_tally *t, uint64_t old,
+                                uint64_t amount)
+{
+    uint64_t landed = old + amount;
+
+    if (bucket_generation_ok(old, ident) &&
+        bucket_generation_ok(landed, ident)) {
+        /* Our word, above the cap: the usual case here. */
+        clamp_to_cap(s, seg_ident_generation(ident), landed, t);
+        bucket_tally_add(t, SEG_C_DEPOSITS, 1);
+        return 0;
+    }
+    undo_add(s, old, amount);
+    if (!bucket_generation_ok(old, ident))
+        return RETRYD_ESTALE; /* the slot was retired after the ident check */
+    /* The addition carried: this bucket is too near the top of the field
+     * for additions, so the compare-and-swap, which never overshoots. */
+    return retryd__bucket_deposit_cas(s, ident, t, amount);
 }
 
 /*
@@ -181,8 +269,12 @@ int retryd__bucket_balance(seg_upstream *s, uint64_t ident,
     uint64_t word = atomic_load_explicit(&s->tokens, memory_order_acquire);
     if (!bucket_generation_ok(word, ident))
         return RETRYD_ESTALE;
-    int64_t bal = seg_token_balance(word); /* < 0: takes giving back */
-    *ret_micro = bal > 0 ? (uint64_t)bal : 0;
+    /* Below zero only by takes giving back, above the cap only by
+     * deposits taking their overshoot back: read as 0 and as the cap. */
+    int64_t bal = seg_token_balance(word);
+    int64_t cap =
+        (int64_t)atomic_load_explicit(&s->cap_micro, memory_order_relaxed);
+    *ret_micro = bal <= 0 ? 0 : bal > cap ? (uint64_t)cap : (uint64_t)bal;
     return 0;
 }
 
@@ -217,6 +309,33 @@ int retryd__bucket_peek(seg_upstream *s, uint64_t ident,
     return r < 0 ? r : bal >= SEG_MICRO;
 }
 
+/* How many times retryd__bucket_check() reads a balance above the cap
+ * before it calls that damage. */
+#define SETTLE_READS 64
+
+/*
+ * Whether the balance of @p word stays above the cap while deposits in
+ * flight would have brought it back: they do within nanoseconds (their
+ * addition and their compare-and-swap are a few instructions apart), so
+ * a balance still above the cap after SETTLE_READS reads is damage, or a
+ * lowered cap, not the steady state of a full bucket. A change of
+ * generation meanwhile counts as staying: the caller's credit then finds
+ * the slot retired.
+ */
+static bool stays_above_cap(seg_upstream *s, uint64_t word, uint64_t ident)
+{
+    for (int i = 0; i < SETTLE_READS; i++) {
+        int64_t cap =
+            (int64_t)atomic_load_explicit(&s->cap_micro, memory_order_relaxed);
+        if (!bucket_generation_ok(word, ident))
+            return true;
+        if (seg_token_balance(word) <= cap)
+            return false;
+        word = atomic_load_explicit(&s->tokens, memory_order_acquire);
+    }
+    return true;
+}
+
 unsigned retryd__bucket_check(seg_upstream *s, uint64_t ident, uint64_t now_ns,
                               const bucket_tally *t)
 {
@@ -225,8 +344,7 @@ unsigned retryd__bucket_check(seg_upstream *s, uint64_t ident, uint64_t now_ns,
     if (!bucket_generation_ok(word, ident) ||
         seg_token_balance(word) < -BUCKET_MAX_DIP_MICRO)
         return BUCKET_BROKEN;
-    uint64_t cap = atomic_load_explicit(&s->cap_micro, memory_order_relaxed);
-    if (seg_token_balance(word) > (int64_t)cap) {
+    if (stays_above_cap(s, word, ident)) {
         if (credit(s, ident, 0, t) < 0)
             return BUCKET_BROKEN; /* retired meanwhile */
         found |= BUCKET_CLAMPED;

@@ -33,11 +33,24 @@ typedef struct bucket_clock {
 extern const bucket_clock retryd__coarse_clock;
 
 /*
- * A first attempt: deposit the slot's ratio, capped. 0, or RETRYD_ESTALE
- * when the slot's ident is no longer @p ident.
+ * Deposits in flight can lift a balance above the cap by at most this many
+ * deposits (2^20, a million: one per thread of every process, with room to
+ * spare), the mirror of BUCKET_MAX_DIP_MICRO below zero.
  */
-int retryd__bucket_deposit(seg_upstream *s, uint64_t ident,
-                           const bucket_tally *t);
+#define BUCKET_DEPOSITS_IN_FLIGHT_BITS 20
+
+/* The out-of-line rest of retryd__bucket_deposit(), whose addition of
+ * @p amount returned @p old and did not leave a balance within the cap of
+ * its generation: brings the balance back to the cap, or takes the
+ * addition back from another generation. 0 or RETRYD_ESTALE. */
+int retryd__bucket_deposit_over(seg_upstream *s, uint64_t ident,
+                                const bucket_tally *t, uint64_t old,
+                                uint64_t amount);
+
+/* A deposit by compare-and-swap, for the buckets too near the top of the
+ * balance field for retryd__bucket_deposit()'s addition. */
+int retryd__bucket_deposit_cas(seg_upstream *s, uint64_t ident,
+                               const bucket_tally *t, uint64_t amount);
 
 /* The out-of-line rest of retryd__bucket_withdraw(), whose subtraction
  * returned @p old (no whole token, or another generation): gives that token
@@ -91,11 +104,57 @@ static inline int retryd__bucket_withdraw(seg_upstream *s, uint64_t ident,
     return retryd__bucket_withdraw_short(s, ident, clk, t, old);
 }
 
+/*
+ * A first attempt: deposit the slot's ratio, capped. 0, or RETRYD_ESTALE
+ * when the slot's ident is no longer @p ident.
+ *
+ * Every first attempt of every process deposits, so the common case is
+ * inline and one atomic addition, like a withdrawal's subtraction: a load
+ * and a compare-and-swap would move the cache line between cores twice
+ * under contention, and retry. The addition may overshoot the cap; the
+ * overshooting deposit brings the balance back to the cap itself and
+ * counts what that discards (retryd__bucket_deposit_over). So the word is
+ * above the cap only by the deposits in flight, as it is below zero only
+ * by the takes in flight.
+ *
+ * Always inline: left to itself the compiler would call it, and the call
+ * (and the tally spilled to the stack for it) is a good part of the cost.
+ */
+static inline __attribute__((always_inline)) int
+retryd__bucket_deposit(seg_upstream *s, uint64_t ident, const bucket_tally *t)
+{
+    if (!bucket_ident_ok(s, ident))
+        return RETRYD_ESTALE;
+    uint64_t ratio =
+        atomic_load_explicit(&s->ratio_micro, memory_order_relaxed);
+    uint64_t cap = atomic_load_explicit(&s->cap_micro, memory_order_relaxed);
+    /* The addition must never carry into the generation: it may only add
+     * where a million deposits in flight above the cap still fit in the
+     * balance's 47 bits. Any sane bucket does (the default cap is 10^8
+     * micro-tokens, the field holds 1.4 * 10^14); one near the top takes
+     * the compare-and-swap, which never overshoots. */
+    if (__builtin_expect(ratio > (SEG_MAX_CAP_MICRO - cap) >>
+                             BUCKET_DEPOSITS_IN_FLIGHT_BITS,
+                         0))
+        return retryd__bucket_deposit_cas(s, ident, t, ratio);
+    uint64_t old =
+        atomic_fetch_add_explicit(&s->tokens, ratio, memory_order_acq_rel);
+    if (__builtin_expect(bucket_generation_ok(old, ident) &&
+                             seg_token_balance(old) + (int64_t)ratio <=
+                                 (int64_t)cap,
+                         1)) {
+        bucket_tally_add(t, SEG_C_DEPOSITS, 1);
+        return 0;
+    }
+    return retryd__bucket_deposit_over(s, ident, t, old, ratio);
+}
+
 /* 1 when at least one token is there, 0 when not, or RETRYD_ESTALE. */
 int retryd__bucket_peek(seg_upstream *s, uint64_t ident,
                         const bucket_clock *clk, const bucket_tally *t);
 
-/* The balance in micro-tokens, with the refill due now claimed. */
+/* The balance in micro-tokens, with the refill due now claimed; within
+ * [0, cap] even while takes or deposits are in flight. */
 int retryd__bucket_balance(seg_upstream *s, uint64_t ident,
                            const bucket_clock *clk, const bucket_tally *t,
                            uint64_t *ret_micro);
@@ -120,13 +179,14 @@ enum bucket_damage {
 #define BUCKET_MAX_DIP_MICRO (INT64_C(1) << 40)
 
 /*
- * Check a bucket found in an adopted segment, and repair what can be:
- * a balance above the cap is clamped as the next credit would (counted as
- * discarded), a refill stamp more than a second ahead of @p now_ns is
- * brought back to it. A token word of another generation than @p ident's
- * or a balance below -BUCKET_MAX_DIP_MICRO is BUCKET_BROKEN: nothing in it
- * can be trusted, the caller retires the slot. Safe while clients spend.
- * Returns a mask of enum bucket_damage, 0 for a sound bucket.
+ * Check a bucket found in an adopted segment, and repair what can be: a
+ * balance that stays above the cap (longer than deposits in flight leave
+ * it there) is clamped as the next credit would (counted as discarded), a
+ * refill stamp more than a second ahead of @p now_ns is brought back to
+ * it. A token word of another generation than @p ident's or a balance
+ * below -BUCKET_MAX_DIP_MICRO is BUCKET_BROKEN: nothing in it can be
+ * trusted, the caller retires the slot. Safe while clients spend. Returns
+ * a mask of enum bucket_damage, 0 for a sound bucket.
  */
 unsigned retryd__bucket_check(seg_upstream *s, uint64_t ident, uint64_t now_ns,
                               const bucket_tally *t);

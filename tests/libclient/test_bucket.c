@@ -126,6 +126,72 @@ Test(bucket, cap_bounds_deposits_and_refill)
                  99 * M + 20 * (M / 10) + 36000 * M - 100 * M);
 }
 
+Test(bucket, deposit_crossing_the_cap_counts_exactly_what_it_discards)
+{
+    /* 99.95 tokens: a deposit of 0.1 keeps 0.05 and discards 0.05. */
+    atomic_store(&slot.tokens, seg_token_word(7, 100 * M - M / 20));
+    cr_assert_eq(retryd__bucket_deposit(&slot, ident, &tally), 0);
+    cr_expect_eq(atomic_load(&slot.tokens), seg_token_word(7, 100 * M),
+                 "the word is back at the cap, in its own generation");
+    cr_expect_eq(atomic_load(&counters[SEG_C_DISCARDED_MICRO]), M / 20);
+    /* At the cap, a deposit discards all of itself. */
+    cr_assert_eq(retryd__bucket_deposit(&slot, ident, &tally), 0);
+    cr_expect_eq(atomic_load(&slot.tokens), seg_token_word(7, 100 * M));
+    cr_expect_eq(atomic_load(&counters[SEG_C_DISCARDED_MICRO]),
+                 M / 20 + M / 10);
+    cr_expect_eq(atomic_load(&counters[SEG_C_DEPOSITS]), 2);
+}
+
+Test(bucket, balance_reads_an_overshoot_in_flight_as_the_cap)
+{
+    /* A deposit between its addition and taking the overshoot back. */
+    atomic_store(&slot.tokens, seg_token_word(7, 100 * M + M / 10));
+    cr_expect_eq(balance(), 100 * M);
+    cr_expect_eq(retryd__bucket_projected_balance(&slot, fake_now), 100 * M);
+}
+
+Test(bucket, deposit_onto_another_generation_is_taken_back_exactly)
+{
+    /* A handle that passed the ident check just before the slot was
+     * retired and given to another upstream: its addition lands on the
+     * new bucket's word, and is taken back to the micro-token. Simulated
+     * by changing only the token word. */
+    atomic_store(&slot.tokens, seg_token_word(8, 50 * M));
+    cr_expect_eq(retryd__bucket_deposit(&slot, ident, &tally), RETRYD_ESTALE);
+    cr_expect_eq(atomic_load(&slot.tokens), seg_token_word(8, 50 * M));
+    for (int i = 0; i < SEG_COUNTERS; i++)
+        cr_expect_eq(atomic_load(&counters[i]), 0, "counter %d", i);
+}
+
+Test(bucket, deposit_that_carries_into_the_generation_is_undone)
+{
+    /* A balance at the very top of the field under a small cap (a cap
+     * lowered under a huge balance, not yet clamped): the addition
+     * carries into the generation. It is taken back, and the deposit made
+     * by compare-and-swap instead, which clamps to the cap. */
+    atomic_store(&slot.tokens, seg_token_word(7, SEG_MAX_CAP_MICRO));
+    cr_assert_eq(retryd__bucket_deposit(&slot, ident, &tally), 0);
+    cr_expect_eq(atomic_load(&slot.tokens), seg_token_word(7, 100 * M));
+    cr_expect_eq(atomic_load(&counters[SEG_C_DISCARDED_MICRO]),
+                 SEG_MAX_CAP_MICRO + M / 10 - 100 * M);
+    cr_expect_eq(atomic_load(&counters[SEG_C_DEPOSITS]), 1);
+}
+
+Test(bucket, cap_near_the_top_of_the_field_deposits_by_compare_and_swap)
+{
+    /* No room above this cap for deposits in flight: the addition could
+     * carry into the generation, so it is never tried. */
+    atomic_store(&slot.cap_micro, SEG_MAX_CAP_MICRO);
+    atomic_store(&slot.tokens, seg_token_word(7, SEG_MAX_CAP_MICRO - M / 20));
+    for (int i = 0; i < 3; i++)
+        cr_assert_eq(retryd__bucket_deposit(&slot, ident, &tally), 0);
+    cr_expect_eq(atomic_load(&slot.tokens),
+                 seg_token_word(7, SEG_MAX_CAP_MICRO));
+    cr_expect_eq(atomic_load(&counters[SEG_C_DISCARDED_MICRO]),
+                 3 * (M / 10) - M / 20);
+    cr_expect_eq(atomic_load(&counters[SEG_C_DEPOSITS]), 3);
+}
+
 Test(bucket, lowered_cap_clamps_on_the_next_credit)
 {
     setup_with(100);
