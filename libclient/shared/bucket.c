@@ -43,6 +43,8 @@ static uint64_t coarse_now(void *ctx)
 
 const bucket_clock retryd__coarse_clock = {coarse_now, NULL};
 
+_Thread_local const seg_upstream *retryd__bucket_full;
+
 /*
  * Add @p amount to the balance of a word of generation @p gen16, capped,
  * and count what the cap discarded. Returns 0 or RETRYD_ESTALE (the word
@@ -203,7 +205,11 @@ int retryd__bucket_deposit_over(seg_upstream *s, uint64_t ident,
 
     if (bucket_generation_ok(old, ident) &&
         bucket_generation_ok(landed, ident)) {
-        /* Our word, above the cap: the usual case here. */
+        /* Our word, above the cap: the usual case here. If it was full
+         * before the addition, the next deposit reads first. */
+        if (seg_token_balance(old) >=
+            (int64_t)atomic_load_explicit(&s->cap_micro, memory_order_relaxed))
+            retryd__bucket_full = s;
         clamp_to_cap(s, seg_ident_generation(ident), landed, t);
         bucket_tally_add(t, SEG_C_DEPOSITS, 1);
         return 0;

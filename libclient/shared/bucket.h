@@ -105,6 +105,31 @@ static inline int retryd__bucket_withdraw(seg_upstream *s, uint64_t ident,
 }
 
 /*
+ * The bucket this thread's last deposit found full (its addition landed
+ * entirely above the cap), or NULL: the thread's next deposit into it
+ * reads before it adds (retryd__bucket_deposit). Thread-local, so it costs
+ * no shared write; initial-exec, so reading it is one %fs-relative load.
+ */
+extern _Thread_local const seg_upstream *retryd__bucket_full
+    __attribute__((tls_model("initial-exec"), visibility("hidden")));
+
+/*
+ * Whether @p s, which this thread last found full, still is: then a
+ * deposit of any amount would be discarded whole, and only reading the
+ * word keeps its cache line shared between the cores that deposit. Once
+ * there is room, forgets it, so that deposits add at once again.
+ */
+static inline bool bucket_still_full(seg_upstream *s, uint64_t ident,
+                                     uint64_t cap)
+{
+    uint64_t w = atomic_load_explicit(&s->tokens, memory_order_acquire);
+    if (bucket_generation_ok(w, ident) && seg_token_balance(w) >= (int64_t)cap)
+        return true;
+    retryd__bucket_full = NULL;
+    return false;
+}
+
+/*
  * A first attempt: deposit the slot's ratio, capped. 0, or RETRYD_ESTALE
  * when the slot's ident is no longer @p ident.
  *
@@ -117,6 +142,12 @@ static inline int retryd__bucket_withdraw(seg_upstream *s, uint64_t ident,
  * above the cap only by the deposits in flight, as it is below zero only
  * by the takes in flight.
  *
+ * A full bucket is the steady state of a healthy upstream, and there an
+ * addition and its correction would be two writes, bouncing the line
+ * between all the cores that deposit, for nothing. So a thread whose last
+ * deposit into this bucket found it full reads first (bucket_still_full),
+ * and while it stays full, writes nothing but its own counters.
+ *
  * Always inline: left to itself the compiler would call it, and the call
  * (and the tally spilled to the stack for it) is a good part of the cost.
  */
@@ -128,6 +159,11 @@ retryd__bucket_deposit(seg_upstream *s, uint64_t ident, const bucket_tally *t)
     uint64_t ratio =
         atomic_load_explicit(&s->ratio_micro, memory_order_relaxed);
     uint64_t cap = atomic_load_explicit(&s->cap_micro, memory_order_relaxed);
+    if (retryd__bucket_full == s && bucket_still_full(s, ident, cap)) {
+        bucket_tally_add(t, SEG_C_DISCARDED_MICRO, ratio);
+        bucket_tally_add(t, SEG_C_DEPOSITS, 1);
+        return 0;
+    }
     /* The addition must never carry into the generation: it may only add
      * where a million deposits in flight above the cap still fit in the
      * balance's 47 bits. Any sane bucket does (the default cap is 10^8

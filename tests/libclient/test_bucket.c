@@ -142,6 +142,28 @@ Test(bucket, deposit_crossing_the_cap_counts_exactly_what_it_discards)
     cr_expect_eq(atomic_load(&counters[SEG_C_DEPOSITS]), 2);
 }
 
+Test(bucket, full_bucket_deposits_only_read_until_there_is_room)
+{
+    setup_with(100);
+    /* The first deposit adds, finds the bucket was full, takes it all
+     * back, and remembers the bucket as full for this thread. */
+    cr_assert_eq(retryd__bucket_deposit(&slot, ident, &tally), 0);
+    cr_expect_eq(retryd__bucket_full, &slot);
+    /* The next ones only read: the word is never written. */
+    uint64_t word = atomic_load(&slot.tokens);
+    for (int i = 0; i < 3; i++)
+        cr_assert_eq(retryd__bucket_deposit(&slot, ident, &tally), 0);
+    cr_expect_eq(atomic_load(&slot.tokens), word);
+    cr_expect_eq(atomic_load(&counters[SEG_C_DISCARDED_MICRO]), 4 * (M / 10));
+    /* A withdrawal makes room: the next deposit adds, and forgets. */
+    cr_assert_eq(retryd__bucket_withdraw(&slot, ident, &clk, &tally), 0);
+    cr_assert_eq(retryd__bucket_deposit(&slot, ident, &tally), 0);
+    cr_expect_null(retryd__bucket_full);
+    cr_expect_eq(balance(), 99 * M + M / 10);
+    cr_expect_eq(atomic_load(&counters[SEG_C_DEPOSITS]), 5);
+    cr_expect_eq(atomic_load(&counters[SEG_C_DISCARDED_MICRO]), 4 * (M / 10));
+}
+
 Test(bucket, balance_reads_an_overshoot_in_flight_as_the_cap)
 {
     /* A deposit between its addition and taking the overshoot back. */
