@@ -130,6 +130,22 @@ static inline bool bucket_still_full(seg_upstream *s, uint64_t ident,
 }
 
 /*
+ * Whether an addition of @p amount that returned @p old left a word of
+ * @p ident's generation within @p cap: the deposit's common case, in one
+ * unsigned comparison. Less the base of that generation, a word of it is
+ * its biased balance field, within the cap when at most BIAS + cap (below
+ * 2^48); a word of a higher generation, or one the addition carried into,
+ * is 2^48 or more, and one of a lower generation wraps around to more.
+ */
+static inline bool bucket_added_within_cap(uint64_t old, uint64_t amount,
+                                           uint64_t ident, uint64_t cap)
+{
+    uint64_t base = (uint64_t)(uint16_t)seg_ident_generation(ident)
+                    << SEG_BALANCE_BITS;
+    return old + amount - base <= SEG_BALANCE_BIAS + cap;
+}
+
+/*
  * A first attempt: deposit the slot's ratio, capped. 0, or RETRYD_ESTALE
  * when the slot's ident is no longer @p ident.
  *
@@ -175,10 +191,7 @@ retryd__bucket_deposit(seg_upstream *s, uint64_t ident, const bucket_tally *t)
         return retryd__bucket_deposit_cas(s, ident, t, ratio);
     uint64_t old =
         atomic_fetch_add_explicit(&s->tokens, ratio, memory_order_acq_rel);
-    if (__builtin_expect(bucket_generation_ok(old, ident) &&
-                             seg_token_balance(old) + (int64_t)ratio <=
-                                 (int64_t)cap,
-                         1)) {
+    if (__builtin_expect(bucket_added_within_cap(old, ratio, ident, cap), 1)) {
         bucket_tally_add(t, SEG_C_DEPOSITS, 1);
         return 0;
     }
