@@ -122,8 +122,9 @@ static int refill(seg_upstream *s, uint64_t ident, const bucket_clock *clk,
 }
 
 int retryd__bucket_deposit_cas(seg_upstream *s, uint64_t ident,
-                               const bucket_tally *t, uint64_t amount)
+                               bucket_tally tally, uint64_t amount)
 {
+    const bucket_tally *t = &tally;
     int r = credit(s, ident, amount, t);
     if (r == 0)
         bucket_tally_add(t, SEG_C_DEPOSITS, 1);
@@ -198,9 +199,10 @@ static void undo_add(seg_upstream *s, uint64_t old, uint64_t amount)
 }
 
 int retryd__bucket_deposit_over(seg_upstream *s, uint64_t ident,
-                                const bucket_tally *t, uint64_t old,
+                                bucket_tally tally, uint64_t old,
                                 uint64_t amount)
 {
+    const bucket_tally *t = &tally;
     uint64_t landed = old + amount;
 
     if (bucket_generation_ok(old, ident) &&
@@ -219,7 +221,7 @@ int retryd__bucket_deposit_over(seg_upstream *s, uint64_t ident,
         return RETRYD_ESTALE; /* the slot was retired after the ident check */
     /* The addition carried: this bucket is too near the top of the field
      * for additions, so the compare-and-swap, which never overshoots. */
-    return retryd__bucket_deposit_cas(s, ident, t, amount);
+    return retryd__bucket_deposit_cas(s, ident, tally, amount);
 }
 
 /*
@@ -243,9 +245,10 @@ static int take_one(seg_upstream *s, uint64_t ident, const bucket_tally *t)
 }
 
 int retryd__bucket_withdraw_short(seg_upstream *s, uint64_t ident,
-                                  const bucket_clock *clk,
-                                  const bucket_tally *t, uint64_t old)
+                                  const bucket_clock *clk, bucket_tally tally,
+                                  uint64_t old)
 {
+    const bucket_tally *t = &tally;
     bool same_gen = bucket_generation_ok(old, ident);
     (void)credit_gen(s, seg_token_generation(old), SEG_MICRO, t);
     if (!same_gen)

@@ -43,22 +43,21 @@ extern const bucket_clock retryd__coarse_clock;
  * @p amount returned @p old and did not leave a balance within the cap of
  * its generation: brings the balance back to the cap, or takes the
  * addition back from another generation. 0 or RETRYD_ESTALE. */
-int retryd__bucket_deposit_over(seg_upstream *s, uint64_t ident,
-                                const bucket_tally *t, uint64_t old,
-                                uint64_t amount);
+int retryd__bucket_deposit_over(seg_upstream *s, uint64_t ident, bucket_tally t,
+                                uint64_t old, uint64_t amount);
 
 /* A deposit by compare-and-swap, for the buckets too near the top of the
  * balance field for retryd__bucket_deposit()'s addition. */
-int retryd__bucket_deposit_cas(seg_upstream *s, uint64_t ident,
-                               const bucket_tally *t, uint64_t amount);
+int retryd__bucket_deposit_cas(seg_upstream *s, uint64_t ident, bucket_tally t,
+                               uint64_t amount);
 
 /* The out-of-line rest of retryd__bucket_withdraw(), whose subtraction
  * returned @p old (no whole token, or another generation): gives that token
  * back, then claims the refill due and tries once more. Not a withdrawal on
  * its own. 0, RETRYD_EBUDGET, or RETRYD_ESTALE. */
 int retryd__bucket_withdraw_short(seg_upstream *s, uint64_t ident,
-                                  const bucket_clock *clk,
-                                  const bucket_tally *t, uint64_t old);
+                                  const bucket_clock *clk, bucket_tally t,
+                                  uint64_t old);
 
 static inline void bucket_tally_add(const bucket_tally *t, int i, uint64_t n)
 {
@@ -101,7 +100,7 @@ static inline int retryd__bucket_withdraw(seg_upstream *s, uint64_t ident,
         bucket_tally_add(t, SEG_C_GRANTED, 1);
         return 0;
     }
-    return retryd__bucket_withdraw_short(s, ident, clk, t, old);
+    return retryd__bucket_withdraw_short(s, ident, clk, *t, old);
 }
 
 /*
@@ -188,14 +187,14 @@ retryd__bucket_deposit(seg_upstream *s, uint64_t ident, const bucket_tally *t)
     if (__builtin_expect(ratio > (SEG_MAX_CAP_MICRO - cap) >>
                              BUCKET_DEPOSITS_IN_FLIGHT_BITS,
                          0))
-        return retryd__bucket_deposit_cas(s, ident, t, ratio);
+        return retryd__bucket_deposit_cas(s, ident, *t, ratio);
     uint64_t old =
         atomic_fetch_add_explicit(&s->tokens, ratio, memory_order_acq_rel);
     if (__builtin_expect(bucket_added_within_cap(old, ratio, ident, cap), 1)) {
         bucket_tally_add(t, SEG_C_DEPOSITS, 1);
         return 0;
     }
-    return retryd__bucket_deposit_over(s, ident, t, old, ratio);
+    return retryd__bucket_deposit_over(s, ident, *t, old, ratio);
 }
 
 /* 1 when at least one token is there, 0 when not, or RETRYD_ESTALE. */
