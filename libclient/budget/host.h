@@ -38,6 +38,10 @@ typedef struct binding {
     seg_upstream *slot;
     uint64_t ident;
     int entry; /* in the process slot; -1 counts into the slot's counters */
+    /* Where a thread of each counter lane counts (retryd__thread_lane()),
+     * worked out from entry when bound: the hot path then picks its tally
+     * with one indexed load instead of the address arithmetic. */
+    bucket_tally lanes[SEG_PROC_LANES];
     struct binding *next_old;
 } binding;
 

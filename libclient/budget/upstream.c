@@ -149,6 +149,20 @@ static seg_upstream *resolve_slot(retryd_host *h, retryd_upstream *up,
     return scan_for_name(a, up->name, ret_ident);
 }
 
+/* Where @p b counts from each lane: its entry of the process slot, on the
+ * lane's own counters (exclusive for lanes 1..3, which one thread owns),
+ * or the upstream slot's own counters (atomic) when the process's table
+ * is full. */
+static void set_lanes(binding *b)
+{
+    for (int lane = 0; lane < SEG_PROC_LANES; lane++)
+        b->lanes[lane] =
+            b->entry < 0
+                ? (bucket_tally){b->slot->counters, false}
+                : (bucket_tally){b->att->proc->counters[lane][b->entry],
+                                 lane != 0};
+}
+
 /*
  * The slow path: bind @p up to a shared slot if the host can attach, else
  * leave it local. Returns the binding to use (NULL: local), or sets *err for
@@ -191,6 +205,7 @@ static binding *rebind(retryd_upstream *up, int *err)
         .entry = claim_entry(a->proc, (uint64_t)(index + 1) << 32 |
                                           seg_ident_generation(ident)),
     };
+    set_lanes(b);
     if (cur != NULL) {
         cur->next_old = up->old_bindings;
         up->old_bindings = cur;
@@ -287,10 +302,7 @@ static inline binding *current(retryd_upstream *up)
 
 static inline bucket_tally tally_of(const binding *b)
 {
-    if (b->entry < 0)
-        return (bucket_tally){b->slot->counters, false};
-    int lane = retryd__thread_lane();
-    return (bucket_tally){b->att->proc->counters[lane][b->entry], lane != 0};
+    return b->lanes[retryd__thread_lane()];
 }
 
 static inline bucket_tally local_tally(retryd_upstream *up)
