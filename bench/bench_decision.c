@@ -22,7 +22,8 @@ static bool always(void *ctx)
     return true;
 }
 
-static const retryd_budget_iface budget = {always, always};
+static const retryd_budget_iface budget = {sizeof(retryd_budget_iface), always,
+                                           always};
 
 __attribute__((noinline)) static int empty_call(const retryd_facts *f,
                                                 const retryd_decide_env *env,
@@ -44,6 +45,7 @@ static void make_facts(retryd_facts *facts)
         retryd_facts *f = &facts[i];
         int e = rand_r(&seed) % 4;
         *f = (retryd_facts){
+            .sz = sizeof(retryd_facts),
             .attempt = 1 + (uint32_t)(rand_r(&seed) % 3),
             .max_attempts = 3,
             .evidence = (retryd_evidence)e,
@@ -63,7 +65,7 @@ static void make_facts(retryd_facts *facts)
 static double run_once(decide_fn fn, const retryd_facts *facts, long iters,
                        const retryd_decide_env *env, long *retries)
 {
-    retryd_decision d;
+    retryd_decision d = {.sz = sizeof(d)};
     long n_retry = 0;
     int64_t t0 = bench_now_ns();
     for (long i = 0; i < iters; i++) {
@@ -80,7 +82,7 @@ int main(int argc, char **argv)
     long iters = argc > 1 ? atol(argv[1]) : 5000000;
     int runs = argc > 2 ? atoi(argv[2]) : 11;
     static retryd_facts facts[N_FACTS];
-    retryd_decide_env env = {.budget = &budget};
+    retryd_decide_env env = {.sz = sizeof(env), .budget = &budget};
     volatile decide_fn empty = empty_call, real = retryd_decide;
     double t_empty[64], t_decide[64];
     long retries = 0;

@@ -406,15 +406,14 @@ static int exec_request(bench *b, enum variant v)
 
 static int open_executor(bench *b, int i, const char *control)
 {
-    retryd_client_opts co = {.sz = sizeof(co)};
+    retryd_host_opts ho = {.sz = sizeof(ho), .client_name = "bench_executor"};
+    const retryd_client_opts co = {.sz = sizeof(co), .host = &ho};
     retryd_profile_opts po = {.sz = sizeof(po), .base_url = b->base_url};
 
-    co.host.sz = sizeof(co.host);
-    co.host.client_name = "bench_executor";
     if (control == NULL)
-        co.host.flags = RETRYD_HOST_LOCAL_ONLY;
+        ho.flags = RETRYD_HOST_LOCAL_ONLY;
     else
-        co.host.control_socket = control;
+        ho.control_socket = control;
     int r = retryd_client_new(&co, &b->client[i]);
     if (r == 0)
         r = retryd_profile_new(b->client[i], &po, &b->profile[i]);

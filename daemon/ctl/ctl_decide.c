@@ -340,20 +340,10 @@ static void print_json(const decide_args *a, const retryd_decision *d,
     printf("}\n");
 }
 
-int ctl_decide_main(int argc, char **argv)
+/* Parses the command line into @p a and completes the facts it implies;
+ * -1 to go on, or the exit code (usage, help). */
+static int parse_args(int argc, char **argv, decide_args *a)
 {
-    decide_args a = {
-        .facts = {.attempt = 1,
-                  .max_attempts = 3,
-                  .evidence = (retryd_evidence)-1,
-                  .idempotency = RETRYD_IDEMPOTENCY_NON_IDEMPOTENT,
-                  .replayability = RETRYD_REPLAYABLE,
-                  .retry_after_ns = -1,
-                  .remaining_ns = 30LL * 1000000000,
-                  .min_attempt_ns = 100LL * 1000000},
-        .policy = retryd_backoff_default,
-        .budget = -1,
-    };
     int opt, r;
 
     optind = 1;
@@ -364,7 +354,7 @@ int ctl_decide_main(int argc, char **argv)
         }
         if (opt == '?')
             return CTL_EXIT_USAGE;
-        r = apply_option(&a, opt, optarg);
+        r = apply_option(a, opt, optarg);
         if (r != 0)
             return r;
     }
@@ -373,33 +363,56 @@ int ctl_decide_main(int argc, char **argv)
                 argv[optind]);
         return CTL_EXIT_USAGE;
     }
-    if ((unsigned)a.facts.evidence >= RETRYD_EVIDENCE_COUNT) {
+    if ((unsigned)a->facts.evidence >= RETRYD_EVIDENCE_COUNT) {
         fprintf(stderr, "retrydctl decide: --evidence is required\n");
         return CTL_EXIT_USAGE;
     }
-    bool response = a.facts.evidence == RETRYD_EVIDENCE_RESPONSE_RECEIVED ||
-                    a.facts.evidence == RETRYD_EVIDENCE_PARTIAL_RESPONSE;
-    if (!a.failure_given && !response)
-        a.facts.failure = RETRYD_FAILURE_IO;
-    if (a.retry_after != NULL &&
+    bool response = a->facts.evidence == RETRYD_EVIDENCE_RESPONSE_RECEIVED ||
+                    a->facts.evidence == RETRYD_EVIDENCE_PARTIAL_RESPONSE;
+    if (!a->failure_given && !response)
+        a->facts.failure = RETRYD_FAILURE_IO;
+    if (a->retry_after != NULL &&
         retryd_retry_after_parse(
-            a.retry_after, strlen(a.retry_after), (int64_t)time(NULL),
-            a.policy.max_retry_after_ns, &a.facts.retry_after_ns) < 0)
+            a->retry_after, strlen(a->retry_after), (int64_t)time(NULL),
+            a->policy.max_retry_after_ns, &a->facts.retry_after_ns) < 0)
         fprintf(stderr,
                 "retrydctl decide: Retry-After '%s' is not valid; "
                 "treated as absent\n",
-                a.retry_after);
+                a->retry_after);
+    return -1;
+}
+
+int ctl_decide_main(int argc, char **argv)
+{
+    decide_args a = {
+        .facts = {.sz = sizeof(retryd_facts),
+                  .attempt = 1,
+                  .max_attempts = 3,
+                  .evidence = (retryd_evidence)-1,
+                  .idempotency = RETRYD_IDEMPOTENCY_NON_IDEMPOTENT,
+                  .replayability = RETRYD_REPLAYABLE,
+                  .retry_after_ns = -1,
+                  .remaining_ns = 30LL * 1000000000,
+                  .min_attempt_ns = 100LL * 1000000},
+        .policy = retryd_backoff_default,
+        .budget = -1,
+    };
+    int r = parse_args(argc, argv, &a);
+    if (r >= 0)
+        return r;
 
     cli_budget budget = {.tokens = a.budget};
-    const retryd_budget_iface iface = {.peek = cli_peek, .take = cli_take};
+    const retryd_budget_iface iface = {
+        .sz = sizeof(iface), .peek = cli_peek, .take = cli_take};
     retryd_decide_env env = {
+        .sz = sizeof(env),
         .backoff = &a.policy,
         .random = a.seeded ? cli_random : NULL,
         .random_ctx = a.seeded ? &a.seed : NULL,
         .budget = a.budget >= 0 ? &iface : NULL,
         .budget_ctx = &budget,
     };
-    retryd_decision d;
+    retryd_decision d = {.sz = sizeof(d)};
     long before = a.budget;
 
     r = retryd_decide(&a.facts, &env, &d);

@@ -224,7 +224,8 @@ static int make_body(const req_args *a, retryd_body **ret)
 {
     *ret = NULL;
     if (a->data_file && strcmp(a->data_file, "-") == 0) {
-        retryd_body_reader r = {stdin_read, NULL, NULL, -1};
+        retryd_body_reader r = {sizeof(retryd_body_reader), stdin_read, NULL,
+                                NULL, -1};
         return retryd_body_new_stream(&r, ret);
     }
     if (a->data_file)
@@ -253,11 +254,11 @@ static void print_trace(const retryd_result *r)
             fprintf(stderr, " HTTP/%d.%d", at->http_version / 10,
                     at->http_version % 10);
         fprintf(stderr, " %.1fms -> %s (%s)", (double)at->duration_ns / 1e6,
-                retryd_verdict_name(at->decision.verdict),
-                retryd_rule_name(at->decision.rule));
-        if (at->decision.verdict == RETRYD_VERDICT_RETRY)
+                retryd_verdict_name(at->decision->verdict),
+                retryd_rule_name(at->decision->rule));
+        if (at->decision->verdict == RETRYD_VERDICT_RETRY)
             fprintf(stderr, ", wait %.1fms",
-                    (double)at->decision.delay_ns / 1e6);
+                    (double)at->decision->delay_ns / 1e6);
         fprintf(stderr, "%s%s\n", at->error[0] ? ": " : "", at->error);
     }
 }
@@ -330,15 +331,17 @@ static int parse_args(int argc, char **argv, req_args *a)
 static int run_request(const req_args *a, const char *base, const char *path,
                        retryd_body *body)
 {
-    retryd_client_opts co = {.sz = sizeof(co)};
+    const retryd_host_opts ho = {.sz = sizeof(ho),
+                                 .control_socket = a->control,
+                                 .client_name = "retrydctl request"};
+    const retryd_client_opts co = {.sz = sizeof(co), .host = &ho};
+    const retryd_tls_opts tls = {
+        .sz = sizeof(tls), .ca_file = a->cacert, .insecure = a->insecure};
     retryd_client *client = NULL;
     retryd_profile *profile = NULL;
     retryd_result *res = NULL;
     int rc = CTL_EXIT_ERROR, r;
 
-    co.host.sz = sizeof(co.host);
-    co.host.control_socket = a->control;
-    co.host.client_name = "retrydctl request";
     retryd_profile_opts po = {
         .sz = sizeof(po),
         .base_url = base,
@@ -346,7 +349,7 @@ static int run_request(const req_args *a, const char *base, const char *path,
         .max_attempts = (uint32_t)a->max_attempts,
         .attempt_timeout_ns = a->attempt_ns,
         .http_version = a->version,
-        .tls = {.ca_file = a->cacert, .insecure = a->insecure},
+        .tls = &tls,
     };
     retryd_request q = {
         .sz = sizeof(q),

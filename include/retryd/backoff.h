@@ -23,6 +23,7 @@ typedef enum retryd_jitter {
 
 /** A profile's backoff; plain data owned by the caller. Nanoseconds. */
 typedef struct retryd_backoff_policy {
+    size_t sz; /**< sizeof(retryd_backoff_policy) (docs/abi.md) */
     retryd_jitter jitter;
     int64_t base_ns;            /**< first bound, > 0 */
     int64_t max_ns;             /**< max-backoff: no wait exceeds it */
@@ -51,12 +52,14 @@ RETRYD_EXPORT uint64_t retryd_random_default(void *ctx);
  * @param policy   NULL for retryd_backoff_default.
  * @param prev_ns  the previous wait, for decorrelated jitter (0 before any).
  * @param random   NULL for retryd_random_default.
- * @return a wait in [0, policy->max_ns]; never negative.
+ * @param ret_ns   a wait in [0, policy->max_ns]; written only on success.
+ * @return 0, or RETRYD_EINVAL / RETRYD_EOPTS for a policy whose sz is
+ *         wrong (docs/abi.md).
  */
-RETRYD_EXPORT int64_t retryd_backoff_delay(const retryd_backoff_policy *policy,
-                                           uint32_t retry, int64_t prev_ns,
-                                           retryd_random_fn random,
-                                           void *random_ctx);
+RETRYD_EXPORT int retryd_backoff_delay(const retryd_backoff_policy *policy,
+                                       uint32_t retry, int64_t prev_ns,
+                                       retryd_random_fn random,
+                                       void *random_ctx, int64_t *ret_ns);
 
 /**
  * Parse a Retry-After field value (RFC 9110, section 10.2.3): delta-seconds,

@@ -67,13 +67,16 @@ typedef struct retryd_body retryd_body;
  * called once when the attempt is done with it.
  */
 typedef struct retryd_body_reader {
+    size_t sz; /**< sizeof(retryd_body_reader) (docs/abi.md) */
     long (*read)(void *ctx, void *buf, size_t len);
     void (*close)(void *ctx);
     void *ctx;
     int64_t length; /**< bytes, or -1 when unknown (sent chunked) */
 } retryd_body_reader;
 
-/** Opens a fresh reader for one attempt; 0 or a negative code. */
+/** Opens a fresh reader for one attempt into @p ret, which arrives zeroed
+ * with the library's sz (set your own sizeof, as for any struct you fill);
+ * 0 or a negative code. */
 typedef int (*retryd_body_open_fn)(void *ctx, retryd_body_reader *ret);
 
 /** Encodes a DTO deterministically into a malloc'ed buffer the library

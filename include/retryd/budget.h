@@ -56,7 +56,8 @@ typedef struct retryd_host_opts {
 
 /** Budget parameters of one upstream, in tokens. */
 typedef struct retryd_budget_params {
-    double ratio;               /**< deposited per first attempt (0.1) */
+    size_t sz;    /**< sizeof(retryd_budget_params) (docs/abi.md) */
+    double ratio; /**< deposited per first attempt (0.1) */
     double min_retries_per_sec; /**< floor refill (10) */
     double cap;                 /**< the balance never exceeds it (100) */
 } retryd_budget_params;
@@ -107,7 +108,9 @@ RETRYD_EXPORT bool retryd_host_draining(retryd_host *host);
  * @param params  NULL: the daemon's configured or default parameters.
  *                Otherwise they must match what the upstream is registered
  *                with.
- * @return 0, RETRYD_EINVAL (bad name or parameters), RETRYD_ECONFLICT (the
+ * @return 0, RETRYD_EINVAL (bad name or parameters, or params->sz unset),
+ *         RETRYD_EOPTS (a params field this library does not know is set),
+ *         RETRYD_ECONFLICT (the
  *         name is registered with other parameters), RETRYD_ENOMEM.
  */
 RETRYD_EXPORT int retryd_upstream_open(retryd_host *host, const char *name,

@@ -22,7 +22,8 @@ extern "C" {
  * process's statistics for the upstream (what `retrydctl stats` shows).
  * Grants and failed withdrawals are counted by the budget itself, so a
  * RETRY, or a denial whose rule is budget_take_failed, adds only the
- * evidence.
+ * evidence. A decision whose sz does not cover the fields read (verdict,
+ * reason, rule) is not counted.
  */
 RETRYD_EXPORT void retryd_upstream_record(retryd_upstream *up,
                                           const retryd_decision *decision,

@@ -34,15 +34,17 @@ typedef struct retryd_profile retryd_profile;
 typedef struct retryd_result retryd_result;
 
 typedef struct retryd_client_opts {
-    size_t sz;             /**< sizeof(retryd_client_opts) */
-    retryd_host_opts host; /**< how to reach retryd; host.sz 0: defaults */
+    size_t sz; /**< sizeof(retryd_client_opts) (docs/abi.md) */
+    /** How to reach retryd; NULL: defaults. Read during the call. */
+    const retryd_host_opts *host;
 } retryd_client_opts;
 
 /**
  * Create an executor. Initialises libcurl once per process (call
  * curl_global_init() yourself first if another thread may use libcurl at
  * the same time) and attaches to the host budget (or goes local).
- * @param opts  NULL for defaults. @return 0, RETRYD_EINVAL, RETRYD_ENOMEM,
+ * @param opts  NULL for defaults. @return 0, RETRYD_EINVAL, RETRYD_EOPTS
+ *              (a field this library does not know is set), RETRYD_ENOMEM,
  *              RETRYD_ECURL.
  */
 RETRYD_EXPORT int retryd_client_new(const retryd_client_opts *opts,
@@ -63,6 +65,7 @@ typedef enum retryd_http_version {
 
 /** TLS options, passed to libcurl as they are. Strings are copied. */
 typedef struct retryd_tls_opts {
+    size_t sz;             /**< sizeof(retryd_tls_opts) */
     const char *ca_file;   /**< CURLOPT_CAINFO */
     const char *ca_path;   /**< CURLOPT_CAPATH */
     const char *cert_file; /**< CURLOPT_SSLCERT */
@@ -70,9 +73,10 @@ typedef struct retryd_tls_opts {
     bool insecure;         /**< skip peer and host verification */
 } retryd_tls_opts;
 
-/** An upstream profile. Zero means "the default" for every number. */
+/** An upstream profile. Zero means "the default" for every number. Nested
+ * structs are pointers, read (and copied) during retryd_profile_new(). */
 typedef struct retryd_profile_opts {
-    size_t sz;            /**< sizeof(retryd_profile_opts) */
+    size_t sz;            /**< sizeof(retryd_profile_opts) (docs/abi.md) */
     const char *base_url; /**< required: scheme://host[:port][/prefix] */
     /** The budget's name; NULL: the base URL's host[:port]. */
     const char *upstream;
@@ -80,16 +84,16 @@ typedef struct retryd_profile_opts {
     int64_t attempt_timeout_ns; /**< default 10 s */
     int64_t min_attempt_ns;     /**< minimum attempt budget; default 50 ms */
     uint32_t max_attempts;      /**< default 3 */
-    /** Backoff; base_ns 0: retryd_backoff_default. Its max_retry_after_ns
-     * is the largest Retry-After the profile honours. */
-    retryd_backoff_policy backoff;
+    /** Backoff; NULL: retryd_backoff_default. Its max_retry_after_ns is
+     * the largest Retry-After the profile honours. */
+    const retryd_backoff_policy *backoff;
     bool transient_500; /**< 500 is transient for this upstream */
     uint32_t bulkhead;  /**< concurrent attempts per process; default 64 */
     /** Longest wait for a bulkhead permit; 0: until the deadline. A wait
      * that runs out is a NOT_SENT attempt (pool_timeout). */
     int64_t bulkhead_wait_ns;
     retryd_http_version http_version;
-    retryd_tls_opts tls;
+    const retryd_tls_opts *tls; /**< NULL: none */
     /** The upstream's budget parameters; NULL: the daemon's. */
     const retryd_budget_params *budget;
     size_t max_response_bytes; /**< a buffered body's bound; 16 MiB */
@@ -97,7 +101,9 @@ typedef struct retryd_profile_opts {
 
 /**
  * Create a profile: copies the options, opens the upstream's budget.
- * @return 0, RETRYD_EINVAL (no or bad base URL, bad numbers),
+ * @return 0, RETRYD_EINVAL (no or bad base URL, bad numbers, a nested
+ *         struct without its sz), RETRYD_EOPTS (a field this library does
+ *         not know is set, in any of the structs),
  *         RETRYD_ECONFLICT (budget parameters differ from the registered
  *         ones), RETRYD_ENOMEM.
  */
@@ -152,7 +158,9 @@ typedef struct retryd_request {
  * @param ret  the result, whatever the outcome (a failure or an ambiguous
  *             outcome is a result, not an error); freed with
  *             retryd_result_free().
- * @return 0, or RETRYD_EINVAL (bad request), RETRYD_ENOMEM.
+ * @return 0, or RETRYD_EINVAL (bad request, or req->sz unset),
+ *         RETRYD_EOPTS (a field this library does not know is set),
+ *         RETRYD_ENOMEM.
  */
 RETRYD_EXPORT int retryd_execute(retryd_profile *profile,
                                  const retryd_request *req,
@@ -170,8 +178,10 @@ typedef enum retryd_outcome {
     RETRYD_OUTCOME_AMBIGUOUS = 2,
 } retryd_outcome;
 
-/** One attempt in the log. */
+/** One attempt in the log, owned by its result. The library sets sz; read
+ * no field at or beyond it (docs/abi.md). */
 typedef struct retryd_attempt {
+    size_t sz; /**< the library's sizeof(retryd_attempt) */
     uint32_t number;
     retryd_evidence evidence;
     retryd_failure failure;
@@ -179,8 +189,9 @@ typedef struct retryd_attempt {
     int http_version;       /**< 10, 11 or 20; 0 when unknown */
     int64_t wait_before_ns; /**< the backoff before this attempt */
     int64_t duration_ns;
-    retryd_decision decision; /**< what the engine decided after it */
-    const char *error;        /**< transport error text, "" for none */
+    /** What the engine decided after it; owned by the result. */
+    const retryd_decision *decision;
+    const char *error; /**< transport error text, "" for none */
 } retryd_attempt;
 
 RETRYD_EXPORT retryd_outcome retryd_result_outcome(const retryd_result *r);

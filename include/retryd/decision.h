@@ -153,6 +153,7 @@ typedef enum retryd_rule {
  * Durations are nanoseconds.
  */
 typedef struct retryd_facts {
+    size_t sz;             /**< sizeof(retryd_facts) (docs/abi.md) */
     uint32_t attempt;      /**< 1-based number of the attempt that finished */
     uint32_t max_attempts; /**< attempts allowed in all, >= 1 */
     retryd_evidence evidence;
@@ -179,12 +180,14 @@ typedef struct retryd_facts {
  * retryd_upstream provides one (budget.h); tests provide their own.
  */
 typedef struct retryd_budget_iface {
+    size_t sz; /**< sizeof(retryd_budget_iface) */
     bool (*peek)(void *ctx);
     bool (*take)(void *ctx);
 } retryd_budget_iface;
 
 /** Everything besides the facts that a decision needs; caller-owned. */
 typedef struct retryd_decide_env {
+    size_t sz;                            /**< sizeof(retryd_decide_env) */
     const retryd_backoff_policy *backoff; /**< NULL: retryd's defaults */
     /** Random source for jitter; NULL: retryd_random_default(). */
     retryd_random_fn random;
@@ -198,8 +201,10 @@ typedef struct retryd_decide_env {
 #define RETRYD_RETRY_REFRESH_CREDENTIALS 0x1u /**< refresh, then replay */
 #define RETRYD_RETRY_HONOURS_RETRY_AFTER 0x2u /**< delay is the server's */
 
-/** A decision. Plain data, owned by the caller. */
+/** A decision. Plain data, owned by the caller, who sets sz before asking
+ * for one; the library writes only the first sz bytes. */
 typedef struct retryd_decision {
+    size_t sz; /**< sizeof(retryd_decision) */
     retryd_verdict verdict;
     retryd_denial reason;     /**< NONE for a retry */
     retryd_rule rule;         /**< the rule that decided */
@@ -221,13 +226,16 @@ typedef struct retryd_decision {
  *
  * Does not allocate, lock or block; safe from any thread.
  *
- * @param facts   the attempt; read only.
+ * @param facts   the attempt; read only (its first facts->sz bytes).
  * @param env     backoff, random source and budget; NULL for all defaults.
- * @param ret     written only on success.
+ * @param ret     its sz set by the caller; its first ret->sz bytes are
+ *                written, only on success.
  * @return 0, or RETRYD_EINVAL when the facts are inconsistent (attempt 0,
  *         attempt above max_attempts, an enum out of range, a status outside
  *         200..999, a response evidence without a status, negative
- *         durations).
+ *         durations) or a struct's sz is missing or too small, or
+ *         RETRYD_EOPTS when a struct has non-zero fields this library does
+ *         not know (docs/abi.md).
  */
 RETRYD_EXPORT int retryd_decide(const retryd_facts *facts,
                                 const retryd_decide_env *env,

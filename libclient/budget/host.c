@@ -407,6 +407,7 @@ int retryd__host_register_locked(retryd_host *h, retryd_upstream *up,
 /* --- the host ------------------------------------------------------------ */
 
 const retryd_budget_params retryd_budget_defaults = {
+    .sz = sizeof(retryd_budget_params),
     .ratio = (double)SEG_DEFAULT_RATIO_MICRO / (double)SEG_MICRO,
     .min_retries_per_sec =
         (double)SEG_DEFAULT_FLOOR_MICRO_PER_S / (double)SEG_MICRO,

@@ -39,8 +39,14 @@ static bool to_micro(double tokens, uint64_t *ret)
     return seg_tokens_to_micro(tokens, SEG_MAX_CAP_MICRO, ret);
 }
 
-static int params_to_micro(const retryd_budget_params *p, retryd_upstream *up)
+static int params_to_micro(const retryd_budget_params *in, retryd_upstream *up)
 {
+    retryd_budget_params local;
+    const retryd_budget_params *p;
+    int r = RETRYD_OPTS_VIEW(p, &local, in,
+                             RETRYD_OPTS_MIN(retryd_budget_params, cap));
+    if (r < 0)
+        return r;
     if (!to_micro(p->ratio, &up->ratio_micro) ||
         !to_micro(p->min_retries_per_sec, &up->floor_micro_per_s) ||
         !to_micro(p->cap, &up->cap_micro) ||
@@ -479,7 +485,10 @@ void retryd_upstream_record(retryd_upstream *up,
 
     if ((unsigned)evidence < RETRYD_EVIDENCE_COUNT)
         bucket_tally_add(&t, SEG_C_EVIDENCE_FIRST + (int)evidence, 1);
-    if (decision == NULL)
+    /* A decision too short to hold the fields read here (sz unset) is not
+     * counted rather than read past its end. */
+    if (decision == NULL ||
+        decision->sz < RETRYD_OPTS_MIN(retryd_decision, rule))
         return;
     if (decision->verdict == RETRYD_VERDICT_AMBIGUOUS)
         bucket_tally_add(&t, SEG_C_AMBIGUOUS, 1);
@@ -500,4 +509,5 @@ static bool budget_take(void *ctx)
     return retryd_upstream_withdraw(ctx) == 0;
 }
 
-const retryd_budget_iface retryd_upstream_budget = {budget_peek, budget_take};
+const retryd_budget_iface retryd_upstream_budget = {sizeof(retryd_budget_iface),
+                                                    budget_peek, budget_take};

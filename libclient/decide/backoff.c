@@ -16,9 +16,13 @@
 #include <string.h>
 #include <sys/random.h>
 
+#include "base/macros.h"
+#include "decide/decide.h"
 #include "retryd/backoff.h"
+#include "retryd/common.h"
 
 const retryd_backoff_policy retryd_backoff_default = {
+    .sz = sizeof(retryd_backoff_policy),
     .jitter = RETRYD_JITTER_FULL,
     .base_ns = 100 * 1000 * 1000LL,
     .max_ns = 10 * 1000 * 1000 * 1000LL,
@@ -64,10 +68,11 @@ static void rng_seed(rng_state *st)
     st->seeded = true;
 }
 
-uint64_t retryd_random_default(void *ctx)
+/* The next word of this thread's generator; inline in the backoff below,
+ * the engine's hot path, and behind retryd_random_default(). */
+static inline uint64_t rng_next(void)
 {
     rng_state *st = &tls_rng;
-    (void)ctx;
 
     if (!st->seeded)
         rng_seed(st);
@@ -81,6 +86,12 @@ uint64_t retryd_random_default(void *ctx)
     s[2] ^= t;
     s[3] = rotl(s[3], 45);
     return result;
+}
+
+uint64_t retryd_random_default(void *ctx)
+{
+    (void)ctx;
+    return rng_next();
 }
 
 /*
@@ -104,12 +115,12 @@ static int64_t full_jitter_cap(int64_t base, int64_t max, uint32_t retry)
     return base << shift;
 }
 
-int64_t retryd_backoff_delay(const retryd_backoff_policy *policy,
-                             uint32_t retry, int64_t prev_ns,
-                             retryd_random_fn random, void *random_ctx)
+/* The delay under a policy already known to be this library's size. */
+int64_t retryd__backoff_delay(const retryd_backoff_policy *p, uint32_t retry,
+                              int64_t prev_ns, retryd_random_fn random,
+                              void *random_ctx)
 {
-    const retryd_backoff_policy *p = policy ? policy : &retryd_backoff_default;
-    uint64_t r = random ? random(random_ctx) : retryd_random_default(NULL);
+    uint64_t r = random ? random(random_ctx) : rng_next();
     int64_t base = p->base_ns > 0 ? p->base_ns : 1;
     int64_t max = p->max_ns > 0 ? p->max_ns : 0;
 
@@ -123,4 +134,22 @@ int64_t retryd_backoff_delay(const retryd_backoff_policy *policy,
         return d < max ? d : max;
     }
     return uniform_upto(r, full_jitter_cap(base, max, retry));
+}
+
+int retryd_backoff_delay(const retryd_backoff_policy *policy, uint32_t retry,
+                         int64_t prev_ns, retryd_random_fn random,
+                         void *random_ctx, int64_t *ret_ns)
+{
+    retryd_backoff_policy local;
+    const retryd_backoff_policy *p = &retryd_backoff_default;
+
+    if (ret_ns == NULL)
+        return RETRYD_EINVAL;
+    if (policy != NULL) {
+        int r = RETRYD_OPTS_VIEW(p, &local, policy, RETRYD_BACKOFF_MIN_SZ);
+        if (r < 0)
+            return r;
+    }
+    *ret_ns = retryd__backoff_delay(p, retry, prev_ns, random, random_ctx);
+    return 0;
 }

@@ -12,6 +12,9 @@
  *   - no allocation, no lock, no system call (the default random source
  *     seeds itself once per thread with getrandom, outside this file).
  */
+#include <string.h>
+
+#include "decide/decide.h"
 #include "retryd/decision.h"
 
 static bool status_is_gateway(int status)
@@ -90,10 +93,13 @@ static bool execution_unknown(const retryd_facts *f)
     }
 }
 
-static int stop(const retryd_facts *f, retryd_decision *ret, retryd_rule rule,
-                retryd_denial reason)
+static inline __attribute__((always_inline)) int stop(const retryd_facts *f,
+                                                      retryd_decision *ret,
+                                                      retryd_rule rule,
+                                                      retryd_denial reason)
 {
     *ret = (retryd_decision){
+        .sz = sizeof(retryd_decision),
         .verdict = execution_unknown(f) ? RETRYD_VERDICT_AMBIGUOUS
                                         : RETRYD_VERDICT_DENIED,
         .reason = reason,
@@ -107,7 +113,8 @@ static int stop(const retryd_facts *f, retryd_decision *ret, retryd_rule rule,
 
 static int ambiguous(retryd_decision *ret, retryd_rule rule)
 {
-    *ret = (retryd_decision){.verdict = RETRYD_VERDICT_AMBIGUOUS,
+    *ret = (retryd_decision){.sz = sizeof(retryd_decision),
+                             .verdict = RETRYD_VERDICT_AMBIGUOUS,
                              .reason = RETRYD_DENIAL_NONE,
                              .rule = rule};
     return 0;
@@ -129,8 +136,8 @@ static int64_t retry_wait(const retryd_facts *f, const retryd_decide_env *env,
                    ? f->retry_after_ns
                    : p->max_retry_after_ns;
     }
-    return retryd_backoff_delay(p, f->attempt, f->prev_delay_ns, env->random,
-                                env->random_ctx);
+    return retryd__backoff_delay(p, f->attempt, f->prev_delay_ns, env->random,
+                                 env->random_ctx);
 }
 
 /*
@@ -150,7 +157,8 @@ static int grant(const retryd_facts *f, const retryd_decide_env *env,
     if (env->budget && !env->budget->take(env->budget_ctx))
         return stop(f, ret, RETRYD_RULE_BUDGET_TAKE_FAILED,
                     RETRYD_DENIAL_BUDGET_EXHAUSTED);
-    *ret = (retryd_decision){.verdict = RETRYD_VERDICT_RETRY,
+    *ret = (retryd_decision){.sz = sizeof(retryd_decision),
+                             .verdict = RETRYD_VERDICT_RETRY,
                              .reason = RETRYD_DENIAL_NONE,
                              .rule = rule,
                              .delay_ns = wait,
@@ -232,15 +240,81 @@ static int decide_specific(const retryd_facts *f, const retryd_decide_env *env,
     }
 }
 
+/*
+ * Structs of another version of the header (docs/abi.md): each is checked,
+ * copied at this library's size, and decided on the fast path below; the
+ * decision goes back at the caller's size. Out of line, so the usual call,
+ * whose structs all have this library's size, pays a few compares for it.
+ */
+static int __attribute__((noinline))
+decide_other_version(const retryd_facts *facts, const retryd_decide_env *env,
+                     retryd_decision *ret)
+{
+    retryd_facts f;
+    retryd_decide_env e = {.sz = sizeof(e)};
+    retryd_budget_iface iface;
+    retryd_backoff_policy backoff;
+    retryd_decision d = {.sz = sizeof(d)};
+    size_t sz = ret->sz;
+
+    if (sz < RETRYD_DECISION_MIN_SZ || sz > RETRYD_OPTS_MAX)
+        return RETRYD_EINVAL;
+    int r = RETRYD_COPY_OPTS(&f, facts, RETRYD_FACTS_MIN_SZ);
+    if (r == 0 && env != NULL)
+        r = RETRYD_COPY_OPTS(&e, env, RETRYD_ENV_MIN_SZ);
+    if (r == 0 && e.budget != NULL) {
+        r = RETRYD_COPY_OPTS(&iface, e.budget, RETRYD_IFACE_MIN_SZ);
+        e.budget = &iface;
+        if (r == 0 && (iface.peek == NULL || iface.take == NULL))
+            r = RETRYD_EINVAL;
+    }
+    if (r == 0 && e.backoff != NULL) {
+        r = RETRYD_COPY_OPTS(&backoff, e.backoff, RETRYD_BACKOFF_MIN_SZ);
+        e.backoff = &backoff;
+    }
+    if (r < 0)
+        return r;
+    f.sz = sizeof(f);
+    e.sz = sizeof(e);
+    iface.sz = sizeof(iface);
+    backoff.sz = sizeof(backoff);
+    r = retryd_decide(&f, &e, &d);
+    if (r < 0)
+        return r;
+    /* The caller's first sz bytes, never more; fields of a newer caller's
+     * struct that this library does not know read as zero, and sz says
+     * how much of it this library filled. */
+    if (sz > sizeof(d))
+        memset((char *)ret + sizeof(d), 0, sz - sizeof(d));
+    d.sz = sz < sizeof(d) ? sz : sizeof(d);
+    memcpy(ret, &d, d.sz);
+    return 0;
+}
+
+/* Whether every struct the call reads has this library's size. */
+static bool same_version(const retryd_facts *f, const retryd_decide_env *env,
+                         const retryd_decision *ret)
+{
+    if (f->sz != sizeof(*f) || ret->sz != sizeof(*ret))
+        return false;
+    return env == NULL ||
+           (env->sz == sizeof(*env) &&
+            (env->budget == NULL || env->budget->sz == sizeof(*env->budget)) &&
+            (env->backoff == NULL ||
+             env->backoff->sz == sizeof(*env->backoff)));
+}
+
 int retryd_decide(const retryd_facts *facts, const retryd_decide_env *env,
                   retryd_decision *ret)
 {
-    static const retryd_decide_env no_env;
+    static const retryd_decide_env no_env = {.sz = sizeof(no_env)};
     const retryd_facts *f = facts;
     int r;
 
     if (f == NULL || ret == NULL)
         return RETRYD_EINVAL;
+    if (!same_version(f, env, ret))
+        return decide_other_version(f, env, ret);
     r = facts_validate(f);
     if (r < 0)
         return r;

@@ -141,6 +141,7 @@ static void fill_facts(call *c, const retryd_attempt *a, int64_t prev_delay,
         retry_after = -1;
     int64_t left = c->deadline - c->now;
     *f = (retryd_facts){
+        .sz = sizeof(retryd_facts),
         .attempt = a->number,
         .max_attempts = c->p->max_attempts,
         .evidence = a->evidence,
@@ -171,13 +172,15 @@ static bool refresh(call *c);
  * (the budget peek among them) and count a success as a denied retry. It
  * is logged as the engine would end it, status_final.
  */
-static int decide_attempt(call *c, retryd_attempt *a, int64_t prev_delay,
+static int decide_attempt(call *c, attempt_rec *rec, int64_t prev_delay,
                           const retryd_decide_env *env)
 {
+    retryd_attempt *a = &rec->a;
     retryd_facts f;
     if (a->evidence == RETRYD_EVIDENCE_RESPONSE_RECEIVED &&
         retryd_status_is_final(a->status)) {
-        a->decision = (retryd_decision){
+        rec->d = (retryd_decision){
+            .sz = sizeof(retryd_decision),
             .verdict = RETRYD_VERDICT_DENIED,
             .reason = RETRYD_DENIAL_STATUS_NOT_RETRYABLE,
             .rule = RETRYD_RULE_STATUS_FINAL,
@@ -193,9 +196,9 @@ static int decide_attempt(call *c, retryd_attempt *a, int64_t prev_delay,
                      c->req->refresh != NULL &&
                      retryd_idempotency_is_safe(c->idem) && refresh(c);
     fill_facts(c, a, prev_delay, refreshed, &f);
-    int r = retryd_decide(&f, env, &a->decision);
+    int r = retryd_decide(&f, env, &rec->d);
     if (r == 0)
-        retryd_upstream_record(c->p->budget, &a->decision, a->evidence);
+        retryd_upstream_record(c->p->budget, &rec->d, a->evidence);
     return r;
 }
 
@@ -227,24 +230,35 @@ static void sleep_ns(int64_t ns)
     }
 }
 
-/* The attempt log grows in the call; error texts are kept only when
- * there is one. */
-static int log_attempt(call *c, const retryd_attempt *a)
+/*
+ * The next entry of the attempt log, which grows in the call: the attempt
+ * runs and is decided in place, so nothing is copied per attempt. It
+ * counts once log_attempt() has given it its error text.
+ */
+static attempt_rec *next_attempt(call *c, int64_t wait)
+{
+    if (c->n_att == c->cap_att) {
+        size_t bytes = c->cap_att * sizeof(*c->att);
+        if (!retryd__grow((void **)&c->att, bytes, &bytes,
+                          bytes + sizeof(*c->att), c->att_first))
+            return NULL;
+        c->cap_att = bytes / sizeof(*c->att);
+    }
+    attempt_rec *rec = &c->att[c->n_att];
+    *rec = (attempt_rec){
+        .a = {.sz = sizeof(retryd_attempt), .wait_before_ns = wait},
+        .d = {.sz = sizeof(retryd_decision)}};
+    return rec;
+}
+
+/* Error texts are kept only when there is one. */
+static int log_attempt(call *c, attempt_rec *rec)
 {
     char *text = NULL;
     if (c->errbuf[0] != '\0' && (text = strdup(c->errbuf)) == NULL)
         return RETRYD_ENOMEM;
-    size_t bytes = c->cap_att * sizeof(*c->att);
-    if (c->n_att == c->cap_att) {
-        if (!retryd__grow((void **)&c->att, bytes, &bytes,
-                          bytes + sizeof(*c->att), c->att_first)) {
-            free(text);
-            return RETRYD_ENOMEM;
-        }
-        c->cap_att = bytes / sizeof(*c->att);
-    }
-    c->att[c->n_att] = *a;
-    c->att[c->n_att++].error = text ? text : "";
+    rec->a.error = text ? text : "";
+    c->n_att++;
     return 0;
 }
 
@@ -340,46 +354,54 @@ static void call_free(call *c)
     free(c->auth);
     retryd__hdrs_free(&c->resp);
     for (size_t i = 0; i < c->n_att; i++)
-        if (c->att[i].error[0] != '\0')
-            free((char *)(uintptr_t)c->att[i].error);
+        if (c->att[i].a.error[0] != '\0')
+            free((char *)(uintptr_t)c->att[i].a.error);
     if (c->att != c->att_first)
         free(c->att);
 }
 
-int retryd_execute(retryd_profile *p, const retryd_request *req,
+int retryd_execute(retryd_profile *p, const retryd_request *caller_req,
                    retryd_result **ret)
 {
+    const retryd_request *req;
     call c;
     int64_t prev_delay = 0, wait = 0;
-    retryd_decide_env env = {.backoff = NULL,
-                             .budget = &retryd_upstream_budget};
+    retryd_decide_env env = {
+        .sz = sizeof(env), .backoff = NULL, .budget = &retryd_upstream_budget};
     int r;
 
-    retryd_request rq = {0}; /* the caller's, at this library's size */
-    if (p == NULL || req == NULL || ret == NULL ||
-        RETRYD_COPY_OPTS(&rq, req, sizeof(size_t)) < 0 ||
-        retryd__validate_request(&rq) < 0)
+    retryd_request rq; /* a caller's of another size, at this library's */
+    if (p == NULL || caller_req == NULL || ret == NULL)
         return RETRYD_EINVAL;
-    req = &rq;
+    /* The usual caller's request is read where it is; only one built
+     * against another header is copied (docs/abi.md). */
+    r = RETRYD_OPTS_VIEW(req, &rq, caller_req, sizeof(size_t));
+    if (r < 0)
+        return r;
+    if (retryd__validate_request(req) < 0)
+        return RETRYD_EINVAL;
     r = call_init(&c, p, req);
     if (r < 0)
         goto out;
     env.backoff = &p->backoff;
     env.budget_ctx = p->budget;
     for (uint32_t n = 1;; n++) {
-        retryd_attempt a = {.wait_before_ns = wait};
-        run_attempt(&c, n, &a);
-        r = decide_attempt(&c, &a, prev_delay, &env);
+        attempt_rec *rec = next_attempt(&c, wait);
+        r = RETRYD_ENOMEM;
+        if (rec == NULL)
+            goto out;
+        run_attempt(&c, n, &rec->a);
+        r = decide_attempt(&c, rec, prev_delay, &env);
         if (r < 0)
             goto out;
-        r = log_attempt(&c, &a);
+        r = log_attempt(&c, rec);
         if (r < 0)
             goto out;
-        if (a.decision.verdict != RETRYD_VERDICT_RETRY)
+        if (rec->d.verdict != RETRYD_VERDICT_RETRY)
             break;
         /* Nothing is held while waiting: the permit and the handle went
          * back when the attempt ended. */
-        wait = a.decision.delay_ns;
+        wait = rec->d.delay_ns;
         sleep_ns(wait);
         prev_delay = wait;
     }

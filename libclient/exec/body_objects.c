@@ -13,8 +13,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/macros.h"
 #include "exec/body_internal.h"
 #include "exec/headers.h"
+
+/* The first version of a reader ends after its length. */
+#define READER_MIN_SZ RETRYD_OPTS_MIN(retryd_body_reader, length)
 
 #define MULTIPART_MAX_PARTS 1024
 /* Bytes of a part's name or content type: a part's head must fit mp_reader's
@@ -149,7 +153,7 @@ static int file_open(void *ctx, retryd_body_reader *ret)
         free(f);
         return RETRYD_EIO;
     }
-    *ret = (retryd_body_reader){file_read, file_close, f,
+    *ret = (retryd_body_reader){sizeof(*ret), file_read, file_close, f,
                                 S_ISREG(st.st_mode) ? st.st_size : -1};
     return 0;
 }
@@ -173,11 +177,17 @@ static int new_reader_body(retryd_body_kind kind,
                            const retryd_body_reader *reader, retryd_body **ret)
 {
     retryd_body *b;
-    if (ret == NULL || reader == NULL || reader->read == NULL)
+    retryd_body_reader rd;
+    if (ret == NULL || reader == NULL)
+        return RETRYD_EINVAL;
+    int r = RETRYD_COPY_OPTS(&rd, reader, READER_MIN_SZ);
+    if (r < 0)
+        return r;
+    if (rd.read == NULL)
         return RETRYD_EINVAL;
     if (body_alloc(kind, RETRYD_ONE_SHOT, &b) < 0)
         return RETRYD_ENOMEM;
-    b->reader = *reader;
+    b->reader = rd;
     *ret = b;
     return 0;
 }
@@ -349,7 +359,7 @@ static int open_memory(const void *data, size_t len, retryd_body_reader *ret)
     if (m == NULL)
         return RETRYD_ENOMEM;
     *m = (mem_reader){data, len};
-    *ret = (retryd_body_reader){mem_read, free, m, (int64_t)len};
+    *ret = (retryd_body_reader){sizeof(*ret), mem_read, free, m, (int64_t)len};
     return 0;
 }
 
@@ -429,8 +439,34 @@ static int open_multipart(retryd_body *b, retryd_body_reader *ret)
     m->b = b;
     mp_head(m);
     /* Sent chunked: a part's length is not always known in advance. */
-    *ret = (retryd_body_reader){mp_read, mp_close, m, -1};
+    *ret = (retryd_body_reader){sizeof(*ret), mp_read, mp_close, m, -1};
     return 0;
+}
+
+/*
+ * A reader the caller's open callback fills. A caller built against a newer
+ * header writes its own, larger struct, so the callback writes into room
+ * for one, and the result is checked like any growable struct (docs/abi.md)
+ * before it is used; a refused reader is closed.
+ */
+static int open_supplied(retryd_body *b, retryd_body_reader *ret)
+{
+    union {
+        retryd_body_reader r;
+        unsigned char room[256];
+    } u;
+    memset(&u, 0, sizeof(u));
+    u.r.sz = sizeof(u.r);
+    int r = b->open(b->ctx, &u.r);
+    if (r < 0)
+        return r;
+    r = u.r.sz <= sizeof(u) ? RETRYD_COPY_OPTS(ret, &u.r, READER_MIN_SZ)
+                            : RETRYD_EINVAL;
+    if (r == 0 && ret->read == NULL)
+        r = RETRYD_EINVAL;
+    if (r < 0 && u.r.close != NULL)
+        u.r.close(u.r.ctx);
+    return r;
 }
 
 int retryd__body_open(retryd_body *b, retryd_body_reader *ret)
@@ -449,7 +485,7 @@ int retryd__body_open(retryd_body *b, retryd_body_reader *ret)
         return open_memory(b->data, b->len, ret);
     case RETRYD_BODY_SUPPLIER:
     case RETRYD_BODY_PUBLISHER_FACTORY:
-        return b->open(b->ctx, ret);
+        return open_supplied(b, ret);
     case RETRYD_BODY_STREAM:
     case RETRYD_BODY_PUBLISHER:
         if (b->used)

@@ -43,7 +43,7 @@ typedef struct call {
     unsigned char *buf; /* body_first until outgrown */
     size_t buf_len, buf_cap;
     /* The attempt log: att_first until outgrown; error texts strdup'ed. */
-    retryd_attempt *att;
+    attempt_rec *att;
     size_t n_att, cap_att;
     /* Storage that lives in retryd_execute's frame: a keep-alive request
      * needs no allocation until its result. Not zeroed: sized, not read. */
@@ -51,7 +51,7 @@ typedef struct call {
     char hdr_first[2048];
     uint32_t hdr_off_first[2 * 64];
     unsigned char body_first[BODY_FIRST_BUFFER];
-    retryd_attempt att_first[4];
+    attempt_rec att_first[4];
     struct curl_slist *headers; /* one allocation: nodes, then our lines */
     char errbuf[CURL_ERROR_SIZE];
 } call;

@@ -69,20 +69,28 @@ struct retryd_profile {
  * and its body. Attempts' error texts are separate (only failures have
  * one) and owned by the result. The status, evidence, decision and error
  * are the last attempt's, read from the log. */
+/* One entry of the attempt log while the call runs: the public attempt and
+ * the decision it points to once in a result (retryd_attempt.decision is a
+ * pointer, so that either struct can grow on its own: docs/abi.md). */
+typedef struct attempt_rec {
+    retryd_attempt a;
+    retryd_decision d;
+} attempt_rec;
+
 struct retryd_result {
     retryd_outcome outcome;
     header_arena headers; /* points into this allocation */
     unsigned char *body;  /* likewise */
     size_t body_len;
     char idempotency_key[40];
-    retryd_attempt *attempts; /* likewise; at least one */
+    attempt_rec *attempts; /* likewise; at least one */
     size_t n_attempts;
 };
 
 /* Build a result from a finished call's parts (n_attempts >= 1), copying
  * them in; the outcome follows from the last attempt. @p headers may be
  * NULL (no final response), @p key "" (none). NULL when out of memory. */
-retryd_result *retryd__result_build(const retryd_attempt *attempts,
+retryd_result *retryd__result_build(const attempt_rec *attempts,
                                     size_t n_attempts,
                                     const header_arena *headers,
                                     const void *body, size_t body_len,

@@ -38,8 +38,9 @@ int retryd_client_new(const retryd_client_opts *opts, retryd_client **ret)
     if (ret == NULL)
         return RETRYD_EINVAL;
     if (opts != NULL) {
-        if (RETRYD_COPY_OPTS(&o, opts, sizeof(size_t)) < 0)
-            return RETRYD_EINVAL;
+        r = RETRYD_COPY_OPTS(&o, opts, sizeof(size_t));
+        if (r < 0)
+            return r;
     }
     pthread_once(&curl_once, curl_init);
     if (curl_init_result != CURLE_OK)
@@ -47,7 +48,7 @@ int retryd_client_new(const retryd_client_opts *opts, retryd_client **ret)
     c = calloc(1, sizeof(*c));
     if (c == NULL)
         return RETRYD_ENOMEM;
-    r = retryd_host_open(o.host.sz ? &o.host : NULL, &c->host);
+    r = retryd_host_open(o.host, &c->host);
     if (r < 0) {
         free(c);
         return r;
@@ -111,7 +112,25 @@ static char *dup_or_null(const char *s, bool *oom)
     return d;
 }
 
-static int apply_defaults(retryd_profile *p, const retryd_profile_opts *o)
+/* The nested structs, each at this library's size (docs/abi.md): the
+ * backoff into the profile, the TLS options into @p tls. */
+static int copy_nested(retryd_profile *p, const retryd_profile_opts *o,
+                       retryd_tls_opts *tls)
+{
+    int r = 0;
+    p->backoff = retryd_backoff_default;
+    if (o->backoff != NULL)
+        r = RETRYD_COPY_OPTS(
+            &p->backoff, o->backoff,
+            RETRYD_OPTS_MIN(retryd_backoff_policy, max_retry_after_ns));
+    *tls = (retryd_tls_opts){.sz = sizeof(*tls)};
+    if (r == 0 && o->tls != NULL)
+        r = RETRYD_COPY_OPTS(tls, o->tls, sizeof(size_t));
+    return r;
+}
+
+static int apply_defaults(retryd_profile *p, const retryd_profile_opts *o,
+                          const retryd_tls_opts *tls)
 {
     p->connect_timeout_ns =
         o->connect_timeout_ns ? o->connect_timeout_ns : DEFAULT_CONNECT_NS;
@@ -120,18 +139,18 @@ static int apply_defaults(retryd_profile *p, const retryd_profile_opts *o)
     p->min_attempt_ns =
         o->min_attempt_ns ? o->min_attempt_ns : DEFAULT_MIN_ATTEMPT_NS;
     p->max_attempts = o->max_attempts ? o->max_attempts : DEFAULT_MAX_ATTEMPTS;
-    p->backoff = o->backoff.base_ns ? o->backoff : retryd_backoff_default;
     p->bulkhead = o->bulkhead ? o->bulkhead : DEFAULT_BULKHEAD;
     p->bulkhead_wait_ns = o->bulkhead_wait_ns;
     p->max_response_bytes =
         o->max_response_bytes ? o->max_response_bytes : DEFAULT_MAX_RESPONSE;
     p->transient_500 = o->transient_500;
     p->http_version = o->http_version;
-    p->insecure = o->tls.insecure;
+    p->insecure = tls->insecure;
     if (p->connect_timeout_ns < 0 || p->attempt_timeout_ns <= 0 ||
         p->min_attempt_ns < 0 || p->bulkhead_wait_ns < 0 ||
         p->max_attempts > MAX_ATTEMPTS_LIMIT || p->bulkhead > 100000 ||
-        p->backoff.max_ns < 0 || p->backoff.max_retry_after_ns < 0 ||
+        p->backoff.base_ns <= 0 || p->backoff.max_ns < 0 ||
+        p->backoff.max_retry_after_ns < 0 ||
         (unsigned)p->backoff.jitter > RETRYD_JITTER_DECORRELATED ||
         (unsigned)p->http_version > RETRYD_HTTP_2_PRIOR_KNOWLEDGE)
         return RETRYD_EINVAL;
@@ -142,13 +161,16 @@ int retryd_profile_new(retryd_client *c, const retryd_profile_opts *opts,
                        retryd_profile **ret)
 {
     retryd_profile_opts o = {0};
+    retryd_tls_opts tls;
     retryd_profile *p;
     bool oom = false;
     int r;
 
-    if (c == NULL || opts == NULL || ret == NULL ||
-        RETRYD_COPY_OPTS(&o, opts, sizeof(size_t)) < 0)
+    if (c == NULL || opts == NULL || ret == NULL)
         return RETRYD_EINVAL;
+    r = RETRYD_COPY_OPTS(&o, opts, sizeof(size_t));
+    if (r < 0)
+        return r;
     if (o.base_url == NULL || !url_ok(o.base_url))
         return RETRYD_EINVAL;
     p = calloc(1, sizeof(*p));
@@ -161,16 +183,18 @@ int retryd_profile_new(retryd_client *c, const retryd_profile_opts *opts,
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&p->freed, &ca);
     pthread_condattr_destroy(&ca);
-    r = apply_defaults(p, &o);
+    r = copy_nested(p, &o, &tls);
+    if (r == 0)
+        r = apply_defaults(p, &o, &tls);
     if (r < 0)
         goto fail;
     p->base_url = dup_or_null(o.base_url, &oom);
     p->upstream_name = o.upstream ? dup_or_null(o.upstream, &oom)
                                   : upstream_from_url(o.base_url);
-    p->ca_file = dup_or_null(o.tls.ca_file, &oom);
-    p->ca_path = dup_or_null(o.tls.ca_path, &oom);
-    p->cert_file = dup_or_null(o.tls.cert_file, &oom);
-    p->key_file = dup_or_null(o.tls.key_file, &oom);
+    p->ca_file = dup_or_null(tls.ca_file, &oom);
+    p->ca_path = dup_or_null(tls.ca_path, &oom);
+    p->cert_file = dup_or_null(tls.cert_file, &oom);
+    p->key_file = dup_or_null(tls.key_file, &oom);
     p->idle = calloc(p->bulkhead, sizeof(*p->idle));
     r = RETRYD_ENOMEM;
     if (oom || p->upstream_name == NULL || p->idle == NULL)

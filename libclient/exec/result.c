@@ -4,7 +4,7 @@
 
 #include "exec/executor.h"
 
-retryd_result *retryd__result_build(const retryd_attempt *attempts,
+retryd_result *retryd__result_build(const attempt_rec *attempts,
                                     size_t n_attempts,
                                     const header_arena *headers,
                                     const void *body, size_t body_len,
@@ -13,17 +13,17 @@ retryd_result *retryd__result_build(const retryd_attempt *attempts,
     size_t n_hdr = headers ? headers->n : 0,
            hdr_len = headers ? headers->len : 0;
     size_t off_bytes = 2 * n_hdr * sizeof(uint32_t);
-    size_t att_bytes = n_attempts * sizeof(retryd_attempt);
+    size_t att_bytes = n_attempts * sizeof(attempt_rec);
     retryd_result *r =
         malloc(sizeof(*r) + att_bytes + off_bytes + hdr_len + body_len + 1);
     if (r == NULL)
         return NULL;
     char *p = (char *)(r + 1);
     *r = (retryd_result){.n_attempts = n_attempts};
-    const retryd_attempt *last = &attempts[n_attempts - 1];
-    if (last->decision.verdict == RETRYD_VERDICT_AMBIGUOUS)
+    const attempt_rec *last = &attempts[n_attempts - 1];
+    if (last->d.verdict == RETRYD_VERDICT_AMBIGUOUS)
         r->outcome = RETRYD_OUTCOME_AMBIGUOUS;
-    else if (last->evidence == RETRYD_EVIDENCE_RESPONSE_RECEIVED)
+    else if (last->a.evidence == RETRYD_EVIDENCE_RESPONSE_RECEIVED)
         r->outcome = RETRYD_OUTCOME_RESPONSE;
     else
         r->outcome = RETRYD_OUTCOME_FAILURE;
@@ -32,8 +32,10 @@ retryd_result *retryd__result_build(const retryd_attempt *attempts,
     size_t key_len = strnlen(key, sizeof(r->idempotency_key) - 1);
     memcpy(r->idempotency_key, key, key_len);
     r->idempotency_key[key_len] = '\0';
-    r->attempts = (retryd_attempt *)(void *)p;
+    r->attempts = (attempt_rec *)(void *)p;
     memcpy(p, attempts, att_bytes);
+    for (size_t i = 0; i < n_attempts; i++)
+        r->attempts[i].a.decision = &r->attempts[i].d;
     p += att_bytes;
     uint32_t *off = (uint32_t *)(void *)p;
     p += off_bytes;
@@ -55,7 +57,7 @@ retryd_result *retryd__result_build(const retryd_attempt *attempts,
 
 static const retryd_attempt *last(const retryd_result *r)
 {
-    return &r->attempts[r->n_attempts - 1];
+    return &r->attempts[r->n_attempts - 1].a;
 }
 
 retryd_outcome retryd_result_outcome(const retryd_result *r)
@@ -102,7 +104,7 @@ retryd_evidence retryd_result_evidence(const retryd_result *r)
 
 const retryd_decision *retryd_result_decision(const retryd_result *r)
 {
-    return r ? &last(r)->decision : NULL;
+    return r ? last(r)->decision : NULL;
 }
 
 const char *retryd_result_error(const retryd_result *r)
@@ -122,7 +124,7 @@ size_t retryd_result_attempt_count(const retryd_result *r)
 
 const retryd_attempt *retryd_result_attempt(const retryd_result *r, size_t i)
 {
-    return r && i < r->n_attempts ? &r->attempts[i] : NULL;
+    return r && i < r->n_attempts ? &r->attempts[i].a : NULL;
 }
 
 void retryd_result_free(retryd_result *r)
@@ -130,7 +132,7 @@ void retryd_result_free(retryd_result *r)
     if (r == NULL)
         return;
     for (size_t i = 0; i < r->n_attempts; i++)
-        if (r->attempts[i].error[0] != '\0')
-            free((char *)(uintptr_t)r->attempts[i].error);
+        if (r->attempts[i].a.error[0] != '\0')
+            free((char *)(uintptr_t)r->attempts[i].a.error);
     free(r);
 }

@@ -13,14 +13,15 @@ static testsrv *srv;
 static retryd_client *client;
 
 /* Tests about safety, not money: a token for every retry. */
-static const retryd_budget_params plenty = {1, 1e6, 1e6};
+static const retryd_budget_params plenty = {sizeof(retryd_budget_params), 1,
+                                            1e6, 1e6};
 
 /* Starts @p server_path with @p argv (NULL: none) into srv, and client. */
 static inline void exec_start(const char *server_path, char *const argv[])
 {
-    retryd_client_opts co = {.sz = sizeof(co)};
-    co.host.sz = sizeof(co.host);
-    co.host.flags = RETRYD_HOST_LOCAL_ONLY;
+    const retryd_host_opts ho = {.sz = sizeof(ho),
+                                 .flags = RETRYD_HOST_LOCAL_ONLY};
+    const retryd_client_opts co = {.sz = sizeof(co), .host = &ho};
     cr_assert_eq(testsrv_start(server_path, argv, &srv), 0);
     cr_assert_eq(retryd_client_new(&co, &client), 0);
 }

@@ -5,6 +5,7 @@
 int main(void)
 {
     retryd_facts f = {
+        .sz = sizeof(f),
         .attempt = 1,
         .max_attempts = 2,
         .evidence = RETRYD_EVIDENCE_SENT_NO_RESPONSE,
@@ -14,7 +15,7 @@ int main(void)
         .retry_after_ns = -1,
         .remaining_ns = 1000000000,
     };
-    retryd_decision d;
+    retryd_decision d = {.sz = sizeof(d)};
     int r = retryd_decide(&f, NULL, &d);
     if (r < 0) {
         fprintf(stderr, "consumer: %s\n", retryd_strerror(r));

@@ -33,8 +33,8 @@ cmake --build "$work/cmake" >/dev/null
 expect_ambiguous "$work/cmake/consumer_shared"
 expect_ambiguous "$work/cmake/consumer_static"
 # The shared consumer really uses the installed shared library.
-ldd "$work/cmake/consumer_shared" | grep -q "$prefix/.*libretryd.so.0" || {
-    echo "consumer_shared does not load the installed libretryd.so.0" >&2
+ldd "$work/cmake/consumer_shared" | grep -q "$prefix/.*libretryd.so.0.2" || {
+    echo "consumer_shared does not load the installed libretryd.so.0.2" >&2
     exit 1
 }
 

@@ -28,7 +28,7 @@ static void run(retryd_host *h, char *line)
 {
     char name[128];
     long n;
-    retryd_budget_params p;
+    retryd_budget_params p = {.sz = sizeof(p)};
 
     if (sscanf(line, "open %127s %lf %lf %lf", name, &p.ratio,
                &p.min_retries_per_sec, &p.cap) == 4 ||

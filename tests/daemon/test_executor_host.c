@@ -29,9 +29,8 @@ static void setup(void)
                  0);
     cr_assert_eq(rd_daemon_start(&D), 0);
     cr_assert_eq(testsrv_start(FAULTSRV_PATH, NULL, &srv), 0);
-    retryd_client_opts co = {.sz = sizeof(co)};
-    co.host.sz = sizeof(co.host);
-    co.host.control_socket = D.control;
+    const retryd_host_opts ho = {.sz = sizeof(ho), .control_socket = D.control};
+    const retryd_client_opts co = {.sz = sizeof(co), .host = &ho};
     cr_assert_eq(retryd_client_new(&co, &client), 0);
     char base[64];
     snprintf(base, sizeof(base), "http://127.0.0.1:%d", testsrv_port(srv));
@@ -40,7 +39,9 @@ static void setup(void)
         .base_url = base,
         .upstream = "pay",
         .max_attempts = 3,
-        .backoff = {RETRYD_JITTER_FULL, 1 * MS, 2 * MS, 1000 * MS}};
+        .backoff = &(const retryd_backoff_policy){sizeof(retryd_backoff_policy),
+                                                  RETRYD_JITTER_FULL, 1 * MS,
+                                                  2 * MS, 1000 * MS}};
     cr_assert_eq(retryd_profile_new(client, &po, &profile), 0);
     cr_assert(retryd_upstream_shared(retryd_profile_budget(profile)));
 }

@@ -64,18 +64,22 @@ Test(reattach, record_counts_on_the_thread_own_lane)
     int lane = retryd__thread_lane();
     cr_assert(lane > 0, "the first thread owns a lane");
 
-    const retryd_decision deadline = {.verdict = RETRYD_VERDICT_DENIED,
+    const retryd_decision deadline = {.sz = sizeof(deadline),
+                                      .verdict = RETRYD_VERDICT_DENIED,
                                       .reason = RETRYD_DENIAL_DEADLINE,
                                       .rule = RETRYD_RULE_DEADLINE};
     const retryd_decision take_failed = {
+        .sz = sizeof(take_failed),
         .verdict = RETRYD_VERDICT_DENIED,
         .reason = RETRYD_DENIAL_BUDGET_EXHAUSTED,
         .rule = RETRYD_RULE_BUDGET_TAKE_FAILED};
     const retryd_decision ambiguous = {
+        .sz = sizeof(ambiguous),
         .verdict = RETRYD_VERDICT_AMBIGUOUS,
         .reason = RETRYD_DENIAL_NONE,
         .rule = RETRYD_RULE_STATUS_GATEWAY_AMBIGUOUS};
-    const retryd_decision retry = {.verdict = RETRYD_VERDICT_RETRY,
+    const retryd_decision retry = {.sz = sizeof(retry),
+                                   .verdict = RETRYD_VERDICT_RETRY,
                                    .rule = RETRYD_RULE_NOT_SENT};
     retryd_upstream_record(up, &deadline, RETRYD_EVIDENCE_RESPONSE_RECEIVED);
     retryd_upstream_record(up, &deadline, RETRYD_EVIDENCE_SENT_NO_RESPONSE);

@@ -23,7 +23,8 @@
 /* No floor, so the balance moves only by deposits (ratio 1: one token
  * per request) and withdrawals (one per retry). PREPAID tokens deposited
  * before the threads start mean no retry is ever refused. */
-static const retryd_budget_params ledger = {1, 0, 1e6};
+static const retryd_budget_params ledger = {sizeof(retryd_budget_params), 1, 0,
+                                            1e6};
 #define PREPAID 200
 
 static testsrv *srv;
@@ -81,9 +82,9 @@ static void *worker(void *arg)
 
 int main(void)
 {
-    retryd_client_opts co = {.sz = sizeof(co)};
-    co.host.sz = sizeof(co.host);
-    co.host.flags = RETRYD_HOST_LOCAL_ONLY;
+    const retryd_host_opts ho = {.sz = sizeof(ho),
+                                 .flags = RETRYD_HOST_LOCAL_ONLY};
+    const retryd_client_opts co = {.sz = sizeof(co), .host = &ho};
     retryd_client *client;
     CHECK(testsrv_start(FAULTSRV_PATH, NULL, &srv) == 0, "fault server");
     CHECK(retryd_client_new(&co, &client) == 0, "client");
@@ -94,7 +95,9 @@ int main(void)
         .base_url = base,
         .max_attempts = 3,
         .bulkhead = 2,
-        .backoff = {RETRYD_JITTER_FULL, 1 * MS, 3 * MS, 1000 * MS},
+        .backoff = &(const retryd_backoff_policy){sizeof(retryd_backoff_policy),
+                                                  RETRYD_JITTER_FULL, 1 * MS,
+                                                  3 * MS, 1000 * MS},
         .budget = &ledger};
     CHECK(retryd_profile_new(client, &po, &profile) == 0, "profile");
     retryd_upstream *budget = retryd_profile_budget(profile);

@@ -3,8 +3,12 @@
  * (docs/decision.md). Each test changes one fact from a baseline that would
  * otherwise retry, so that it fails if that rule or row were wrong.
  */
+#include <stdint.h>
+#include <string.h>
+
 #include <criterion/criterion.h>
 
+#include "base/macros.h"
 #include "retryd/decision.h"
 
 #define MS 1000000LL
@@ -36,7 +40,8 @@ static bool tb_take(void *ctx)
     return true;
 }
 
-static const retryd_budget_iface tb_iface = {tb_peek, tb_take};
+static const retryd_budget_iface tb_iface = {sizeof(retryd_budget_iface),
+                                             tb_peek, tb_take};
 
 /* Always the middle of the range, so waits are predictable. */
 static uint64_t half_random(void *ctx)
@@ -46,6 +51,7 @@ static uint64_t half_random(void *ctx)
 }
 
 static const retryd_backoff_policy policy = {
+    .sz = sizeof(retryd_backoff_policy),
     .jitter = RETRYD_JITTER_FULL,
     .base_ns = 100 * MS,
     .max_ns = 2 * S,
@@ -57,6 +63,7 @@ static test_budget budget;
 static retryd_facts baseline(void)
 {
     return (retryd_facts){
+        .sz = sizeof(retryd_facts),
         .attempt = 1,
         .max_attempts = 3,
         .evidence = RETRYD_EVIDENCE_RESPONSE_RECEIVED,
@@ -73,12 +80,13 @@ static retryd_facts baseline(void)
 static retryd_decision decide(const retryd_facts *f)
 {
     retryd_decide_env env = {
+        .sz = sizeof(env),
         .backoff = &policy,
         .random = half_random,
         .budget = &tb_iface,
         .budget_ctx = &budget,
     };
-    retryd_decision d;
+    retryd_decision d = {.sz = sizeof(d)};
     cr_assert_eq(retryd_decide(f, &env, &d), 0);
     return d;
 }
@@ -534,7 +542,7 @@ Test(decision, wait_that_overruns_the_deadline_takes_no_token)
 Test(decision, no_budget_interface_means_unlimited)
 {
     retryd_facts f = baseline();
-    retryd_decision d;
+    retryd_decision d = {.sz = sizeof(d)};
     cr_assert_eq(retryd_decide(&f, NULL, &d), 0);
     cr_expect_eq(d.verdict, RETRYD_VERDICT_RETRY);
     /* No policy: docs/decision.md's default base, 100 ms. */
@@ -552,9 +560,9 @@ static uint64_t top_random(void *ctx)
  * states (base 100 ms, largest Retry-After 60 s), checked as literals. */
 Test(decision, no_policy_uses_the_documented_defaults)
 {
-    retryd_decide_env env = {.random = top_random}; /* top of the window */
+    retryd_decide_env env = {.sz = sizeof(env), .random = top_random};
     retryd_facts f = baseline();
-    retryd_decision d;
+    retryd_decision d = {.sz = sizeof(d)};
     f.remaining_ns = 300 * S;
     cr_assert_eq(retryd_decide(&f, &env, &d), 0);
     cr_expect_eq(d.verdict, RETRYD_VERDICT_RETRY);
@@ -572,7 +580,7 @@ Test(decision, no_policy_uses_the_documented_defaults)
 
 Test(decision, inconsistent_facts_are_einval)
 {
-    retryd_decision d;
+    retryd_decision d = {.sz = sizeof(d)};
     retryd_facts f;
 
     cr_expect_eq(retryd_decide(NULL, NULL, &d), RETRYD_EINVAL);
@@ -626,4 +634,84 @@ Test(decision, rule_names_are_stable)
             cr_expect_str_neq(retryd_rule_name((retryd_rule)r),
                               retryd_rule_name((retryd_rule)q));
     }
+}
+
+/* --- growable structs (docs/abi.md) -------------------------------------- */
+
+Test(decision, structs_without_their_size_are_refused)
+{
+    retryd_facts f = baseline();
+    retryd_decision d = {.sz = sizeof(d)};
+    f.sz = 0;
+    cr_expect_eq(retryd_decide(&f, NULL, &d), RETRYD_EINVAL);
+    f = baseline();
+    d.sz = 0;
+    cr_expect_eq(retryd_decide(&f, NULL, &d), RETRYD_EINVAL);
+    d.sz = sizeof(d);
+    retryd_decide_env env = {.budget = &tb_iface}; /* sz forgotten */
+    cr_expect_eq(retryd_decide(&f, &env, &d), RETRYD_EINVAL);
+    const retryd_budget_iface no_sz = {.peek = tb_peek, .take = tb_take};
+    env = (retryd_decide_env){.sz = sizeof(env), .budget = &no_sz};
+    cr_expect_eq(retryd_decide(&f, &env, &d), RETRYD_EINVAL);
+    f.sz = RETRYD_OPTS_MAX + 1; /* implausible */
+    cr_expect_eq(retryd_decide(&f, NULL, &d), RETRYD_EINVAL);
+}
+
+/* A caller built against a newer header, whose structs have a field this
+ * library does not know: accepted when it is unset, refused when set. */
+typedef struct newer_facts {
+    retryd_facts f;
+    uint64_t unknown_field;
+} newer_facts;
+
+Test(decision, an_unknown_field_is_refused_only_when_set)
+{
+    newer_facts n = {.f = baseline()};
+    n.f.sz = sizeof(n);
+    retryd_decision d = {.sz = sizeof(d)};
+    cr_expect_eq(retryd_decide(&n.f, NULL, &d), 0);
+    cr_expect_eq(d.verdict, RETRYD_VERDICT_RETRY);
+    n.unknown_field = 1;
+    d.verdict = RETRYD_VERDICT_DENIED;
+    cr_expect_eq(retryd_decide(&n.f, NULL, &d), RETRYD_EOPTS);
+    cr_expect_eq(d.verdict, RETRYD_VERDICT_DENIED, "untouched on failure");
+}
+
+Test(decision, a_larger_env_decides_like_this_library_s_own)
+{
+    struct {
+        retryd_decide_env env;
+        uint64_t unknown_field;
+    } big = {.env = {.sz = sizeof(big),
+                     .backoff = &policy,
+                     .random = half_random,
+                     .budget = &tb_iface,
+                     .budget_ctx = &budget}};
+    retryd_facts f = baseline();
+    retryd_decision mine = decide(&f);
+    retryd_decision theirs = {.sz = sizeof(theirs)};
+    cr_assert_eq(retryd_decide(&f, &big.env, &theirs), 0);
+    cr_expect_eq(theirs.verdict, mine.verdict);
+    cr_expect_eq(theirs.delay_ns, mine.delay_ns, "the same policy was read");
+    cr_expect_eq(budget.takes, 2, "both paths spent from the budget");
+    big.unknown_field = 7;
+    cr_expect_eq(retryd_decide(&f, &big.env, &theirs), RETRYD_EOPTS);
+}
+
+/* An output struct of a newer caller: this library fills what it knows,
+ * zeroes the rest, and says how much it filled. */
+Test(decision, a_larger_decision_gets_its_tail_zeroed_and_its_size_told)
+{
+    struct {
+        retryd_decision d;
+        unsigned char tail[16];
+    } out;
+    memset(&out, 0xAA, sizeof(out));
+    out.d.sz = sizeof(out);
+    retryd_facts f = baseline();
+    cr_assert_eq(retryd_decide(&f, NULL, &out.d), 0);
+    cr_expect_eq(out.d.sz, sizeof(retryd_decision));
+    cr_expect_eq(out.d.verdict, RETRYD_VERDICT_RETRY);
+    for (size_t i = 0; i < sizeof(out.tail); i++)
+        cr_expect_eq(out.tail[i], 0, "byte %zu", i);
 }

@@ -39,7 +39,8 @@ static bool cb_take(void *ctx)
     return true;
 }
 
-static const retryd_budget_iface cb_iface = {cb_peek, cb_take};
+static const retryd_budget_iface cb_iface = {sizeof(retryd_budget_iface),
+                                             cb_peek, cb_take};
 
 static const int response_statuses[] = {200, 204, 302, 401, 403, 404, 408, 425,
                                         429, 500, 501, 502, 503, 504, 505};
@@ -145,8 +146,9 @@ static bool seen[RETRYD_RULE_COUNT];
 static void check(const point *p)
 {
     counting_budget b = {.empty = p->budget_empty};
-    retryd_decide_env env = {.budget = &cb_iface, .budget_ctx = &b};
-    retryd_decision d;
+    retryd_decide_env env = {
+        .sz = sizeof(env), .budget = &cb_iface, .budget_ctx = &b};
+    retryd_decision d = {.sz = sizeof(d)};
     const char *what = NULL;
 
     checked++;
@@ -241,7 +243,8 @@ static void enumerate_point(point *p, retryd_evidence e, int status)
 
 Test(decision_space, every_point_obeys_order_table_and_budget)
 {
-    point p = {.f = {.max_attempts = 3,
+    point p = {.f = {.sz = sizeof(retryd_facts),
+                     .max_attempts = 3,
                      .retry_after_ns = -1,
                      .min_attempt_ns = S / 10}};
 

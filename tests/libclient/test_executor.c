@@ -37,7 +37,9 @@ static retryd_profile *profile_at(int port, int64_t attempt_ns)
         .attempt_timeout_ns = attempt_ns,
         .min_attempt_ns = 10 * MS,
         .max_attempts = 3,
-        .backoff = {RETRYD_JITTER_FULL, 1 * MS, 4 * MS, 2 * S},
+        .backoff = &(const retryd_backoff_policy){sizeof(retryd_backoff_policy),
+                                                  RETRYD_JITTER_FULL, 1 * MS,
+                                                  4 * MS, 2 * S},
         .budget = &plenty,
     };
     cr_assert_eq(retryd_profile_new(client, &o, &p), 0);
@@ -64,7 +66,8 @@ static int open_fresh(void *ctx, retryd_body_reader *ret)
 {
     mem *m = malloc(sizeof(*m));
     *m = (mem){ctx, strlen(ctx), 0};
-    *ret = (retryd_body_reader){mem_read, free, m, (int64_t)m->len};
+    *ret = (retryd_body_reader){sizeof(retryd_body_reader), mem_read, free, m,
+                                (int64_t)m->len};
     return 0;
 }
 
@@ -151,7 +154,8 @@ static retryd_body *make_body(int k, const char **expect)
                 retryd_body_new_supplier(open_fresh, "part two", &parts[1]), 0);
         } else {
             one_shot_source = (mem){"part two", 8, 0};
-            retryd_body_reader r = {mem_read, NULL, &one_shot_source, 8};
+            retryd_body_reader r = {sizeof(retryd_body_reader), mem_read, NULL,
+                                    &one_shot_source, 8};
             cr_assert_eq(retryd_body_new_stream(&r, &parts[1]), 0);
         }
         cr_assert_eq(retryd_body_new_multipart(parts, names, NULL, 2, &b), 0);
@@ -161,8 +165,8 @@ static retryd_body *make_body(int k, const char **expect)
     case 7: {
         *expect = "streamed once";
         one_shot_source = (mem){*expect, strlen(*expect), 0};
-        retryd_body_reader r = {mem_read, NULL, &one_shot_source,
-                                (int64_t)one_shot_source.len};
+        retryd_body_reader r = {sizeof(retryd_body_reader), mem_read, NULL,
+                                &one_shot_source, (int64_t)one_shot_source.len};
         cr_assert_eq(k == 6 ? retryd_body_new_stream(&r, &b)
                             : retryd_body_new_publisher(&r, &b),
                      0);

@@ -59,9 +59,12 @@ static retryd_profile *profile(bool tls, uint32_t max_attempts)
         .sz = sizeof(o),
         .base_url = base,
         .max_attempts = max_attempts,
-        .backoff = {RETRYD_JITTER_FULL, 1 * MS, 3 * MS, 1 * S},
+        .backoff = &(const retryd_backoff_policy){sizeof(retryd_backoff_policy),
+                                                  RETRYD_JITTER_FULL, 1 * MS,
+                                                  3 * MS, 1 * S},
         .http_version = tls ? RETRYD_HTTP_2_TLS : RETRYD_HTTP_2_PRIOR_KNOWLEDGE,
-        .tls = {.ca_file = tls ? cert : NULL},
+        .tls = &(const retryd_tls_opts){.sz = sizeof(retryd_tls_opts),
+                                        .ca_file = tls ? cert : NULL},
         .budget = &plenty,
     };
     cr_assert_eq(retryd_profile_new(client, &o, &p), 0);

@@ -37,9 +37,10 @@ static retryd_profile *profile(retryd_profile_opts o)
     snprintf(base, sizeof(base), "http://127.0.0.1:%d", testsrv_port(srv));
     o.sz = sizeof(o);
     o.base_url = base;
-    if (o.backoff.base_ns == 0)
-        o.backoff =
-            (retryd_backoff_policy){RETRYD_JITTER_FULL, 1 * MS, 4 * MS, 5 * S};
+    static const retryd_backoff_policy fast = {sizeof(fast), RETRYD_JITTER_FULL,
+                                               1 * MS, 4 * MS, 5 * S};
+    if (o.backoff == NULL)
+        o.backoff = &fast;
     if (o.budget == NULL)
         o.budget = &plenty;
     cr_assert_eq(retryd_profile_new(client, &o, &p), 0);
@@ -128,7 +129,7 @@ Test(executor_rules, idempotent_request_is_retried_by_the_engine_instead)
     cr_assert_eq(retryd_result_attempt_count(r), 2);
     const retryd_attempt *a = retryd_result_attempt(r, 0);
     cr_expect_eq(a->evidence, RETRYD_EVIDENCE_SENT_NO_RESPONSE);
-    cr_expect_eq(a->decision.verdict, RETRYD_VERDICT_RETRY, "in the log");
+    cr_expect_eq(a->decision->verdict, RETRYD_VERDICT_RETRY, "in the log");
     retryd_result_free(r);
     retryd_profile_free(p);
 }
@@ -236,8 +237,8 @@ Test(executor_rules, retry_after_seconds_is_the_wait)
     int64_t took = now_ns() - t0;
     cr_assert_eq(retryd_result_attempt_count(r), 2);
     const retryd_attempt *a = retryd_result_attempt(r, 0);
-    cr_expect_eq(a->decision.delay_ns, 1 * S);
-    cr_expect(a->decision.flags & RETRYD_RETRY_HONOURS_RETRY_AFTER);
+    cr_expect_eq(a->decision->delay_ns, 1 * S);
+    cr_expect(a->decision->flags & RETRYD_RETRY_HONOURS_RETRY_AFTER);
     cr_expect_eq(retryd_result_attempt(r, 1)->wait_before_ns, 1 * S);
     cr_expect_geq(took, 1 * S, "waited %lld ns", (long long)took);
     cr_expect_eq(testsrv_count(srv, "ra"), 2);
@@ -260,11 +261,11 @@ Test(executor_rules, retry_after_http_date_is_the_wait)
     int64_t took = now_ns() - t0;
     cr_assert_eq(retryd_result_attempt_count(r), 2);
     const retryd_attempt *a = retryd_result_attempt(r, 0);
-    cr_expect(a->decision.flags & RETRYD_RETRY_HONOURS_RETRY_AFTER);
-    cr_expect(a->decision.delay_ns > 0 && a->decision.delay_ns <= 3 * S, "%lld",
-              (long long)a->decision.delay_ns);
-    cr_expect_geq(took, a->decision.delay_ns, "waited %lld ns of %lld",
-                  (long long)took, (long long)a->decision.delay_ns);
+    cr_expect(a->decision->flags & RETRYD_RETRY_HONOURS_RETRY_AFTER);
+    cr_expect(a->decision->delay_ns > 0 && a->decision->delay_ns <= 3 * S,
+              "%lld", (long long)a->decision->delay_ns);
+    cr_expect_geq(took, a->decision->delay_ns, "waited %lld ns of %lld",
+                  (long long)took, (long long)a->decision->delay_ns);
     cr_expect_eq(testsrv_count(srv, "rd"), 2);
     retryd_result_free(r);
     retryd_profile_free(p);
@@ -488,7 +489,9 @@ Test(executor_rules, backoff_holds_no_permit)
     retryd_profile *p = profile((retryd_profile_opts){
         .bulkhead = 1,
         .bulkhead_wait_ns = 250 * MS,
-        .backoff = {RETRYD_JITTER_DECORRELATED, 300 * MS, 300 * MS, 5 * S}});
+        .backoff = &(const retryd_backoff_policy){sizeof(retryd_backoff_policy),
+                                                  RETRYD_JITTER_DECORRELATED,
+                                                  300 * MS, 300 * MS, 5 * S}});
     bg a = {.p = p,
             .q = {.path = "/status?code=503&id=A",
                   .idempotency = RETRYD_IDEMPOTENCY_SAFE,
@@ -545,7 +548,8 @@ Test(executor_rules, attempt_timeout_is_bounded_by_the_deadline)
 
 Test(executor_rules, empty_budget_denies_the_retry)
 {
-    static const retryd_budget_params dry = {0, 0, 1};
+    static const retryd_budget_params dry = {sizeof(retryd_budget_params), 0, 0,
+                                             1};
     retryd_profile *p =
         profile((retryd_profile_opts){.budget = &dry, .upstream = "dry"});
     retryd_result *r =
@@ -568,7 +572,8 @@ static long failing_read(void *ctx, void *buf, size_t len)
 static int open_failing(void *ctx, retryd_body_reader *ret)
 {
     (void)ctx;
-    *ret = (retryd_body_reader){failing_read, NULL, NULL, 10};
+    *ret = (retryd_body_reader){sizeof(retryd_body_reader), failing_read, NULL,
+                                NULL, 10};
     return 0;
 }
 
@@ -770,7 +775,8 @@ static int refresh_bad(void *ctx, char *value, size_t len)
 Test(executor_rules, failed_refresh_is_a_denial_that_spends_no_token)
 {
     /* No floor: the balance moves only by deposits and withdrawals. */
-    static const retryd_budget_params exact = {1, 0, 10};
+    static const retryd_budget_params exact = {sizeof(retryd_budget_params), 1,
+                                               0, 10};
     retryd_profile *p = profile(
         (retryd_profile_opts){.budget = &exact, .upstream = "refresh-fails"});
     double balance;
@@ -788,5 +794,105 @@ Test(executor_rules, failed_refresh_is_a_denial_that_spends_no_token)
                  0);
     cr_expect_eq(balance, 1.0, "the first attempt's deposit, unspent");
     retryd_result_free(r);
+    retryd_profile_free(p);
+}
+
+/* --- growable structs (docs/abi.md) -------------------------------------- */
+
+Test(executor_rules, options_refuse_a_set_field_they_do_not_know)
+{
+    char base[64];
+    retryd_profile *p = NULL;
+    snprintf(base, sizeof(base), "http://127.0.0.1:%d", testsrv_port(srv));
+    struct {
+        retryd_profile_opts o;
+        uint64_t unknown_field;
+    } newer = {.o = {.sz = sizeof(newer), .base_url = base},
+               .unknown_field = 1};
+    cr_expect_eq(retryd_profile_new(client, &newer.o, &p), RETRYD_EOPTS);
+    newer.unknown_field = 0;
+    cr_assert_eq(retryd_profile_new(client, &newer.o, &p), 0,
+                 "an unknown field left unset is fine");
+    retryd_profile_free(p);
+
+    /* Nested structs are checked too, each with its own size. */
+    retryd_profile_opts o = {.sz = sizeof(o), .base_url = base};
+    const retryd_backoff_policy no_sz = {.base_ns = MS, .max_ns = MS};
+    o.backoff = &no_sz;
+    cr_expect_eq(retryd_profile_new(client, &o, &p), RETRYD_EINVAL);
+    struct {
+        retryd_tls_opts t;
+        int unknown_field;
+    } tls = {.t = {.sz = sizeof(tls)}, .unknown_field = 1};
+    o.backoff = NULL;
+    o.tls = &tls.t;
+    cr_expect_eq(retryd_profile_new(client, &o, &p), RETRYD_EOPTS);
+    const retryd_host_opts host_no_sz = {.flags = RETRYD_HOST_LOCAL_ONLY};
+    const retryd_client_opts co = {.sz = sizeof(co), .host = &host_no_sz};
+    retryd_client *c = NULL;
+    cr_expect_eq(retryd_client_new(&co, &c), RETRYD_EINVAL);
+    cr_expect_null(c);
+}
+
+Test(executor_rules, a_request_with_an_unknown_set_field_is_not_sent)
+{
+    retryd_profile *p = profile((retryd_profile_opts){0});
+    struct {
+        retryd_request q;
+        void *unknown_field;
+    } newer = {.q = {.sz = sizeof(newer), .path = "/ok?id=newer"},
+               .unknown_field = &newer};
+    retryd_result *r = NULL;
+    cr_expect_eq(retryd_execute(p, &newer.q, &r), RETRYD_EOPTS);
+    cr_expect_null(r);
+    cr_expect_eq(testsrv_count(srv, "newer"), 0, "nothing reached the server");
+    retryd_profile_free(p);
+}
+
+Test(executor_rules, attempts_and_their_decisions_carry_their_size)
+{
+    retryd_profile *p = profile((retryd_profile_opts){0});
+    retryd_result *r =
+        run(p, (retryd_request){.path = "/status?code=503&id=sz",
+                                .idempotency = RETRYD_IDEMPOTENCY_SAFE});
+    size_t n = retryd_result_attempt_count(r);
+    cr_assert_eq(n, 3, "503 on a safe read: every attempt used");
+    for (size_t i = 0; i < n; i++) {
+        const retryd_attempt *a = retryd_result_attempt(r, i);
+        cr_expect_eq(a->sz, sizeof(retryd_attempt));
+        cr_assert_not_null(a->decision);
+        cr_expect_eq(a->decision->sz, sizeof(retryd_decision));
+        cr_expect_eq(a->decision->verdict,
+                     i + 1 < n ? RETRYD_VERDICT_RETRY : RETRYD_VERDICT_DENIED);
+    }
+    cr_expect_eq(retryd_result_decision(r),
+                 retryd_result_attempt(r, n - 1)->decision);
+    retryd_result_free(r);
+    retryd_profile_free(p);
+}
+
+static int open_short_reader(void *ctx, retryd_body_reader *ret)
+{
+    (void)ctx;
+    ret->sz = 0; /* a caller that forgot the size */
+    ret->read = NULL;
+    return 0;
+}
+
+Test(executor_rules, a_reader_without_its_size_fails_the_attempt_unsent)
+{
+    retryd_profile *p = profile((retryd_profile_opts){0});
+    retryd_body *body;
+    cr_assert_eq(retryd_body_new_supplier(open_short_reader, NULL, &body), 0);
+    retryd_result *r =
+        run(p, (retryd_request){.method = "POST",
+                                .path = "/ok?id=short",
+                                .body = body,
+                                .idempotency = RETRYD_IDEMPOTENCY_SAFE});
+    cr_expect_eq(retryd_result_outcome(r), RETRYD_OUTCOME_FAILURE);
+    cr_expect_eq(retryd_result_evidence(r), RETRYD_EVIDENCE_NOT_SENT);
+    cr_expect_eq(testsrv_count(srv, "short"), 0);
+    retryd_result_free(r);
+    retryd_body_free(body);
     retryd_profile_free(p);
 }

@@ -1,0 +1,25 @@
+/* The decide layer's internal parts, shared between its files. */
+#ifndef RETRYD_DECIDE_H
+#define RETRYD_DECIDE_H
+
+#include <stdint.h>
+
+#include "base/macros.h"
+#include "retryd/backoff.h"
+#include "retryd/decision.h"
+
+/* The first version of each growable struct ends after these fields. */
+#define RETRYD_BACKOFF_MIN_SZ                                                  \
+    RETRYD_OPTS_MIN(retryd_backoff_policy, max_retry_after_ns)
+#define RETRYD_FACTS_MIN_SZ RETRYD_OPTS_MIN(retryd_facts, transient_500)
+#define RETRYD_ENV_MIN_SZ RETRYD_OPTS_MIN(retryd_decide_env, budget_ctx)
+#define RETRYD_IFACE_MIN_SZ RETRYD_OPTS_MIN(retryd_budget_iface, take)
+#define RETRYD_DECISION_MIN_SZ RETRYD_OPTS_MIN(retryd_decision, flags)
+
+/* retryd_backoff_delay() for a policy already validated and of this
+ * library's size. */
+int64_t retryd__backoff_delay(const retryd_backoff_policy *p, uint32_t retry,
+                              int64_t prev_ns, retryd_random_fn random,
+                              void *random_ctx);
+
+#endif
