@@ -47,6 +47,7 @@ struct exec_rec {
     char *idempotency_key; /* NULL: absent */
     char *authorization;   /* NULL: absent */
     char tag[16];          /* "": none; h2srv: "h2:<stream>", "http/1.1" */
+    int64_t at_ms;         /* when it arrived (CLOCK_MONOTONIC) */
 };
 
 struct id_rec {
@@ -185,6 +186,7 @@ long srv_stats_execute(struct srv_stats *st, const struct srv_request *r,
         .body_fnv = fnv1a64(r->body, r->body_len),
         .idempotency_key = strdup_or_null(r->idempotency_key),
         .authorization = strdup_or_null(r->authorization),
+        .at_ms = srv_now_ms(),
     };
     long n = -ENOMEM;
 
@@ -440,6 +442,22 @@ static void cmd_log(struct srv *srv, const char *id, struct sbuf *out)
     pthread_mutex_unlock(&st->mu);
 }
 
+/* TIMES <id>: when each execution of the id arrived, in CLOCK_MONOTONIC
+ * milliseconds, in order ("0" for none): what a test measures a client's
+ * waits between attempts by, on the server's side of the wire. */
+static void cmd_times(struct srv *srv, const char *id, struct sbuf *out)
+{
+    struct srv_stats *st = srv->stats;
+
+    pthread_mutex_lock(&st->mu);
+    struct id_rec *r = find_id(st, id, false);
+    if (!r || r->n == 0)
+        sb_printf(out, "0");
+    for (size_t i = 0; r && i < r->n; i++)
+        sb_printf(out, "%s%" PRId64, i ? " " : "", r->log[i].at_ms);
+    pthread_mutex_unlock(&st->mu);
+}
+
 static bool parse_ms(const char *s, long *ms)
 {
     char *end;
@@ -533,7 +551,7 @@ static const struct {
     {"LOG", ARG_REQUIRED, cmd_log},     {"CONNS", ARG_NONE, cmd_conns},
     {"ACTIVE", ARG_NONE, cmd_active},   {"IDLE", ARG_ANY, cmd_idle},
     {"WAIT", ARG_ANY, cmd_wait},        {"MODE", ARG_ANY, cmd_mode},
-    {"RESET", ARG_NONE, cmd_reset},
+    {"RESET", ARG_NONE, cmd_reset},     {"TIMES", ARG_REQUIRED, cmd_times},
 };
 
 static bool arg_fits(enum arg_rule rule, const char *arg)

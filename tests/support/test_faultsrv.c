@@ -233,6 +233,22 @@ FAULTSRV_TEST(reset_command_clears_counts_logs_and_conns)
     cr_assert_str_eq(reply, "0");
 }
 
+FAULTSRV_TEST(times_lists_each_execution_s_arrival_in_order)
+{
+    char reply[512];
+    command("TIMES t1", reply, sizeof reply);
+    cr_assert_str_eq(reply, "0");
+    int64_t before = testsrv_now_ms();
+    free(get("/ok?id=t1", 200));
+    free(get("/ok?id=t1", 200));
+    int64_t after = testsrv_now_ms();
+    command("TIMES t1", reply, sizeof reply);
+    long long a, b;
+    cr_assert_eq(sscanf(reply, "%lld %lld", &a, &b), 2, "%s", reply);
+    cr_expect(before <= a && a <= b && b <= after, "%lld %lld in [%lld, %lld]",
+              a, b, (long long)before, (long long)after);
+}
+
 FAULTSRV_TEST(wait_count_returns_current_count_when_it_times_out)
 {
     cr_assert_eq(testsrv_wait_count(srv, "never", 1, 50), 0);
