@@ -372,9 +372,9 @@ static int parse_args(int argc, char **argv, decide_args *a)
     if (!a->failure_given && !response)
         a->facts.failure = RETRYD_FAILURE_IO;
     if (a->retry_after != NULL &&
-        retryd_retry_after_parse(
-            a->retry_after, strlen(a->retry_after), (int64_t)time(NULL),
-            a->policy.max_retry_after_ns, &a->facts.retry_after_ns) < 0)
+        retryd_retry_after_parse(a->retry_after, strlen(a->retry_after),
+                                 (int64_t)time(NULL), INT64_MAX,
+                                 &a->facts.retry_after_ns) < 0)
         fprintf(stderr,
                 "retrydctl decide: Retry-After '%s' is not valid; "
                 "treated as absent\n",

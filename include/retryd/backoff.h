@@ -25,9 +25,11 @@ typedef enum retryd_jitter {
 typedef struct retryd_backoff_policy {
     size_t sz; /**< sizeof(retryd_backoff_policy) (docs/abi.md) */
     retryd_jitter jitter;
-    int64_t base_ns;            /**< first bound, > 0 */
-    int64_t max_ns;             /**< max-backoff: no wait exceeds it */
-    int64_t max_retry_after_ns; /**< the largest Retry-After honoured */
+    int64_t base_ns; /**< first bound, > 0 */
+    int64_t max_ns;  /**< max-backoff: no wait exceeds it */
+    /** The longest Retry-After waited for. A longer one denies the retry
+     * (rule retry_after_exceeds_max); it is never cut to a shorter wait. */
+    int64_t max_retry_after_ns;
 } retryd_backoff_policy;
 
 /** retryd's defaults: full jitter, 100 ms base, 10 s max, Retry-After 60 s. */

@@ -107,10 +107,12 @@ typedef enum retryd_denial {
 /**
  * The rule that decided. Each has a stable short name (retryd_rule_name())
  * for logs and the CLI, and the number of the specification's rule it belongs
- * to (retryd_rule_order(): 1 to 9). Two checks can only run once rule 9 has
- * asked for a retry: the wait must fit in the deadline (rule 6's concern,
- * WAIT_EXCEEDS_DEADLINE) and the token must be won (rule 2's concern,
- * BUDGET_TAKE_FAILED); they carry the number of the rule they belong to.
+ * to (retryd_rule_order(): 1 to 9). Three checks can only run once rule 9
+ * has asked for a retry: a Retry-After must be within the profile's
+ * max_retry_after (RETRY_AFTER_EXCEEDS_MAX) and the wait must fit in the
+ * deadline (WAIT_EXCEEDS_DEADLINE), both rule 6's concern, and the token
+ * must be won (rule 2's concern, BUDGET_TAKE_FAILED); they carry the number
+ * of the rule they belong to. New rules are only appended.
  */
 #define RETRYD_RULE_MAP(XX)                                                    \
     XX(MAX_ATTEMPTS, 1, "max_attempts")                                        \
@@ -139,7 +141,8 @@ typedef enum retryd_denial {
     XX(PARTIAL_REREAD, 9, "partial_response_reread")                           \
     XX(PARTIAL_EXECUTED, 9, "partial_response_executed")                       \
     XX(WAIT_EXCEEDS_DEADLINE, 6, "wait_exceeds_deadline")                      \
-    XX(BUDGET_TAKE_FAILED, 2, "budget_take_failed")
+    XX(BUDGET_TAKE_FAILED, 2, "budget_take_failed")                            \
+    XX(RETRY_AFTER_EXCEEDS_MAX, 6, "retry_after_exceeds_max")
 
 typedef enum retryd_rule {
 #define RETRYD__RULE_ENUM(name, order, text) RETRYD_RULE_##name,

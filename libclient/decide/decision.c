@@ -120,37 +120,48 @@ static int ambiguous(retryd_decision *ret, retryd_rule rule)
     return 0;
 }
 
+/*
+ * The wait before the retry, or -1 when the server's Retry-After asks for
+ * more than the profile will wait.
+ *
+ * A Retry-After replaces our backoff: it is the earliest moment the server
+ * will take the next attempt, and it knows its own recovery time better
+ * than a jittered guess. It is a floor, never shortened: a shorter wait
+ * would hit a rate-limited upstream at exactly the moment it asked for
+ * quiet, from every process of the fleet at once. So a Retry-After above
+ * the profile's max_retry_after is not cut down to it; the retry is denied
+ * (docs/decision.md).
+ */
 static int64_t retry_wait(const retryd_facts *f, const retryd_decide_env *env,
                           unsigned *flags)
 {
     const retryd_backoff_policy *p =
         env->backoff ? env->backoff : &retryd_backoff_default;
 
-    /* The server's Retry-After replaces our backoff: it knows its own
-     * recovery time better than a jittered guess. It is honoured up to the
-     * profile's ceiling (the parser already clamps; this guards callers that
-     * filled the fact in by hand). */
     if (f->retry_after_ns >= 0) {
         *flags |= RETRYD_RETRY_HONOURS_RETRY_AFTER;
-        return f->retry_after_ns < p->max_retry_after_ns
-                   ? f->retry_after_ns
-                   : p->max_retry_after_ns;
+        return f->retry_after_ns <= p->max_retry_after_ns ? f->retry_after_ns
+                                                          : -1;
     }
     return retryd__backoff_delay(p, f->attempt, f->prev_delay_ns, env->random,
                                  env->random_ctx);
 }
 
 /*
- * Rule 9 decided that a retry is wanted. Two checks remain that can only be
- * made now: the wait must leave a whole minimum attempt before the deadline,
- * and the token must actually be won (another process may have taken the
- * last one since rule 2 peeked).
+ * Rule 9 decided that a retry is wanted. Three checks remain that can only
+ * be made now: a Retry-After must be one the profile honours, the wait
+ * must leave a whole minimum attempt before the deadline, and the token
+ * must actually be won (another process may have taken the last one since
+ * rule 2 peeked).
  */
 static int grant(const retryd_facts *f, const retryd_decide_env *env,
                  retryd_decision *ret, retryd_rule rule, unsigned flags)
 {
     int64_t wait = retry_wait(f, env, &flags);
 
+    if (wait < 0)
+        return stop(f, ret, RETRYD_RULE_RETRY_AFTER_EXCEEDS_MAX,
+                    RETRYD_DENIAL_DEADLINE);
     if (wait > f->remaining_ns - f->min_attempt_ns)
         return stop(f, ret, RETRYD_RULE_WAIT_EXCEEDS_DEADLINE,
                     RETRYD_DENIAL_DEADLINE);

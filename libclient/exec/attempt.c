@@ -132,12 +132,15 @@ static void fill_facts(call *c, const retryd_attempt *a, int64_t prev_delay,
                        bool refreshed, retryd_facts *f)
 {
     int64_t retry_after = -1;
-    /* A success or a redirect is final whatever it says: no lookup. */
+    /* A success or a redirect is final whatever it says: no lookup. The
+     * parse keeps the server's value whole (clamped only where it would
+     * overflow): the engine, not the parser, judges one the profile will
+     * not wait for, and denies rather than shortens it. */
     const char *ra =
         a->status >= 400 ? retryd__hdrs_get(&c->resp, "Retry-After") : NULL;
-    if (ra != NULL && retryd_retry_after_parse(
-                          ra, strlen(ra), (int64_t)time(NULL),
-                          c->p->backoff.max_retry_after_ns, &retry_after) < 0)
+    if (ra != NULL &&
+        retryd_retry_after_parse(ra, strlen(ra), (int64_t)time(NULL), INT64_MAX,
+                                 &retry_after) < 0)
         retry_after = -1;
     int64_t left = c->deadline - c->now;
     *f = (retryd_facts){

@@ -42,6 +42,39 @@ Test(retrydctl_decide, json_reports_rule_delay_and_budget)
                      "true,\"budget_before\":1,\"budget_after\":0}\n");
 }
 
+/* The two commands of the report that found Retry-After being shortened:
+ * a 120 s Retry-After was answered "retry after 1 s" (and after 60 s with
+ * the default maximum). Both are denials now, and nothing waits. */
+Test(retrydctl_decide, retry_after_above_the_maximum_is_denied_not_shortened)
+{
+    run(DECIDE("--evidence", "response_received", "--status", "429",
+               "--retry-after", "120", "--idempotency", "idempotent",
+               "--remaining", "5s", "--max-retry-after", "1s"));
+    cr_expect_eq(res.exit_code, 0, "stderr: %s", res.err);
+    cr_expect(strstr(res.out, "verdict:  denied") != NULL, "%s", res.out);
+    cr_expect(strstr(res.out, "rule:     retry_after_exceeds_max") != NULL);
+    cr_expect(strstr(res.out, "reason:   deadline") != NULL);
+    cr_expect(strstr(res.out, "delay") == NULL, "no wait: %s", res.out);
+
+    run(DECIDE("--evidence", "response_received", "--status", "429",
+               "--retry-after", "120", "--idempotency", "idempotent",
+               "--remaining", "300s", "--json"));
+    cr_expect_eq(res.exit_code, 0, "stderr: %s", res.err);
+    cr_expect(strstr(res.out, "\"verdict\":\"denied\"") != NULL, "%s", res.out);
+    cr_expect(strstr(res.out, "\"rule\":\"retry_after_exceeds_max\"") != NULL);
+    cr_expect(strstr(res.out, "\"delay_ns\":0") != NULL);
+}
+
+Test(retrydctl_decide, retry_after_within_the_maximum_is_waited_whole)
+{
+    run(DECIDE("--evidence", "response_received", "--status", "429",
+               "--retry-after", "60", "--idempotency", "idempotent",
+               "--remaining", "300s", "--json"));
+    cr_expect_eq(res.exit_code, 0, "stderr: %s", res.err);
+    cr_expect(strstr(res.out, "\"delay_ns\":60000000000") != NULL, "%s",
+              res.out);
+}
+
 Test(retrydctl_decide, empty_budget_is_denied_before_the_status)
 {
     run(DECIDE("--evidence", "not_sent", "--failure", "connect", "--budget",

@@ -130,6 +130,29 @@ Test(retrydctl_request, headers_and_method_reach_the_server)
     cr_expect_eq(srv_log_count(srv, "h", " PUT 3 "), 1);
 }
 
+/* The shell's way in keeps the floor too: the server sees the retry no
+ * sooner than its Retry-After, and one too long for the call returns at
+ * once with the trail saying why. */
+Test(retrydctl_request, retry_after_is_waited_whole_or_not_at_all)
+{
+    REQUEST("--safe", "--max-attempts", "2",
+            at("/status?code=429&retry_after=2&id=cra"));
+    int64_t t[4];
+    cr_assert_eq(srv_log_times(srv, "cra", t, 4), 2, "%s", res.err);
+    cr_expect_geq(t[1] - t[0], 2000, "retry after %lld ms",
+                  (long long)(t[1] - t[0]));
+
+    int64_t t0 = testsrv_now_ms();
+    REQUEST("--safe", "--trace", "--deadline", "5s",
+            at("/status?code=429&retry_after=120&id=crb"));
+    cr_expect_lt(testsrv_now_ms() - t0, 1500,
+                 "no wait for a 120 s Retry-After");
+    cr_expect_eq(res.exit_code, 0, "a 429 is a response: %s", res.err);
+    cr_expect(strstr(res.err, "retry_after_exceeds_max") != NULL, "%s",
+              res.err);
+    cr_expect_eq(testsrv_count(srv, "crb"), 1);
+}
+
 Test(retrydctl_request, bad_usage_exits_64)
 {
     REQUEST("--deadline", "soon", at("/ok"));

@@ -364,15 +364,38 @@ Test(decision, status_429_whose_retry_after_overruns_deadline_is_deadline)
            RETRYD_RULE_STATUS_429);
 }
 
-Test(decision, retry_after_is_clamped_to_the_profile_maximum)
+/* A Retry-After is a floor: one above the profile's maximum is a denial,
+ * never a shorter wait; one at the maximum is waited for whole. */
+Test(decision, retry_after_above_the_profile_maximum_is_denied_not_shortened)
 {
     retryd_facts f = baseline();
     f.status = 429;
     f.remaining_ns = 100 * S;
-    f.retry_after_ns = 45 * S;
+    f.retry_after_ns = 45 * S; /* the policy's maximum is 30 s */
+    expect(decide(&f), RETRYD_VERDICT_DENIED, RETRYD_DENIAL_DEADLINE,
+           RETRYD_RULE_RETRY_AFTER_EXCEEDS_MAX);
+    cr_expect_eq(budget.take_calls, 0, "no token for a denial");
+    f.retry_after_ns = policy.max_retry_after_ns;
     retryd_decision d = decide(&f);
     cr_expect_eq(d.verdict, RETRYD_VERDICT_RETRY);
     cr_expect_eq(d.delay_ns, policy.max_retry_after_ns);
+}
+
+/* RFC 9110 allows Retry-After on 503; the same floor holds for a gateway
+ * retry of a safe operation, and an absurd value cannot overflow. */
+Test(decision, gateway_retry_after_is_a_floor_too)
+{
+    retryd_facts f = baseline(); /* 503, safe */
+    f.remaining_ns = 100 * S;
+    f.retry_after_ns = 20 * S;
+    retryd_decision d = decide(&f);
+    expect(d, RETRYD_VERDICT_RETRY, RETRYD_DENIAL_NONE,
+           RETRYD_RULE_STATUS_GATEWAY_RETRY);
+    cr_expect_eq(d.delay_ns, 20 * S);
+    budget = (test_budget){.tokens = 5};
+    f.retry_after_ns = INT64_MAX;
+    expect(decide(&f), RETRYD_VERDICT_DENIED, RETRYD_DENIAL_DEADLINE,
+           RETRYD_RULE_RETRY_AFTER_EXCEEDS_MAX);
 }
 
 Test(decision, status_401_refreshes_once_for_safe_operations)
@@ -570,10 +593,14 @@ Test(decision, no_policy_uses_the_documented_defaults)
     f.retry_after_ns = 59 * S;
     cr_assert_eq(retryd_decide(&f, &env, &d), 0);
     cr_expect_eq(d.delay_ns, 59 * S);
-    f.retry_after_ns = 120 * S;
+    f.retry_after_ns = 60 * S;
     cr_assert_eq(retryd_decide(&f, &env, &d), 0);
-    cr_expect(d.flags & RETRYD_RETRY_HONOURS_RETRY_AFTER);
-    cr_expect_eq(d.delay_ns, 60 * S, "clamped to the default maximum");
+    cr_expect_eq(d.delay_ns, 60 * S, "the default maximum, waited whole");
+    f.retry_after_ns = 60 * S + 1;
+    cr_assert_eq(retryd_decide(&f, &env, &d), 0);
+    cr_expect_eq(d.verdict, RETRYD_VERDICT_DENIED);
+    cr_expect_eq(d.rule, RETRYD_RULE_RETRY_AFTER_EXCEEDS_MAX,
+                 "past the default maximum: denied, not shortened");
 }
 
 /* --- inconsistent facts are refused, not guessed ------------------------- */

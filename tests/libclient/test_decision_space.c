@@ -125,6 +125,22 @@ static retryd_verdict oracle(const retryd_facts *f)
     return RETRYD_VERDICT_DENIED; /* other 4xx, other 5xx, 2xx, 3xx */
 }
 
+/*
+ * What rule 9's retry becomes after the late checks, with the default
+ * backoff (Retry-After waited for up to 60 s): a Retry-After is a floor,
+ * so one above the maximum is denied, and a wait that leaves no whole
+ * minimum attempt before the deadline is denied; no wait is ever shortened.
+ */
+static retryd_rule late_check(const retryd_facts *f)
+{
+    int64_t ra = f->retry_after_ns;
+    if (ra > 60 * S)
+        return RETRYD_RULE_RETRY_AFTER_EXCEEDS_MAX;
+    if (ra >= 0 && ra > f->remaining_ns - f->min_attempt_ns)
+        return RETRYD_RULE_WAIT_EXCEEDS_DEADLINE;
+    return RETRYD_RULE_COUNT; /* none: the retry stands */
+}
+
 /* The attempt may have executed an operation that must not run twice. */
 static bool unknown_execution(const retryd_facts *f)
 {
@@ -136,6 +152,35 @@ static bool unknown_execution(const retryd_facts *f)
            (f->evidence == RETRYD_EVIDENCE_RESPONSE_RECEIVED && gateway) ||
            (f->evidence == RETRYD_EVIDENCE_PARTIAL_RESPONSE &&
             (gateway || s / 100 == 2));
+}
+
+/* What is wrong with decision @p d at point @p p, or NULL. */
+static const char *wrong(const point *p, const retryd_decision *d, bool late,
+                         int takes)
+{
+    int k = first_rule(p);
+    int order = retryd_rule_order(d->rule);
+    if (k < 9 && order != k)
+        return "an earlier condition held but another rule decided";
+    if (k == 9 && late &&
+        (d->rule != late_check(&p->f) || d->verdict != RETRYD_VERDICT_DENIED))
+        return "a Retry-After the retry may not honour was not denied by its "
+               "late check";
+    if (k == 9 && !late && order != 9)
+        return "no condition of rules 1-8 held, yet one of them decided";
+    if (k == 9 && !late && d->verdict != oracle(&p->f))
+        return "verdict differs from the status table";
+    if (d->verdict == RETRYD_VERDICT_RETRY && p->f.retry_after_ns >= 0 &&
+        d->delay_ns != p->f.retry_after_ns)
+        return "a granted retry does not wait exactly the Retry-After";
+    if (takes != (d->verdict == RETRYD_VERDICT_RETRY))
+        return "a token moved without a retry, or a retry took none";
+    if (unknown_execution(&p->f) && d->verdict != RETRYD_VERDICT_AMBIGUOUS)
+        return "unknown execution of a non-idempotent operation was not "
+               "ambiguous";
+    if (!unknown_execution(&p->f) && d->verdict == RETRYD_VERDICT_AMBIGUOUS)
+        return "ambiguous although the execution is known";
+    return NULL;
 }
 
 static char failure_text[512];
@@ -151,28 +196,16 @@ static void check(const point *p)
     retryd_decision d = {.sz = sizeof(d)};
     const char *what = NULL;
 
+    /* Rule 9 wants a retry that a late check must deny. */
+    bool late = oracle(&p->f) == RETRYD_VERDICT_RETRY &&
+                late_check(&p->f) != RETRYD_RULE_COUNT;
+
     checked++;
     if (retryd_decide(&p->f, &env, &d) != 0) {
         what = "refused valid facts";
     } else {
         seen[d.rule] = true;
-        int k = first_rule(p);
-        int order = retryd_rule_order(d.rule);
-        if (k < 9 && order != k)
-            what = "an earlier condition held but another rule decided";
-        else if (k == 9 && order != 9)
-            what = "no condition of rules 1-8 held, yet one of them decided";
-        else if (k == 9 && d.verdict != oracle(&p->f))
-            what = "verdict differs from the status table";
-        else if (b.takes != (d.verdict == RETRYD_VERDICT_RETRY))
-            what = "a token moved without a retry, or a retry took none";
-        else if (unknown_execution(&p->f) &&
-                 d.verdict != RETRYD_VERDICT_AMBIGUOUS)
-            what = "unknown execution of a non-idempotent operation was not "
-                   "ambiguous";
-        else if (!unknown_execution(&p->f) &&
-                 d.verdict == RETRYD_VERDICT_AMBIGUOUS)
-            what = "ambiguous although the execution is known";
+        what = wrong(p, &d, late, b.takes);
     }
     if (what == NULL)
         return;
@@ -180,15 +213,17 @@ static void check(const point *p)
         snprintf(failure_text, sizeof(failure_text),
                  "%s: evidence=%s status=%d idem=%s replay=%s attempt=%u/%u "
                  "budget_empty=%d delivered=%d draining=%d remaining=%lld "
-                 "failure=%s refresh_used=%d transient_500=%d -> %s/%s/%s",
+                 "failure=%s refresh_used=%d transient_500=%d "
+                 "retry_after=%lld -> %s/%s/%s",
                  what, retryd_evidence_name(p->f.evidence), p->f.status,
                  retryd_idempotency_name(p->f.idempotency),
                  retryd_replayability_name(p->f.replayability), p->f.attempt,
                  p->f.max_attempts, p->budget_empty, p->f.response_delivered,
                  p->f.draining, (long long)p->f.remaining_ns,
                  retryd_failure_name(p->f.failure), p->f.refresh_used,
-                 p->f.transient_500, retryd_verdict_name(d.verdict),
-                 retryd_denial_name(d.reason), retryd_rule_name(d.rule));
+                 p->f.transient_500, (long long)p->f.retry_after_ns,
+                 retryd_verdict_name(d.verdict), retryd_denial_name(d.reason),
+                 retryd_rule_name(d.rule));
 }
 
 /* The transport failure that goes with an evidence, permanent or not. */
@@ -226,6 +261,11 @@ static void enumerate_flags(point *p, retryd_evidence e)
     }
 }
 
+/* Absent, now, one that fits, one past the 30 s deadline, one past the
+ * default 60 s maximum, and the parser's overflow clamp. */
+static const int64_t retry_afters[] = {-1, 0, 2 * S, 45 * S, 90 * S, INT64_MAX};
+#define N_RETRY_AFTER (sizeof(retry_afters) / sizeof(retry_afters[0]))
+
 static void enumerate_point(point *p, retryd_evidence e, int status)
 {
     static const uint32_t attempts[] = {1, 2, 3};
@@ -233,12 +273,14 @@ static void enumerate_point(point *p, retryd_evidence e, int status)
     p->f.status = status;
     for (int r = 0; r < RETRYD_REPLAYABILITY_COUNT; r++)
         for (int i = 0; i < RETRYD_IDEMPOTENCY_COUNT; i++)
-            for (size_t a = 0; a < 3; a++) {
-                p->f.replayability = (retryd_replayability)r;
-                p->f.idempotency = (retryd_idempotency)i;
-                p->f.attempt = attempts[a];
-                enumerate_flags(p, e);
-            }
+            for (size_t a = 0; a < 3; a++)
+                for (size_t k = 0; k < N_RETRY_AFTER; k++) {
+                    p->f.replayability = (retryd_replayability)r;
+                    p->f.idempotency = (retryd_idempotency)i;
+                    p->f.attempt = attempts[a];
+                    p->f.retry_after_ns = retry_afters[k];
+                    enumerate_flags(p, e);
+                }
 }
 
 Test(decision_space, every_point_obeys_order_table_and_budget)
@@ -256,14 +298,13 @@ Test(decision_space, every_point_obeys_order_table_and_budget)
         enumerate_point(&p, RETRYD_EVIDENCE_PARTIAL_RESPONSE,
                         response_statuses[s]);
     }
-    cr_expect_eq(checked, (2 + 2 * (long)N_STATUSES) * 3 * 4 * 3 * 128);
+    cr_expect_eq(checked, (2 + 2 * (long)N_STATUSES) * 3 * 4 * 3 *
+                              (long)N_RETRY_AFTER * 128);
     cr_assert_eq(failures, 0, "%ld of %ld points wrong; first: %s", failures,
                  checked, failure_text);
-    /* The space reaches every rule except the two late checks (a wait that
-     * overruns the deadline, a lost token race), which need a Retry-After
-     * or a racing budget and are tested in test_decision.c. */
+    /* The space reaches every rule except the lost token race, which needs
+     * a racing budget and is tested in test_decision.c. */
     for (int r = 0; r < RETRYD_RULE_COUNT; r++)
-        if (r != RETRYD_RULE_WAIT_EXCEEDS_DEADLINE &&
-            r != RETRYD_RULE_BUDGET_TAKE_FAILED)
+        if (r != RETRYD_RULE_BUDGET_TAKE_FAILED)
             cr_expect(seen[r], "rule %s never decided", retryd_rule_name(r));
 }

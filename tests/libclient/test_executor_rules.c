@@ -271,11 +271,81 @@ Test(executor_rules, retry_after_http_date_is_the_wait)
     retryd_profile_free(p);
 }
 
+/* The wait, measured where it matters, at the server: the second attempt
+ * arrives no sooner than the Retry-After the first one was sent. */
+static void expect_server_gap(const char *id, int64_t at_least_ms)
+{
+    int64_t at[4];
+    cr_assert_eq(srv_log_times(srv, id, at, 4), 2, "two executions of %s", id);
+    cr_expect_geq(at[1] - at[0], at_least_ms,
+                  "the server saw the retry %lld ms after the first attempt",
+                  (long long)(at[1] - at[0]));
+}
+
+Test(executor_rules, retry_after_is_a_floor_at_the_server)
+{
+    retryd_profile *p = profile((retryd_profile_opts){.max_attempts = 2});
+    retryd_result *r = run(
+        p, (retryd_request){.path = "/status?code=429&retry_after=2&id=rf"});
+    cr_assert_eq(retryd_result_attempt_count(r), 2);
+    cr_expect_eq(retryd_result_attempt(r, 0)->decision->delay_ns, 2 * S);
+    expect_server_gap("rf", 2000);
+    retryd_result_free(r);
+    /* RFC 9110 allows it on 503 too: a safe read waits for it the same. */
+    r = run(p, (retryd_request){.path = "/status?code=503&retry_after=2&id=rg",
+                                .idempotency = RETRYD_IDEMPOTENCY_SAFE});
+    cr_assert_eq(retryd_result_attempt_count(r), 2);
+    expect_server_gap("rg", 2000);
+    retryd_result_free(r);
+    retryd_profile_free(p);
+}
+
+/* A Retry-After of 120 s with a 5 s deadline: nothing can honour it, so
+ * the call returns at once with the 429, whether the profile's maximum
+ * (60 s by default) or the deadline is what it exceeds. */
+Test(executor_rules, retry_after_nobody_can_honour_returns_without_waiting)
+{
+    static const retryd_backoff_policy patient = {
+        sizeof(patient), RETRYD_JITTER_FULL, 1 * MS, 4 * MS, 300 * S};
+    retryd_profile *dflt = profile((retryd_profile_opts){
+        .backoff = &retryd_backoff_default, .max_attempts = 3});
+    retryd_profile *slow =
+        profile((retryd_profile_opts){.backoff = &patient, .max_attempts = 3});
+    struct {
+        retryd_profile *p;
+        const char *path, *id;
+        retryd_rule rule;
+    } cases[] = {
+        {dflt, "/status?code=429&retry_after=120&id=rm", "rm",
+         RETRYD_RULE_RETRY_AFTER_EXCEEDS_MAX},
+        {slow, "/status?code=429&retry_after=120&id=rn", "rn",
+         RETRYD_RULE_WAIT_EXCEEDS_DEADLINE},
+    };
+    for (size_t i = 0; i < 2; i++) {
+        int64_t t0 = now_ns();
+        retryd_result *r =
+            run(cases[i].p,
+                (retryd_request){.path = cases[i].path, .deadline_ns = 5 * S});
+        int64_t took = now_ns() - t0;
+        cr_expect_lt(took, 1 * S, "returned after %lld ms", (long long)took);
+        cr_expect_eq(retryd_result_outcome(r), RETRYD_OUTCOME_RESPONSE);
+        cr_expect_eq(retryd_result_status(r), 429);
+        cr_expect_eq(retryd_result_attempt_count(r), 1);
+        cr_expect_eq(retryd_result_decision(r)->reason, RETRYD_DENIAL_DEADLINE);
+        cr_expect_eq(retryd_result_decision(r)->rule, cases[i].rule, "%s",
+                     retryd_rule_name(retryd_result_decision(r)->rule));
+        cr_expect_eq(testsrv_count(srv, cases[i].id), 1);
+        retryd_result_free(r);
+    }
+    retryd_profile_free(dflt);
+    retryd_profile_free(slow);
+}
+
 Test(executor_rules, retry_after_past_the_deadline_is_not_waited_for)
 {
     retryd_profile *p = profile((retryd_profile_opts){0});
     retryd_result *r =
-        run(p, (retryd_request){.path = "/status?code=503&retry_after=30&id=rl",
+        run(p, (retryd_request){.path = "/status?code=503&retry_after=4&id=rl",
                                 .deadline_ns = 2 * S});
     cr_expect_eq(retryd_result_attempt_count(r), 1);
     cr_expect_eq(retryd_result_decision(r)->reason, RETRYD_DENIAL_DEADLINE);
