@@ -46,7 +46,8 @@ extern "C" {
     XX(EIO, -EIO, "input/output error")                                        \
     XX(ECURL, -4007, "libcurl failure")                                        \
     XX(EDRAINING, -4008, "runtime is draining")                                \
-    XX(EOPTS, -4009, "options struct has unknown non-zero fields")
+    XX(EOPTS, -4009, "options struct has unknown non-zero fields")             \
+    XX(ECANCELED, -ECANCELED, "canceled")
 
 typedef enum retryd_errno {
 #define RETRYD__ERR_ENUM(name, value, text) RETRYD_##name = (value),
