@@ -14,19 +14,46 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <ini.h>
 
 #include "log.h"
 #include "retryd/common.h"
 
+/* A configuration file is small; anything larger is a mistake (a device,
+ * a log, /dev/zero) and is refused rather than read into memory. */
+#define CONFIG_MAX_BYTES (1024 * 1024)
+
+/* The keys of [retryd] and of a parameters section, numbered so that the
+ * line each was set on can be kept (a key set twice is an error naming
+ * both lines). */
+static const char *const daemon_keys[] = {
+    "runtime_dir",      "control_socket", "stats_socket",
+    "segment",          "group",          "stats_group",
+    "allow_users",      "allow_groups",   "upstream_capacity",
+    "process_capacity", "log_level",
+};
+#define N_DAEMON_KEYS (sizeof(daemon_keys) / sizeof(daemon_keys[0]))
+static const char *const params_keys[] = {"ratio", "min_retries_per_sec",
+                                          "cap"};
+#define N_PARAMS_KEYS 3
+
+/* Where a section's header and each of its keys were first seen. */
+typedef struct seen_lines {
+    int header;
+    int key[N_DAEMON_KEYS];
+} seen_lines;
+
 typedef struct parse_state {
     config *cfg;
     FILE *file;
-    int line;       /* lines handed to inih so far */
-    int error_line; /* where st->error happened */
-    char *buf;      /* getline()'s buffer */
-    size_t buf_cap;
+    int line;        /* lines handed to inih so far */
+    int error_line;  /* where st->error happened */
+    size_t bytes;    /* read so far, against CONFIG_MAX_BYTES */
+    int header_line; /* of the section header being read */
+    seen_lines seen_daemon, seen_defaults;
+    seen_lines *seen_upstreams; /* parallel to cfg->upstreams */
     bool allow_groups_set;
     char error[384]; /* the handler's reason; the line comes from inih */
     char rel_control[CONFIG_SOCKET_MAX];
@@ -111,6 +138,7 @@ static void note_section(parse_state *st, const char *line)
     memcpy(st->section, start + 1, n);
     st->section[n] = '\0';
     st->after_key = false;
+    st->header_line = st->line;
 }
 
 /* The whole name of the section inih calls @p section. */
@@ -122,35 +150,83 @@ static const char *whole_section(const parse_state *st, const char *section)
     return section;
 }
 
+/* Record a reader's error unless one is already there. */
+static char *read_error(parse_state *st, const char *what)
+{
+    if (st->error[0] == '\0') {
+        snprintf(st->error, sizeof(st->error), "%s", what);
+        st->error_line = st->line;
+    }
+    return NULL;
+}
+
 /*
  * inih's reader: one line per call, counted, so a handler error can name
- * its line. A line longer than inih's buffer is an error here rather than
- * silently cut in two.
+ * its line. Bounded in every way a file can be hostile: a line longer than
+ * inih's buffer, a NUL byte, a file past CONFIG_MAX_BYTES or a read error
+ * end the parse with an error, never with a silently cut value or an
+ * unbounded read.
  */
 static char *read_line(char *str, int num, void *stream)
 {
     parse_state *st = stream;
-    ssize_t n = getline(&st->buf, &st->buf_cap, st->file);
+    int n = 0, ch = EOF;
 
-    if (n < 0)
-        return NULL;
-    st->line++;
-    if (n >= num) {
-        if (st->error[0] == '\0') {
-            snprintf(st->error, sizeof(st->error), "line longer than %d bytes",
-                     num - 1);
-            st->error_line = st->line;
-        }
+    st->line++; /* the line being read, for the errors below */
+    while (n < num - 1 && (ch = getc(st->file)) != EOF) {
+        if (ch == '\0')
+            return read_error(st, "NUL byte in the file");
+        if (++st->bytes > CONFIG_MAX_BYTES)
+            return read_error(st, "file larger than 1 MiB");
+        str[n++] = (char)ch;
+        if (ch == '\n')
+            break;
+    }
+    if (ferror(st->file)) {
+        char what[96];
+        snprintf(what, sizeof(what), "read error: %s", strerror(errno));
+        return read_error(st, what);
+    }
+    if (n == 0) {
+        st->line--; /* there was no such line */
         return NULL;
     }
-    memcpy(str, st->buf, (size_t)n + 1);
+    if (ch != '\n' && n == num - 1 && (ch = getc(st->file)) != EOF &&
+        ch != '\n') {
+        char what[64];
+        snprintf(what, sizeof(what), "line longer than %d bytes", num - 1);
+        return read_error(st, what);
+    }
+    str[n] = '\0';
     note_section(st, str);
     return str;
+}
+
+/* Digits, then optionally a point and more digits: the only number
+ * syntax a configuration takes. strtod() and strtoull() alone would also
+ * take 0x10 (sixteen), 1e3, inf, nan, a sign and leading blanks. */
+static bool decimal(const char *v, bool fraction)
+{
+    const char *p = v;
+    while (*p >= '0' && *p <= '9')
+        p++;
+    if (p == v)
+        return false;
+    if (fraction && *p == '.') {
+        const char *digits = ++p;
+        while (*p >= '0' && *p <= '9')
+            p++;
+        if (p == digits)
+            return false;
+    }
+    return *p == '\0';
 }
 
 static bool parse_u32(const char *v, uint32_t lo, uint32_t hi, uint32_t *ret)
 {
     char *end;
+    if (!decimal(v, false))
+        return false;
     errno = 0;
     unsigned long long x = strtoull(v, &end, 10);
     if (errno || end == v || *end || v[0] == '-' || x < lo || x > hi)
@@ -163,6 +239,8 @@ static bool parse_u32(const char *v, uint32_t lo, uint32_t hi, uint32_t *ret)
 static bool parse_tokens(const char *v, uint64_t max_micro, uint64_t *ret)
 {
     char *end;
+    if (!decimal(v, true))
+        return false;
     errno = 0;
     double x = strtod(v, &end);
     return errno == 0 && end != v && *end == '\0' &&
@@ -318,12 +396,42 @@ static int params_key(parse_state *st, const char *section, budget_params *p,
     return fail(st, section, key, "%s", "unknown key");
 }
 
-static upstream_conf *upstream_section(parse_state *st, const char *name)
+/*
+ * A key of a section with @p seen lines: the first header of the section
+ * and the first line of each key. Another header of the same section, or
+ * a key set twice, is an error naming both lines (with "last one wins", a
+ * copied block could silently change a budget). 1 to go on, 0 on error.
+ */
+static int note_key(parse_state *st, const char *section, seen_lines *seen,
+                    const char *const *keys, size_t n_keys, const char *key)
+{
+    if (seen->header == 0)
+        seen->header = st->header_line;
+    else if (seen->header != st->header_line)
+        return fail(st, section, key,
+                    "section repeated (first at line %d): set each "
+                    "section's keys in one place",
+                    seen->header);
+    for (size_t i = 0; i < n_keys; i++) {
+        if (strcmp(keys[i], key) != 0)
+            continue;
+        if (seen->key[i] != 0)
+            return fail(st, section, key, "set twice (first at line %d)",
+                        seen->key[i]);
+        seen->key[i] = st->line;
+    }
+    return 1; /* an unknown key is its handler's to report */
+}
+
+static upstream_conf *upstream_section(parse_state *st, const char *name,
+                                       seen_lines **ret_seen)
 {
     config *c = st->cfg;
     for (size_t i = 0; i < c->n_upstreams; i++)
-        if (strcmp(c->upstreams[i].name, name) == 0)
+        if (strcmp(c->upstreams[i].name, name) == 0) {
+            *ret_seen = &st->seen_upstreams[i];
             return &c->upstreams[i];
+        }
     if (c->n_upstreams == CONFIG_MAX_UPSTREAMS)
         return NULL;
     upstream_conf *more =
@@ -331,6 +439,12 @@ static upstream_conf *upstream_section(parse_state *st, const char *name)
     if (more == NULL)
         return NULL;
     c->upstreams = more;
+    seen_lines *seen =
+        realloc(st->seen_upstreams, (c->n_upstreams + 1) * sizeof(*seen));
+    if (seen == NULL)
+        return NULL;
+    st->seen_upstreams = seen;
+    *ret_seen = memset(&seen[c->n_upstreams], 0, sizeof(*seen));
     upstream_conf *u = &c->upstreams[c->n_upstreams++];
     memset(u, 0, sizeof(*u));
     strcpy(u->name, name);
@@ -348,9 +462,13 @@ static int handler(void *user, const char *section, const char *key,
 
     section = whole_section(st, section);
     if (strcmp(section, SECTION_DAEMON) == 0)
-        return daemon_key(st, key, value);
+        return note_key(st, section, &st->seen_daemon, daemon_keys,
+                        N_DAEMON_KEYS, key) &&
+               daemon_key(st, key, value);
     if (strcmp(section, SECTION_DEFAULTS) == 0)
-        return params_key(st, section, &st->cfg->defaults, key, value);
+        return note_key(st, section, &st->seen_defaults, params_keys,
+                        N_PARAMS_KEYS, key) &&
+               params_key(st, section, &st->cfg->defaults, key, value);
     if (strncmp(section, SECTION_UPSTREAM_PREFIX,
                 strlen(SECTION_UPSTREAM_PREFIX)) == 0) {
         const char *name = section + strlen(SECTION_UPSTREAM_PREFIX);
@@ -358,10 +476,12 @@ static int handler(void *user, const char *section, const char *key,
             return fail(st, section, key,
                         "upstream name '%s' must be 1..%u printable bytes",
                         name, SEG_NAME_MAX);
-        upstream_conf *u = upstream_section(st, name);
+        seen_lines *seen = NULL;
+        upstream_conf *u = upstream_section(st, name, &seen);
         if (u == NULL)
             return fail(st, section, key, "%s", "too many upstreams");
-        return params_key(st, section, &u->params, key, value);
+        return note_key(st, section, seen, params_keys, N_PARAMS_KEYS, key) &&
+               params_key(st, section, &u->params, key, value);
     }
     return fail(st, section, key, "unknown section [%s]", section);
 }
@@ -470,6 +590,13 @@ static int finish(config *c, parse_state *st, char *err, size_t err_len)
     }
     if (check_distinct(c, st, err, err_len) < 0)
         return RETRYD_ECONFIG;
+    if (c->n_upstreams > c->upstream_capacity) {
+        snprintf(err, err_len,
+                 "%s: %zu upstreams configured, more than upstream_capacity "
+                 "(%u): the segment could not hold them all",
+                 c->path, c->n_upstreams, c->upstream_capacity);
+        return RETRYD_ECONFIG;
+    }
     if (!c->has_stats_group && c->has_group) {
         c->stats_group = c->group;
         c->has_stats_group = true;
@@ -486,6 +613,28 @@ static int finish(config *c, parse_state *st, char *err, size_t err_len)
             p->cap_micro = c->defaults.cap_micro;
     }
     return 0;
+}
+
+/* The file, open for reading, or NULL with @p err written. A directory
+ * reads as an empty file through stdio, which would be a valid, empty
+ * configuration: refused here by name. */
+static FILE *open_regular(const char *path, char *err, size_t err_len)
+{
+    struct stat sb;
+    FILE *f = fopen(path, "re");
+    if (f == NULL) {
+        snprintf(err, err_len, "%s: cannot open: %s", path, strerror(errno));
+        return NULL;
+    }
+    const char *why = fstat(fileno(f), &sb) < 0 ? strerror(errno)
+                      : S_ISDIR(sb.st_mode)     ? "is a directory"
+                                                : NULL;
+    if (why != NULL) {
+        snprintf(err, err_len, "%s: cannot read: %s", path, why);
+        fclose(f);
+        return NULL;
+    }
+    return f;
 }
 
 int config_load(const char *path, config **ret, char *err, size_t err_len)
@@ -507,15 +656,14 @@ int config_load(const char *path, config **ret, char *err, size_t err_len)
     st.cfg = c;
     set_defaults(c, &st);
 
-    st.file = fopen(path, "re");
+    st.file = open_regular(path, err, err_len);
     if (st.file == NULL) {
-        snprintf(err, err_len, "%s: cannot open: %s", path, strerror(errno));
         config_free(c);
         return RETRYD_ECONFIG;
     }
     r = ini_parse_stream(read_line, &st, handler, &st);
     fclose(st.file);
-    free(st.buf);
+    free(st.seen_upstreams);
     if (r == -2) {
         snprintf(err, err_len, "%s: out of memory", path);
     } else if (r > 0 && (st.error[0] == '\0' || r < st.error_line)) {
