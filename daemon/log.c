@@ -1,10 +1,14 @@
 #include "log.h"
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "base/clock.h"
 
 static _Atomic int max_level = LOG_INFO;
 
@@ -42,6 +46,15 @@ static const char *level_name(int level)
     }
 }
 
+static void emit(int level, const char *line)
+{
+    /* One write per line, so lines from two threads never interleave. */
+    if (getenv("JOURNAL_STREAM") != NULL)
+        fprintf(stderr, "<%d>%s\n", level, line);
+    else
+        fprintf(stderr, "retryd: %s: %s\n", level_name(level), line);
+}
+
 void log_msg(int level, const char *fmt, ...)
 {
     char line[1024];
@@ -52,9 +65,74 @@ void log_msg(int level, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(line, sizeof(line), fmt, ap);
     va_end(ap);
-    /* One write per line, so lines from two threads never interleave. */
-    if (getenv("JOURNAL_STREAM") != NULL)
-        fprintf(stderr, "<%d>%s\n", level, line);
+    emit(level, line);
+}
+
+/* --- rate-limited lines ---------------------------------------------------
+ * Both daemon threads log; the windows are shared state, so one mutex
+ * guards them (taken only on the limited path, never by log_msg()). */
+
+static pthread_mutex_t limit_lock = PTHREAD_MUTEX_INITIALIZER;
+static log_limit *limits; /* every site that has logged */
+
+#define LOG_LIMIT_WINDOW_NS ((uint64_t)LOG_LIMIT_WINDOW_MS * 1000000u)
+
+/* The window of @p l has ended: tell what it suppressed, start anew.
+ * Under limit_lock. */
+static void window_roll(log_limit *l, uint64_t now)
+{
+    if (l->suppressed > 0 && l->level <= atomic_load(&max_level)) {
+        char line[1024];
+        snprintf(line, sizeof(line),
+                 "suppressed %u similar lines in %d s (\"%s\")", l->suppressed,
+                 LOG_LIMIT_WINDOW_MS / 1000, l->site);
+        emit(l->level, line);
+    }
+    l->window_start_ns = now;
+    l->lines = 0;
+    l->suppressed = 0;
+}
+
+void log_limited_msg(log_limit *l, int level, const char *fmt, ...)
+{
+    char line[1024];
+    va_list ap;
+    uint64_t now = retryd__clock_monotonic_ns();
+
+    if (level > atomic_load(&max_level))
+        return;
+    pthread_mutex_lock(&limit_lock);
+    if (!l->linked) {
+        l->site = fmt;
+        l->level = level;
+        l->linked = true;
+        l->window_start_ns = now;
+        l->next = limits;
+        limits = l;
+    }
+    if (now - l->window_start_ns >= LOG_LIMIT_WINDOW_NS)
+        window_roll(l, now);
+    bool print = l->lines < LOG_LIMIT_LINES;
+    if (print)
+        l->lines++;
     else
-        fprintf(stderr, "retryd: %s: %s\n", level_name(level), line);
+        l->suppressed++;
+    if (print) {
+        va_start(ap, fmt);
+        vsnprintf(line, sizeof(line), fmt, ap);
+        va_end(ap);
+        emit(level, line);
+    }
+    pthread_mutex_unlock(&limit_lock);
+}
+
+void log_flush_suppressed(void)
+{
+    uint64_t now = retryd__clock_monotonic_ns();
+    pthread_mutex_lock(&limit_lock);
+    for (log_limit *l = limits; l != NULL; l = l->next)
+        if (l->suppressed > 0 &&
+            now - l->window_start_ns >= LOG_LIMIT_WINDOW_NS)
+            window_roll(l, now);
+    pthread_mutex_unlock(&limit_lock);
 }

@@ -2,20 +2,56 @@
  * Logging to stderr with levels. Under systemd (JOURNAL_STREAM set) each
  * line starts with a syslog priority "<N>", which journald turns into the
  * entry's priority; elsewhere lines read "retryd: level: message".
+ *
+ * A line a peer can make the daemon repeat (a refused connection, a
+ * refused slot, an attach or a hang-up) goes through log_limited(): at
+ * most LOG_LIMIT_LINES lines per call site in each LOG_LIMIT_WINDOW_MS,
+ * then one "suppressed K similar lines" line for the window, so no peer
+ * can fill the journal.
  */
 #ifndef RETRYD_LOG_H
 #define RETRYD_LOG_H
 
+#include <stdint.h>
+
 enum log_level { LOG_ERR = 3, LOG_WARN = 4, LOG_INFO = 6, LOG_DEBUG = 7 };
+
+/* Lines per call site per window; what is over is counted, then told. */
+#define LOG_LIMIT_LINES 5
+#define LOG_LIMIT_WINDOW_MS 10000
+
+/* One call site's window. Static storage, zero-initialised; log.c links
+ * it into its list on first use, to report what it suppressed. */
+typedef struct log_limit {
+    const char *site; /* what the "suppressed" line names: the format */
+    int level;
+    uint64_t window_start_ns;
+    unsigned lines;      /* printed in this window */
+    unsigned suppressed; /* counted in this window */
+    struct log_limit *next;
+    _Bool linked;
+} log_limit;
 
 void log_set_level(int level);
 int log_level_parse(const char *name); /* -1 for an unknown name */
 void log_msg(int level, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+void log_limited_msg(log_limit *l, int level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Report the suppressed lines of windows that have ended (the heartbeat
+ * calls it, so a count is told even when no further line comes). */
+void log_flush_suppressed(void);
 
 #define log_err(...) log_msg(LOG_ERR, __VA_ARGS__)
 #define log_warn(...) log_msg(LOG_WARN, __VA_ARGS__)
 #define log_info(...) log_msg(LOG_INFO, __VA_ARGS__)
 #define log_debug(...) log_msg(LOG_DEBUG, __VA_ARGS__)
+
+/* A rate-limited line; the call site is the key. */
+#define log_limited(level, ...)                                                \
+    do {                                                                       \
+        static log_limit log__site;                                            \
+        log_limited_msg(&log__site, level, __VA_ARGS__);                       \
+    } while (0)
 
 #endif
