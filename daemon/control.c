@@ -2,10 +2,18 @@
  * The control socket: hello, attach, register, drain, retire.
  *
  * Every peer is identified by the kernel (SO_PEERCRED, SO_PEERGROUPS) and
- * checked against the configured users and groups before its first
- * request is served. Frames are length-checked before they are read
- * (frame.h). A peer that sends garbage gets an error reply and loses its
- * connection; nothing it sends can stop the daemon serving others.
+ * checked against the configured users and groups when it is accepted: an
+ * unauthorised one is refused at once and never counted. Frames are
+ * length-checked before they are read (frame.h). A peer that sends
+ * garbage gets an error reply and loses its connection.
+ *
+ * Nothing here waits for a peer: sockets are non-blocking, input is read
+ * into a per-connection frame buffer, replies are queued (at most
+ * CONTROL_OUTPUT_MAX) and written when epoll says the socket takes them.
+ * Every unfinished thing a peer can leave (no hello, half a frame, unread
+ * replies, an idle connection) has a deadline (daemon.h), and what it can
+ * hold (connections without a process slot) is limited per user and per
+ * process; so no peer can stop the daemon serving the others.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -16,6 +24,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "base/clock.h"
 #include "daemon.h"
 #include "shared/frame.h"
 #include "log.h"
@@ -26,20 +35,52 @@ struct conn {
     conn *prev, *next; /* d->conns */
     conn *next_dead;   /* d->dead: closed, freed after the epoll batch */
     bool dead;
+    bool greeted;
+    bool closing;  /* answered for the last time: close once flushed */
+    bool overflow; /* its unread replies went over CONTROL_OUTPUT_MAX */
     int fd;
     watch w;
+    uint32_t events; /* what epoll watches for it now */
     pid_t pid;
     uid_t uid;
-    bool authorised;
-    bool greeted;
     int32_t slot; /* process slot attached through this connection, or -1 */
-    uint8_t *buf; /* RETRYD_FRAME_HEADER + RETRYD_FRAME_REQUEST_MAX bytes */
-    size_t len;
+    /* The frame being read: its header, then a body of the announced
+     * length (at most RETRYD_FRAME_REQUEST_MAX, checked first). */
+    uint8_t hdr[RETRYD_FRAME_HEADER];
+    size_t hdr_len;
+    uint8_t *body;
+    size_t body_len, body_got;
+    /* Replies not yet taken by the kernel, at most CONTROL_OUTPUT_MAX. */
+    uint8_t *out;
+    size_t out_off, out_len;
+    size_t pass_at; /* the byte of out the passed descriptor rides on */
+    int pass_fd;    /* -1: none to pass */
+    struct {
+        conn *prev, *next;
+        uint64_t due_ns;
+        bool queued;
+    } t[CONN_TIMERS];
     char client[64];
 };
 
-#define CONN_BUF (RETRYD_FRAME_HEADER + RETRYD_FRAME_REQUEST_MAX)
-#define REPLY_TIMEOUT_MS 1000
+static const uint64_t timer_ms[CONN_TIMERS] = {
+    [CONN_T_HELLO] = CONTROL_HELLO_TIMEOUT_MS,
+    [CONN_T_FRAME] = CONTROL_FRAME_TIMEOUT_MS,
+    [CONN_T_IDLE] = CONTROL_IDLE_TIMEOUT_MS,
+    [CONN_T_WRITE] = CONTROL_WRITE_TIMEOUT_MS,
+};
+
+static const char *const timer_name[CONN_TIMERS] = {
+    [CONN_T_HELLO] = "no hello in time",
+    [CONN_T_FRAME] = "a frame left unfinished",
+    [CONN_T_IDLE] = "idle without a process slot",
+    [CONN_T_WRITE] = "replies left unread",
+};
+
+static uint64_t now_ns(void)
+{
+    return retryd__clock_monotonic_ns();
+}
 
 static bool group_allowed(gid_t g, const config *c, bool stats)
 {
@@ -72,6 +113,54 @@ bool daemon_peer_allowed(int fd, uid_t uid, gid_t gid, const config *c,
     return false;
 }
 
+/* --- deadlines ----------------------------------------------------------- */
+
+static void timer_stop(server *d, conn *c, enum conn_timer k)
+{
+    if (!c->t[k].queued)
+        return;
+    conn_queue *q = &d->timers[k];
+    if (c->t[k].prev != NULL)
+        c->t[k].prev->t[k].next = c->t[k].next;
+    else
+        q->head = c->t[k].next;
+    if (c->t[k].next != NULL)
+        c->t[k].next->t[k].prev = c->t[k].prev;
+    else
+        q->tail = c->t[k].prev;
+    c->t[k].prev = c->t[k].next = NULL;
+    c->t[k].queued = false;
+    if (k == CONN_T_IDLE)
+        d->n_unattached--;
+}
+
+/* (Re)start timer @p k of @p c from now: to the tail of its queue. */
+static void timer_start(server *d, conn *c, enum conn_timer k)
+{
+    timer_stop(d, c, k);
+    conn_queue *q = &d->timers[k];
+    c->t[k].due_ns = now_ns() + timer_ms[k] * 1000000u;
+    c->t[k].prev = q->tail;
+    c->t[k].next = NULL;
+    if (q->tail != NULL)
+        q->tail->t[k].next = c;
+    else
+        q->head = c;
+    q->tail = c;
+    c->t[k].queued = true;
+    if (k == CONN_T_IDLE)
+        d->n_unattached++;
+}
+
+/* Traffic on an unattached connection: it is the most recently active. */
+static void conn_active(server *d, conn *c)
+{
+    if (c->t[CONN_T_IDLE].queued)
+        timer_start(d, c, CONN_T_IDLE);
+}
+
+/* --- connections --------------------------------------------------------- */
+
 static void conn_free(server *d, conn *c)
 {
     if (c->prev != NULL)
@@ -80,10 +169,13 @@ static void conn_free(server *d, conn *c)
         d->conns = c->next;
     if (c->next != NULL)
         c->next->prev = c->prev;
+    for (int k = 0; k < CONN_TIMERS; k++)
+        timer_stop(d, c, (enum conn_timer)k);
     epoll_ctl(d->epfd, EPOLL_CTL_DEL, c->fd, NULL);
     close(c->fd);
-    free(c->buf);
-    c->buf = NULL;
+    free(c->body);
+    free(c->out);
+    c->body = c->out = NULL;
     /* Other events of the current epoll batch may still point at it: it
      * is freed when the batch is done (control_reap). */
     c->dead = true;
@@ -111,66 +203,346 @@ static void conn_close(server *d, conn *c)
     if (c->slot >= 0) {
         uint32_t slot = (uint32_t)c->slot;
         d->procs[slot].conn = NULL;
-        log_info("pid %d detached (process slot %u)", (int)c->pid, slot);
+        log_limited(LOG_INFO, "pid %d detached (process slot %u)", (int)c->pid,
+                    slot);
         daemon_release_process(d, slot);
     }
     conn_free(d, c);
 }
 
+/* Watch for input unless closing, for output while replies wait. */
+static void conn_watch(server *d, conn *c)
+{
+    uint32_t want = c->closing ? 0 : EPOLLIN | EPOLLRDHUP;
+    if (c->out_off < c->out_len)
+        want |= EPOLLOUT;
+    if (want == c->events)
+        return;
+    struct epoll_event ev = {.events = want, .data.ptr = &c->w};
+    if (epoll_ctl(d->epfd, EPOLL_CTL_MOD, c->fd, &ev) == 0)
+        c->events = want;
+}
+
+/* One send of out[off, end), with the descriptor to pass when it rides on
+ * the first of these bytes. */
+static ssize_t send_part(conn *c, size_t end, bool with_fd)
+{
+    union {
+        struct cmsghdr h;
+        char space[CMSG_SPACE(sizeof(int))];
+    } ctl;
+    struct iovec iov = {.iov_base = c->out + c->out_off,
+                        .iov_len = end - c->out_off};
+    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+    if (with_fd) {
+        memset(&ctl, 0, sizeof(ctl));
+        mh.msg_control = ctl.space;
+        mh.msg_controllen = sizeof(ctl.space);
+        struct cmsghdr *h = CMSG_FIRSTHDR(&mh);
+        h->cmsg_level = SOL_SOCKET;
+        h->cmsg_type = SCM_RIGHTS;
+        h->cmsg_len = CMSG_LEN(sizeof(int));
+        memcpy(CMSG_DATA(h), &c->pass_fd, sizeof(int));
+    }
+    return sendmsg(c->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+/*
+ * Hand the kernel what it takes of the queued replies, never waiting: the
+ * rest waits for EPOLLOUT, under CONN_T_WRITE. Returns 0, or < 0 when the
+ * connection is to be closed (the peer is gone, or it was closing and all
+ * is sent).
+ */
+static int conn_flush(server *d, conn *c)
+{
+    bool progress = false;
+    while (c->out_off < c->out_len) {
+        bool pass = c->pass_fd >= 0;
+        size_t end = pass && c->out_off < c->pass_at ? c->pass_at : c->out_len;
+        ssize_t w = send_part(c, end, pass && c->out_off == c->pass_at);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            break;
+        if (w <= 0)
+            return -1; /* EPIPE, ECONNRESET: gone */
+        if (pass && c->out_off == c->pass_at)
+            c->pass_fd = -1; /* it went with the first byte */
+        c->out_off += (size_t)w;
+        progress = true;
+    }
+    if (c->out_off == c->out_len) {
+        c->out_off = c->out_len = 0;
+        timer_stop(d, c, CONN_T_WRITE);
+        if (c->closing)
+            return -1;
+    } else if (progress || !c->t[CONN_T_WRITE].queued) {
+        timer_start(d, c, CONN_T_WRITE);
+    }
+    if (progress)
+        conn_active(d, c);
+    conn_watch(d, c);
+    return 0;
+}
+
+/* --- admission ----------------------------------------------------------- */
+
+/* Unattached connections of @p uid (all uids when @p any_uid) and, of
+ * those, of @p pid. */
+static unsigned count_unattached(const server *d, bool any_uid, uid_t uid,
+                                 bool any_pid, pid_t pid)
+{
+    unsigned n = 0;
+    for (conn *c = d->timers[CONN_T_IDLE].head; c; c = c->t[CONN_T_IDLE].next)
+        n += (any_uid || c->uid == uid) && (any_pid || c->pid == pid);
+    return n;
+}
+
+/*
+ * The connection to evict among @p uid's unattached ones (any uid's when
+ * @p any_uid): of the holder (the uid, then within it the pid) with the
+ * most, its least recently active; ties go to the least recently active.
+ * *ret_held is that holder's count.
+ */
+static conn *pick_victim(const server *d, bool any_uid, uid_t uid,
+                         unsigned *ret_held)
+{
+    conn *best = NULL;
+    unsigned best_uid = 0, best_pid = 0;
+    for (conn *c = d->timers[CONN_T_IDLE].head; c; c = c->t[CONN_T_IDLE].next) {
+        if (!any_uid && c->uid != uid)
+            continue;
+        unsigned nu = count_unattached(d, false, c->uid, true, 0);
+        unsigned np = count_unattached(d, false, c->uid, false, c->pid);
+        if (nu > best_uid || (nu == best_uid && np > best_pid)) {
+            best = c;
+            best_uid = nu;
+            best_pid = np;
+        }
+    }
+    *ret_held = any_uid ? best_uid : best_pid;
+    return best;
+}
+
+/*
+ * Whether a new connection of @p uid and @p pid may be served, evicting
+ * one when that is fair: when its user holds CONTROL_PER_UID_MAX, the
+ * oldest idle one of the user's process holding the most; when the pool
+ * is full, the oldest idle one of the user holding the most. Eviction is
+ * done only from a holder with more than the newcomer's, so any number of
+ * connections of one user cannot keep another user out. NULL, or why not.
+ */
+static const char *admit(server *d, uid_t uid, pid_t pid)
+{
+    unsigned mine_pid = count_unattached(d, false, uid, false, pid);
+    unsigned mine_uid = count_unattached(d, false, uid, true, 0);
+    unsigned held;
+    conn *victim;
+
+    if (mine_pid >= CONTROL_PER_PID_MAX)
+        return "too many connections from this process";
+    if (mine_uid >= CONTROL_PER_UID_MAX) {
+        victim = pick_victim(d, false, uid, &held);
+        if (victim == NULL || held <= mine_pid)
+            return "too many connections from this user";
+    } else if (d->n_unattached >= DAEMON_SPARE_CONNECTIONS) {
+        victim = pick_victim(d, true, 0, &held);
+        if (victim == NULL || held <= mine_uid)
+            return "too many connections";
+    } else {
+        return NULL;
+    }
+    log_limited(LOG_WARN,
+                "control connection of pid %d uid %u evicted (idle, no "
+                "process slot) for pid %d uid %u",
+                (int)victim->pid, (unsigned)victim->uid, (int)pid,
+                (unsigned)uid);
+    conn_close(d, victim);
+    return NULL;
+}
+
+/* --- refused peers ------------------------------------------------------- */
+
+static void refused_close_oldest(server *d)
+{
+    close(d->refused_fd[d->refused_first]);
+    d->refused_first = (d->refused_first + 1) % CONTROL_REFUSED_LINGER_MAX;
+    d->refused_n--;
+}
+
+/*
+ * An unauthorised peer: tell it so at once (one non-blocking send into an
+ * empty socket), stop sending, and never read it. It is not counted
+ * against anyone. The descriptor lingers briefly, half-closed: closed at
+ * once, the peer's hello (often in flight) would fail on a dead socket
+ * before it could read why.
+ */
+static void refuse(server *d, int fd, const char *why)
+{
+    Retryd__ControlReply rep;
+    retryd__control_reply__init(&rep);
+    rep.error = RETRYD_EPERM;
+    rep.message = (char *)(uintptr_t)why;
+    uint8_t buf[256];
+    size_t n = protobuf_c_message_get_packed_size(&rep.base);
+    if (n <= sizeof(buf) - RETRYD_FRAME_HEADER) {
+        buf[0] = (uint8_t)(n >> 24), buf[1] = (uint8_t)(n >> 16);
+        buf[2] = (uint8_t)(n >> 8), buf[3] = (uint8_t)n;
+        protobuf_c_message_pack(&rep.base, buf + RETRYD_FRAME_HEADER);
+        (void)!send(fd, buf, n + RETRYD_FRAME_HEADER,
+                    MSG_NOSIGNAL | MSG_DONTWAIT);
+    }
+    shutdown(fd, SHUT_WR);
+    if (d->refused_n == CONTROL_REFUSED_LINGER_MAX)
+        refused_close_oldest(d);
+    unsigned i = (d->refused_first + d->refused_n) % CONTROL_REFUSED_LINGER_MAX;
+    d->refused_fd[i] = fd;
+    d->refused_due_ns[i] = now_ns() + CONTROL_REFUSED_LINGER_MS * 1000000ull;
+    d->refused_n++;
+}
+
+/* A new authorised connection: watched, and under its hello and idle
+ * deadlines. */
+static void conn_open(server *d, int fd, const struct ucred *cr)
+{
+    conn *c = calloc(1, sizeof(*c));
+    if (c == NULL) {
+        close(fd);
+        return;
+    }
+    *c = (conn){.fd = fd,
+                .w = {.kind = WATCH_CONN, .ptr = c},
+                .events = EPOLLIN | EPOLLRDHUP,
+                .pid = cr->pid,
+                .uid = cr->uid,
+                .slot = -1,
+                .pass_fd = -1};
+    struct epoll_event ev = {.events = c->events, .data.ptr = &c->w};
+    if (epoll_ctl(d->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+        close(fd);
+        free(c);
+        return;
+    }
+    d->n_conns++;
+    c->next = d->conns;
+    if (d->conns != NULL)
+        d->conns->prev = c;
+    d->conns = c;
+    timer_start(d, c, CONN_T_HELLO);
+    timer_start(d, c, CONN_T_IDLE);
+}
+
+static void accept_one(server *d, int fd)
+{
+    struct ucred cr;
+    socklen_t len = sizeof(cr);
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) < 0) {
+        log_limited(LOG_WARN, "control connection refused: no peer "
+                              "credentials");
+        close(fd);
+        return;
+    }
+    if (!daemon_peer_allowed(fd, cr.uid, cr.gid, d->cfg, false)) {
+        log_limited(LOG_WARN,
+                    "pid %d uid %u is not authorised (allow_users, "
+                    "allow_groups): connection refused",
+                    (int)cr.pid, (unsigned)cr.uid);
+        refuse(d, fd, "not authorised");
+        return;
+    }
+    const char *why = admit(d, cr.uid, cr.pid);
+    if (why != NULL) {
+        log_limited(LOG_WARN, "control connection of pid %d uid %u refused: %s",
+                    (int)cr.pid, (unsigned)cr.uid, why);
+        close(fd);
+        return;
+    }
+    conn_open(d, fd, &cr);
+}
+
 int control_accept(server *d)
 {
-    for (;;) {
+    for (int i = 0; i < CONTROL_ACCEPT_BATCH; i++) {
         int fd =
             accept4(d->control_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0)
             return errno == EAGAIN || errno == EINTR ? 0 : -errno;
-        struct ucred cr;
-        socklen_t len = sizeof(cr);
-        unsigned max = d->seg.view.process_capacity + DAEMON_SPARE_CONNECTIONS;
-        if (d->n_conns >= max ||
-            getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) < 0) {
-            log_warn("control connection refused: %s",
-                     d->n_conns >= max ? "too many connections"
-                                       : "no peer credentials");
-            close(fd);
-            continue;
+        accept_one(d, fd);
+    }
+    return 0; /* the rest next turn: epoll is level-triggered */
+}
+
+int control_next_timeout_ms(const server *d)
+{
+    uint64_t due = UINT64_MAX, now = now_ns();
+    for (int k = 0; k < CONN_TIMERS; k++)
+        if (d->timers[k].head != NULL && d->timers[k].head->t[k].due_ns < due)
+            due = d->timers[k].head->t[k].due_ns;
+    if (d->refused_n > 0 && d->refused_due_ns[d->refused_first] < due)
+        due = d->refused_due_ns[d->refused_first];
+    if (due == UINT64_MAX)
+        return -1;
+    if (due <= now)
+        return 0;
+    /* Rounded up: waking before the deadline would only wait again. */
+    uint64_t ms = (due - now + 999999) / 1000000;
+    return ms > 60000 ? 60000 : (int)ms;
+}
+
+void control_expire(server *d)
+{
+    uint64_t now = now_ns();
+    while (d->refused_n > 0 && d->refused_due_ns[d->refused_first] <= now)
+        refused_close_oldest(d);
+    for (int k = 0; k < CONN_TIMERS; k++) {
+        conn *c;
+        while ((c = d->timers[k].head) != NULL && c->t[k].due_ns <= now) {
+            log_limited(LOG_INFO,
+                        "control connection of pid %d uid %u closed: %s",
+                        (int)c->pid, (unsigned)c->uid, timer_name[k]);
+            conn_close(d, c);
         }
-        conn *c = calloc(1, sizeof(*c));
-        if (c == NULL) {
-            close(fd);
-            continue;
-        }
-        *c = (conn){.fd = fd,
-                    .w = {.kind = WATCH_CONN, .ptr = c},
-                    .pid = cr.pid,
-                    .uid = cr.uid,
-                    .authorised =
-                        daemon_peer_allowed(fd, cr.uid, cr.gid, d->cfg, false),
-                    .slot = -1};
-        struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP,
-                                 .data.ptr = &c->w};
-        if (epoll_ctl(d->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
-            close(fd);
-            free(c);
-            continue;
-        }
-        d->n_conns++;
-        c->next = d->conns;
-        if (d->conns != NULL)
-            d->conns->prev = c;
-        d->conns = c;
-        if (!c->authorised)
-            log_warn("pid %d uid %u is not authorised (allow_users, "
-                     "allow_groups)",
-                     (int)cr.pid, (unsigned)cr.uid);
     }
 }
 
 /* --- replies ------------------------------------------------------------- */
 
+/* Queue @p rep (with @p pass_fd riding on its first byte when >= 0); the
+ * caller's turn ends with conn_flush(). < 0 when the peer let more than
+ * CONTROL_OUTPUT_MAX pile up: the connection is closed. */
 static int reply(conn *c, Retryd__ControlReply *rep, int pass_fd)
 {
-    return retryd__frame_send(c->fd, &rep->base, pass_fd, REPLY_TIMEOUT_MS);
+    size_t n = protobuf_c_message_get_packed_size(&rep->base);
+    size_t need = RETRYD_FRAME_HEADER + n;
+    if (c->out_off > 0) { /* what was sent makes room at the front */
+        memmove(c->out, c->out + c->out_off, c->out_len - c->out_off);
+        c->out_len -= c->out_off;
+        if (c->pass_fd >= 0)
+            c->pass_at -= c->out_off;
+        c->out_off = 0;
+    }
+    if (c->out_len + need > CONTROL_OUTPUT_MAX ||
+        (pass_fd >= 0 && c->pass_fd >= 0)) {
+        log_limited(LOG_WARN,
+                    "pid %d uid %u does not read its replies: closing",
+                    (int)c->pid, (unsigned)c->uid);
+        c->overflow = true;
+        return RETRYD_EFULL;
+    }
+    uint8_t *grown = realloc(c->out, c->out_len + need);
+    if (grown == NULL)
+        return RETRYD_ENOMEM;
+    c->out = grown;
+    uint8_t *p = c->out + c->out_len;
+    p[0] = (uint8_t)(n >> 24), p[1] = (uint8_t)(n >> 16);
+    p[2] = (uint8_t)(n >> 8), p[3] = (uint8_t)n;
+    protobuf_c_message_pack(&rep->base, p + RETRYD_FRAME_HEADER);
+    if (pass_fd >= 0) {
+        c->pass_fd = pass_fd;
+        c->pass_at = c->out_len;
+    }
+    c->out_len += need;
+    return 0;
 }
 
 static int reply_error(conn *c, int err, const char *message)
@@ -197,6 +569,7 @@ static int on_hello(server *d, conn *c, const Retryd__Hello *h)
     }
     snprintf(c->client, sizeof(c->client), "%s", h->client ? h->client : "");
     c->greeted = true;
+    timer_stop(d, c, CONN_T_HELLO);
     hr.protocol_version = RETRYD_PROTOCOL_VERSION;
     hr.generation = d->seg.generation;
     hr.daemon_version = RETRYD_DAEMON_VERSION;
@@ -242,6 +615,14 @@ static int on_attach(server *d, conn *c, const Retryd__Attach *a)
     if (c->slot >= 0)
         return reply_error(c, RETRYD_EPROTO, "already attached");
     int r = attach_slot(d, c, a, &slot);
+    if (r == RETRYD_EFULL)
+        log_limited(LOG_WARN,
+                    "pid %d uid %u (%s) refused a process slot: all %u are "
+                    "taken (raise process_capacity); it spends from a local "
+                    "budget",
+                    (int)c->pid, (unsigned)c->uid,
+                    c->client[0] ? c->client : "?",
+                    d->seg.view.process_capacity);
     if (r < 0)
         return reply_error(c, r,
                            r == RETRYD_EFULL ? "no free process slot (raise "
@@ -249,9 +630,12 @@ static int on_attach(server *d, conn *c, const Retryd__Attach *a)
                                              : "cannot attach this process");
     c->slot = (int32_t)slot;
     d->procs[slot].conn = c;
-    log_info("pid %d (%s) attached to process slot %u%s", (int)c->pid,
-             c->client[0] ? c->client : "?", slot,
-             a->resume ? " (resumed)" : "");
+    /* Attached: its connection is how its hang-up is seen, so it leaves
+     * the unattached pool and its idle deadline. */
+    timer_stop(d, c, CONN_T_IDLE);
+    log_limited(LOG_INFO, "pid %d (%s) attached to process slot %u%s",
+                (int)c->pid, c->client[0] ? c->client : "?", slot,
+                a->resume ? " (resumed)" : "");
     ar.process_slot = slot;
     ar.generation = d->seg.generation;
     ar.layout_version = SEG_LAYOUT_VERSION;
@@ -311,8 +695,8 @@ static int on_drain(server *d, conn *c, const Retryd__Drain *dr)
     Retryd__ControlReply rep;
     retryd__control_reply__init(&rep);
     owner_set_draining(&d->seg, dr->on);
-    log_info("host-wide draining %s (by pid %d)", dr->on ? "on" : "off",
-             (int)c->pid);
+    log_limited(LOG_INFO, "host-wide draining %s (by pid %d)",
+                dr->on ? "on" : "off", (int)c->pid);
     return reply(c, &rep, -1);
 }
 
@@ -328,10 +712,6 @@ static int on_retire(server *d, conn *c, const Retryd__Retire *rt)
 
 static int dispatch(server *d, conn *c, const Retryd__ControlRequest *req)
 {
-    if (!c->authorised) {
-        reply_error(c, RETRYD_EPERM, "not authorised");
-        return -1;
-    }
     if (!c->greeted && req->body_case != RETRYD__CONTROL_REQUEST__BODY_HELLO) {
         reply_error(c, RETRYD_EPROTO, "hello first");
         return -1;
@@ -353,81 +733,118 @@ static int dispatch(server *d, conn *c, const Retryd__ControlRequest *req)
     }
 }
 
-/* How many bytes to read for the frame being assembled: the rest of its
- * header, then the rest of the body it announces, never into the next
- * frame. 0 for a length above the cap (handle_frame() refuses it). */
-static size_t frame_wanted(const conn *c)
+/* The frame is done with: ready for the next one. */
+static void frame_reset(server *d, conn *c)
 {
-    const uint8_t *body;
-    size_t body_len, used;
-    if (c->len < RETRYD_FRAME_HEADER)
-        return RETRYD_FRAME_HEADER - c->len;
-    if (retryd__frame_decode(c->buf, c->len, RETRYD_FRAME_REQUEST_MAX, &body,
-                             &body_len, &used) < 0)
-        return 0;
-    return RETRYD_FRAME_HEADER + body_len - c->len;
+    free(c->body);
+    c->body = NULL;
+    c->hdr_len = c->body_len = c->body_got = 0;
+    timer_stop(d, c, CONN_T_FRAME);
 }
 
-/* Serve the buffered frame if it is whole: 1 when served, 0 when more
- * bytes are needed, < 0 to close the connection. */
-static int handle_frame(server *d, conn *c)
+/* Unpack and serve the whole frame in c->body; < 0 when the connection is
+ * to close after its replies. */
+static int serve_frame(server *d, conn *c)
 {
-    const uint8_t *body;
-    size_t body_len, used;
-    int dec = retryd__frame_decode(c->buf, c->len, RETRYD_FRAME_REQUEST_MAX,
-                                   &body, &body_len, &used);
-    if (dec == 1)
-        return 0;
-    if (dec < 0) {
-        log_warn("pid %d: oversized frame: closing", (int)c->pid);
-        reply_error(c, RETRYD_EPROTO, "frame length out of bounds");
-        return -1;
-    }
     Retryd__ControlRequest *req =
-        retryd__control_request__unpack(NULL, body_len, body);
-    c->len = 0;
+        retryd__control_request__unpack(NULL, c->body_len, c->body);
+    frame_reset(d, c);
     if (req == NULL) {
-        log_warn("pid %d: undecodable request: closing", (int)c->pid);
+        log_limited(LOG_WARN, "pid %d: undecodable request: closing",
+                    (int)c->pid);
         reply_error(c, RETRYD_EPROTO, "malformed request");
         return -1;
     }
     int r = dispatch(d, c, req);
     retryd__control_request__free_unpacked(req, NULL);
-    return r < 0 ? r : 1;
+    return r;
+}
+
+/* The header is whole: check the length before anything is allocated or
+ * read for it. < 0 to close. */
+static int frame_header(conn *c)
+{
+    const uint8_t *body;
+    size_t used;
+    if (retryd__frame_decode(c->hdr, c->hdr_len, RETRYD_FRAME_REQUEST_MAX,
+                             &body, &c->body_len, &used) < 0) {
+        log_limited(LOG_WARN, "pid %d: oversized frame: closing", (int)c->pid);
+        reply_error(c, RETRYD_EPROTO, "frame length out of bounds");
+        return -1;
+    }
+    if (c->body_len > 0 && (c->body = malloc(c->body_len)) == NULL)
+        return -1;
+    return 0;
 }
 
 /*
- * At most one frame per readiness event (a read for its header, one for
- * its body): what the peer sent beyond it stays in the socket, and the
- * level-triggered epoll comes back to it after every other ready
- * descriptor had its turn. A peer that writes without pause cannot hold
- * the loop. A hang-up is noticed as end of file, after the frames sent
- * before it.
+ * One read toward the frame being assembled: the rest of its header, then
+ * the rest of the body it announced, never into the next frame. Returns 1
+ * when the frame is whole, 0 when more is to come (EAGAIN), < 0 to close
+ * (end of file, an error, an oversized length).
  */
-void control_ready(server *d, conn *c)
+static int frame_read(server *d, conn *c)
 {
-    if (c->buf == NULL && (c->buf = malloc(CONN_BUF)) == NULL) {
+    bool in_header = c->hdr_len < RETRYD_FRAME_HEADER;
+    uint8_t *at = in_header ? c->hdr + c->hdr_len : c->body + c->body_got;
+    size_t want = in_header ? RETRYD_FRAME_HEADER - c->hdr_len
+                            : c->body_len - c->body_got;
+    ssize_t n = want > 0 ? read(c->fd, at, want) : 0;
+    if (want > 0 && n < 0 && (errno == EAGAIN || errno == EINTR))
+        return 0;
+    if (want > 0 && n <= 0)
+        return -2; /* EOF or error: the peer is gone */
+    if (c->hdr_len == 0 && n > 0)
+        timer_start(d, c, CONN_T_FRAME); /* a frame begun must end */
+    if (n > 0)
+        conn_active(d, c);
+    if (in_header) {
+        c->hdr_len += (size_t)n;
+        if (c->hdr_len < RETRYD_FRAME_HEADER)
+            return 0;
+        return frame_header(c) < 0 ? -1 : c->body_len == 0;
+    }
+    c->body_got += (size_t)n;
+    return c->body_got == c->body_len;
+}
+
+/* Input: at most one frame per readiness event (a read for its header,
+ * one for its body), so a peer that writes without pause delays the
+ * others by one request at most; level-triggered epoll comes back for
+ * the rest. < 0: close after the replies (-1) or at once (-2). */
+static int conn_input(server *d, conn *c)
+{
+    for (int reads = 0; reads < 2; reads++) {
+        int r = frame_read(d, c);
+        if (r <= 0)
+            return r;
+        if (r == 1)
+            return serve_frame(d, c) < 0 ? -1 : 0;
+    }
+    return 0;
+}
+
+/*
+ * A readiness event: input unless closing, then whatever output the
+ * kernel takes. A hang-up is noticed as end of file, after the frames
+ * sent before it; a peer that stopped reading keeps its replies here
+ * until CONTROL_OUTPUT_MAX or CONTROL_WRITE_TIMEOUT_MS.
+ */
+void control_ready(server *d, conn *c, uint32_t events)
+{
+    int r = 0;
+    if (!c->closing && (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)))
+        r = conn_input(d, c);
+    if (r == -2 || c->overflow) {
         conn_close(d, c);
         return;
     }
-    for (int reads = 0; reads < 2; reads++) {
-        size_t want = frame_wanted(c);
-        if (want > 0) {
-            ssize_t n = read(c->fd, c->buf + c->len, want);
-            if (n < 0 && (errno == EAGAIN || errno == EINTR))
-                return; /* epoll says when there is more */
-            if (n <= 0) {
-                conn_close(d, c); /* EOF or error: the peer is gone */
-                return;
-            }
-            c->len += (size_t)n;
-        }
-        int r = handle_frame(d, c);
-        if (r < 0)
-            conn_close(d, c);
-        if (r != 0)
-            return;
+    if (r < 0) {
+        c->closing = true;
+        frame_reset(d, c);
     }
+    if (conn_flush(d, c) < 0)
+        conn_close(d, c);
 }
 
 int daemon_watch_process(server *d, uint32_t slot, int pidfd)
@@ -465,6 +882,8 @@ void control_close_all(server *d)
     while (d->conns != NULL)
         conn_free(d, d->conns);
     control_reap(d);
+    while (d->refused_n > 0)
+        refused_close_oldest(d);
     for (uint32_t i = 0; i < d->seg.view.process_capacity; i++) {
         d->procs[i].conn = NULL;
         if (d->procs[i].pidfd >= 0) {

@@ -17,10 +17,56 @@
 #include "registry.h"
 
 #define RETRYD_DAEMON_VERSION "0.1.0"
-/* Control connections beyond the process slots (operators, retrydctl). */
+
+/*
+ * What a peer of the control socket may hold (docs/daemon.md, "Limits").
+ * A connection that attached a process slot is bounded by the slots; every
+ * other one ("unattached": handshaking, or greeted without a slot, as
+ * retrydctl's) comes from a pool shared by all peers.
+ */
+/* Unattached connections, all peers together. */
 #define DAEMON_SPARE_CONNECTIONS 64
+/* Unattached connections of one user: half the pool, so another user
+ * always finds room (and evicts from the biggest holder when it is full). */
+#define CONTROL_PER_UID_MAX (DAEMON_SPARE_CONNECTIONS / 2)
+/* Unattached connections of one process; a client needs one. */
+#define CONTROL_PER_PID_MAX 8
+/* Connections accepted per turn of the loop, so a connect storm cannot
+ * hold it. */
+#define CONTROL_ACCEPT_BATCH 32
+/* Hello must arrive this soon after the connection is accepted. */
+#define CONTROL_HELLO_TIMEOUT_MS 1000
+/* A frame whose first byte arrived must be whole this soon (slowloris). */
+#define CONTROL_FRAME_TIMEOUT_MS 1000
+/* An unattached connection with no traffic for this long is closed. */
+#define CONTROL_IDLE_TIMEOUT_MS 10000
+/* Replies queued for a peer that read none of them for this long: closed. */
+#define CONTROL_WRITE_TIMEOUT_MS 2000
+/* Reply bytes queued for one connection; a peer that lets more pile up by
+ * not reading is closed. Replies are a few hundred bytes. */
+#define CONTROL_OUTPUT_MAX (16u * 1024)
+/* A refused (unauthorised) peer's descriptor is kept, half-closed and never
+ * read, at most this long and at most this many at once, so that the peer
+ * can read why before its first request fails on a closed socket. */
+#define CONTROL_REFUSED_LINGER_MS 250
+#define CONTROL_REFUSED_LINGER_MAX 64
 
 typedef struct conn conn;
+
+/* The control connections' deadlines: one FIFO per timeout. Each timeout
+ * has one length, so a queue is sorted by deadline when every push goes
+ * to its tail: expiring looks at heads only, pushing is O(1). */
+enum conn_timer {
+    CONN_T_HELLO, /* not greeted yet: accepted + CONTROL_HELLO_TIMEOUT_MS */
+    CONN_T_FRAME, /* a frame begun: first byte + CONTROL_FRAME_TIMEOUT_MS */
+    CONN_T_IDLE,  /* unattached: last traffic + CONTROL_IDLE_TIMEOUT_MS */
+    CONN_T_WRITE, /* replies pending: last progress + CONTROL_WRITE_... */
+    CONN_TIMERS
+};
+
+typedef struct conn_queue {
+    conn *head, *tail;
+} conn_queue;
 
 /* What an epoll event points at. */
 typedef enum watch_kind {
@@ -58,6 +104,12 @@ typedef struct server {
     conn *conns; /* every open control connection */
     conn *dead;  /* closed during this epoll batch, freed after it */
     unsigned n_conns;
+    conn_queue timers[CONN_TIMERS];
+    unsigned n_unattached; /* the length of timers[CONN_T_IDLE] */
+    /* Refused peers' descriptors, oldest first (a ring). */
+    int refused_fd[CONTROL_REFUSED_LINGER_MAX];
+    uint64_t refused_due_ns[CONTROL_REFUSED_LINGER_MAX];
+    unsigned refused_first, refused_n;
     uint64_t started_ns;
     pthread_t stats_thread;
     bool stats_running;
@@ -70,8 +122,12 @@ typedef struct server {
 bool daemon_peer_allowed(int fd, uid_t uid, gid_t gid, const config *c,
                          bool stats);
 int control_accept(server *d);
-void control_ready(server *d, conn *c);
+void control_ready(server *d, conn *c, uint32_t events);
 void control_close_all(server *d);
+/* Milliseconds until the next control deadline (-1: none), for
+ * epoll_wait(); control_expire() closes what is due. */
+int control_next_timeout_ms(const server *d);
+void control_expire(server *d);
 /* Connections closed during an epoll batch stay allocated (events of the
  * same batch may name them) until control_reap() after the batch. */
 bool control_dead(const conn *c);
@@ -88,7 +144,17 @@ void daemon_release_process(server *d, uint32_t slot);
 int daemon_register(server *d, const char *name, const budget_params *given,
                     reg_entry *ret);
 
-/* stats.c: the stats thread. */
+/* stats.c: the stats thread. It serves many readers at once (its own
+ * epoll), each with a deadline; when all STATS_CONNECTIONS_MAX are taken
+ * the oldest is closed for the newcomer. */
+#define STATS_CONNECTIONS_MAX 64
+/* The request must arrive this soon after the connection is accepted. */
+#define STATS_REQUEST_TIMEOUT_MS 1000
+/* The reply must be read this soon after it was built. */
+#define STATS_REPLY_TIMEOUT_MS 5000
+/* Reply bytes waiting for all readers together; a request that would go
+ * over gets an error instead. */
+#define STATS_OUTPUT_TOTAL_MAX (64u * 1024 * 1024)
 int stats_start(server *d);
 void stats_stop(server *d);
 

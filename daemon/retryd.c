@@ -141,6 +141,7 @@ static void on_timer(server *d)
         errno != EAGAIN)
         log_warn("timer: %s", strerror(errno));
     owner_heartbeat(&d->seg);
+    log_flush_suppressed();
 }
 
 static void on_pid_exit(server *d, uint32_t slot)
@@ -152,8 +153,8 @@ static void on_pid_exit(server *d, uint32_t slot)
     struct pollfd pf = {.fd = d->procs[slot].pidfd, .events = POLLIN};
     if (pf.fd < 0 || poll(&pf, 1, 0) != 1)
         return;
-    log_info("pid %llu exited: freeing process slot %u",
-             (unsigned long long)atomic_load(&p->pid), slot);
+    log_limited(LOG_INFO, "pid %llu exited: freeing process slot %u",
+                (unsigned long long)atomic_load(&p->pid), slot);
     daemon_release_process(d, slot);
 }
 
@@ -272,8 +273,6 @@ static int setup(server *d)
                             d->cfg->stats_group);
     if (d->control_fd < 0 || d->stats_fd < 0)
         return -1;
-    /* The stats socket is served blocking, one client at a time. */
-    fcntl(d->stats_fd, F_SETFL, fcntl(d->stats_fd, F_GETFL) & ~O_NONBLOCK);
     if (watch_fd(d, d->control_fd, &w_listen) < 0 ||
         watch_fd(d, d->signal_fd, &w_signal) < 0 ||
         watch_fd(d, d->timer_fd, &w_timer) < 0 || stats_start(d) < 0)
@@ -318,7 +317,8 @@ static void run(server *d, int notify_fd)
              d->cfg->stats_socket);
     notify_ready(notify_fd);
     while (!stop) {
-        int n = epoll_wait(d->epfd, evs, 64, -1);
+        /* Woken by the next connection deadline at the latest. */
+        int n = epoll_wait(d->epfd, evs, 64, control_next_timeout_ms(d));
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0) {
@@ -333,7 +333,7 @@ static void run(server *d, int notify_fd)
                 break;
             case WATCH_CONN:
                 if (!control_dead(w->ptr))
-                    control_ready(d, w->ptr);
+                    control_ready(d, w->ptr, evs[i].events);
                 break;
             case WATCH_PIDFD:
                 on_pid_exit(d, w->slot);
@@ -346,6 +346,7 @@ static void run(server *d, int notify_fd)
                 break;
             }
         }
+        control_expire(d);
         control_reap(d);
     }
 }
