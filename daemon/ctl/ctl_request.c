@@ -1,187 +1,36 @@
 /*
  * retrydctl request: one HTTP request through libretryd and the host
- * budget, from a shell. Like curl, the response body goes to stdout; the
- * outcome word and the evidence go to stderr, and the exit code tells the
- * three answers apart:
+ * budget, from a shell, typed as with curl (ctl_request_opts.c). Like
+ * curl, the response body goes to stdout (or -o FILE); the outcome and the
+ * evidence go to stderr, and the exit code tells the three answers apart:
  *
- *   0  response   final headers arrived (whatever the status)
+ *   0  response   final headers arrived (whatever the status, unless -f)
  *   1  failure    no response, and nothing that must not run twice ran
  *   2  ambiguous  the request may have executed: reconcile before replaying
- *   64 bad usage, 70 could not run
+ *   22 -f and a status >= 400; 47 -L past --max-redirs; 64 usage; 70 error
  *
- * Without --safe or --idempotent a request is non-idempotent: the method
- * never decides.
+ * Without --safe, --idempotent or a key a request is non-idempotent: the
+ * method never decides, and -v (or an ambiguous answer) says so in words.
  */
 #include <curl/curl.h>
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <unistd.h>
 
 #include "ctl.h"
-#include "retryd/retryd.h"
+#include "ctl_request.h"
 
-enum {
-    REQ_EXIT_RESPONSE = 0,
-    REQ_EXIT_FAILURE = 1,
-    REQ_EXIT_AMBIGUOUS = 2,
-    MAX_HEADERS = 128,
-};
+/* One request of a call (the first, or a redirect's). */
+typedef struct hop {
+    char *url;          /* absolute, owned */
+    const char *method; /* a->method, or GET after a 303 */
+    bool with_body;
+} hop;
 
-static void usage(FILE *out)
-{
-    fprintf(
-        out,
-        "usage: retrydctl request [options] URL\n"
-        "  -X, --request METHOD     method (default GET, or POST with data)\n"
-        "  -H, --header 'N: v'      a request header (repeatable)\n"
-        "  -d, --data DATA          a body; @FILE reads a file (reopened per\n"
-        "                           attempt)\n"
-        "      --data-file PATH     the body from a file; '-' is stdin (one\n"
-        "                           shot: it cannot be sent twice)\n"
-        "      --safe               the operation is read-only\n"
-        "      --idempotent         executing it twice equals once\n"
-        "      --non-idempotent     it must not run twice (the default)\n"
-        "      --idempotency-key[=K]  send an Idempotency-Key (generated, or\n"
-        "                           K), the same on every attempt\n"
-        "      --deadline D         the whole call's time (default 30s)\n"
-        "      --max-attempts N     (default 3)\n"
-        "      --attempt-timeout D  (default 10s)\n"
-        "      --upstream NAME      the budget's name (default host:port)\n"
-        "      --http2 | --h2c      HTTP/2 over TLS, or cleartext HTTP/2\n"
-        "      --cacert FILE        trust this CA; -k, --insecure: trust any\n"
-        "      --trace              print the attempt log on stderr\n"
-        "      --control-socket P   the retryd daemon to share budgets with\n"
-        "exit: 0 response, 1 failure, 2 ambiguous, 64 usage, 70 error\n");
-}
-
-typedef struct req_args {
-    const char *method, *url, *data, *data_file, *key, *upstream, *cacert;
-    const char *control;
-    const char *headers[MAX_HEADERS + 2];
-    size_t n_headers;
-    retryd_idempotency idem;
-    bool want_key, trace, insecure;
-    int64_t deadline_ns, attempt_ns;
-    long max_attempts;
-    retryd_http_version version;
-} req_args;
-
-enum {
-    O_SAFE = 256,
-    O_IDEMPOTENT,
-    O_NON_IDEMPOTENT,
-    O_KEY,
-    O_DEADLINE,
-    O_MAX_ATTEMPTS,
-    O_ATTEMPT_TIMEOUT,
-    O_UPSTREAM,
-    O_HTTP2,
-    O_H2C,
-    O_CACERT,
-    O_TRACE,
-    O_DATA_FILE,
-    O_CONTROL,
-    O_HELP,
-};
-
-static const struct option options[] = {
-    {"request", required_argument, NULL, 'X'},
-    {"header", required_argument, NULL, 'H'},
-    {"data", required_argument, NULL, 'd'},
-    {"data-file", required_argument, NULL, O_DATA_FILE},
-    {"safe", no_argument, NULL, O_SAFE},
-    {"idempotent", no_argument, NULL, O_IDEMPOTENT},
-    {"non-idempotent", no_argument, NULL, O_NON_IDEMPOTENT},
-    {"idempotency-key", optional_argument, NULL, O_KEY},
-    {"deadline", required_argument, NULL, O_DEADLINE},
-    {"max-attempts", required_argument, NULL, O_MAX_ATTEMPTS},
-    {"attempt-timeout", required_argument, NULL, O_ATTEMPT_TIMEOUT},
-    {"upstream", required_argument, NULL, O_UPSTREAM},
-    {"http2", no_argument, NULL, O_HTTP2},
-    {"h2c", no_argument, NULL, O_H2C},
-    {"cacert", required_argument, NULL, O_CACERT},
-    {"insecure", no_argument, NULL, 'k'},
-    {"trace", no_argument, NULL, O_TRACE},
-    {"control-socket", required_argument, NULL, O_CONTROL},
-    {"help", no_argument, NULL, O_HELP},
-    {NULL, 0, NULL, 0},
-};
-
-static int bad(const char *what, const char *value)
-{
-    fprintf(stderr, "retrydctl request: invalid %s '%s'\n", what, value);
-    return CTL_EXIT_USAGE;
-}
-
-static int parse_one(req_args *a, int opt, const char *arg)
-{
-    switch (opt) {
-    case 'X':
-        a->method = arg;
-        break;
-    case 'H':
-        if (a->n_headers == MAX_HEADERS)
-            return bad("header count", arg);
-        a->headers[a->n_headers++] = arg;
-        break;
-    case 'd':
-        a->data = arg;
-        break;
-    case O_DATA_FILE:
-        a->data_file = arg;
-        break;
-    case O_SAFE:
-        a->idem = RETRYD_IDEMPOTENCY_SAFE;
-        break;
-    case O_IDEMPOTENT:
-        a->idem = RETRYD_IDEMPOTENCY_IDEMPOTENT;
-        break;
-    case O_NON_IDEMPOTENT:
-        a->idem = RETRYD_IDEMPOTENCY_NON_IDEMPOTENT;
-        break;
-    case O_KEY:
-        a->want_key = true;
-        a->key = arg;
-        break;
-    case O_DEADLINE:
-    case O_ATTEMPT_TIMEOUT:
-        if (retryd_duration_parse(arg, opt == O_DEADLINE ? &a->deadline_ns
-                                                         : &a->attempt_ns) < 0)
-            return bad("duration", arg);
-        break;
-    case O_MAX_ATTEMPTS:
-        if (!ctl_parse_long(arg, 1, 100, &a->max_attempts))
-            return bad("attempt count", arg);
-        break;
-    case O_UPSTREAM:
-        a->upstream = arg;
-        break;
-    case O_HTTP2:
-        a->version = RETRYD_HTTP_2_TLS;
-        break;
-    case O_H2C:
-        a->version = RETRYD_HTTP_2_PRIOR_KNOWLEDGE;
-        break;
-    case O_CACERT:
-        a->cacert = arg;
-        break;
-    case 'k':
-        a->insecure = true;
-        break;
-    case O_TRACE:
-        a->trace = true;
-        break;
-    case O_CONTROL:
-        a->control = arg;
-        break;
-    default:
-        return CTL_EXIT_USAGE;
-    }
-    return 0;
-}
+typedef struct output {
+    FILE *out; /* stdout or -o FILE */
+} output;
 
 /* Split URL into the profile's base (scheme://host[:port]) and the path
  * with its query. */
@@ -213,6 +62,34 @@ static int split_url(const char *url, char **base, char **path)
     return r;
 }
 
+/* @p location resolved against @p from (a redirect's target), malloc'ed,
+ * or NULL. */
+static char *resolve(const char *from, const char *location)
+{
+    CURLU *u = curl_url();
+    char *url = NULL, *copy = NULL;
+    if (u && curl_url_set(u, CURLUPART_URL, from, 0) == CURLUE_OK &&
+        curl_url_set(u, CURLUPART_URL, location, 0) == CURLUE_OK &&
+        curl_url_get(u, CURLUPART_URL, &url, 0) == CURLUE_OK)
+        copy = strdup(url);
+    curl_free(url);
+    curl_url_cleanup(u);
+    return copy;
+}
+
+/* The first URL: -G puts the data in its query, as curl does. */
+static char *first_url(const req_args *a)
+{
+    if (!a->get_query || a->data == NULL)
+        return strdup(a->url);
+    size_t n = strlen(a->url) + a->data_len + 2;
+    char *url = malloc(n);
+    if (url)
+        snprintf(url, n, "%s%c%s", a->url, strchr(a->url, '?') ? '&' : '?',
+                 a->data);
+    return url;
+}
+
 static long stdin_read(void *ctx, void *buf, size_t len)
 {
     (void)ctx;
@@ -230,17 +107,15 @@ static int make_body(const req_args *a, retryd_body **ret)
     }
     if (a->data_file)
         return retryd_body_new_file(a->data_file, ret);
-    if (a->data && a->data[0] == '@')
-        return retryd_body_new_file(a->data + 1, ret);
-    if (a->data)
-        return retryd_body_new_bytes(a->data, strlen(a->data), ret);
+    if (a->data && !a->get_query)
+        return retryd_body_new_bytes(a->data, a->data_len, ret);
     return 0;
 }
 
-static size_t to_stdout(const void *data, size_t len, void *ctx)
+static size_t to_output(const void *data, size_t len, void *ctx)
 {
-    (void)ctx;
-    return fwrite(data, 1, len, stdout);
+    output *o = ctx;
+    return fwrite(data, 1, len, o->out);
 }
 
 static void print_trace(const retryd_result *r)
@@ -263,97 +138,110 @@ static void print_trace(const retryd_result *r)
     }
 }
 
-static int report(const retryd_result *r)
+/* The rule that the method never decides, in words, where it matters: on
+ * -v, or when the answer is ambiguous because nothing was declared. */
+static void explain_idempotency(const req_args *a, const hop *h,
+                                const retryd_result *r)
+{
+    if (a->idem_declared ||
+        !(a->verbose || retryd_result_outcome(r) == RETRYD_OUTCOME_AMBIGUOUS))
+        return;
+    fprintf(stderr,
+            "retrydctl: no idempotency was declared, so %s %s was treated "
+            "as non-idempotent (retryd never infers it from the method): "
+            "after a timeout or a 502/503/504 it may have executed, so it "
+            "is not retried and the answer is ambiguous. If repeating it is "
+            "harmless, say --safe (read-only) or --idempotent; for a write "
+            "the upstream deduplicates, --idempotency-key.\n",
+            h->method, h->url);
+}
+
+static void print_headers(FILE *f, const char *prefix, const retryd_result *r)
+{
+    const retryd_attempt *last =
+        retryd_result_attempt(r, retryd_result_attempt_count(r) - 1);
+    int v = last->http_version ? last->http_version : 11;
+    if (v == 20)
+        fprintf(f, "%sHTTP/2 %d\r\n", prefix, retryd_result_status(r));
+    else
+        fprintf(f, "%sHTTP/%d.%d %d\r\n", prefix, v / 10, v % 10,
+                retryd_result_status(r));
+    for (size_t i = 0; i < retryd_result_header_count(r); i++) {
+        const char *name, *value;
+        if (retryd_result_header_at(r, i, &name, &value) == 0)
+            fprintf(f, "%s%s: %s\r\n", prefix, name, value);
+    }
+    fprintf(f, "%s\r\n", prefix);
+}
+
+static int summary(const req_args *a, const retryd_result *r)
 {
     retryd_outcome o = retryd_result_outcome(r);
     const retryd_decision *d = retryd_result_decision(r);
     const char *key = retryd_result_idempotency_key(r);
-    fprintf(stderr, "retrydctl: %s", retryd_outcome_name(o));
-    if (retryd_result_status(r))
-        fprintf(stderr, " %d", retryd_result_status(r));
-    fprintf(stderr, " (evidence %s, %zu attempt%s",
-            retryd_evidence_name(retryd_result_evidence(r)),
-            retryd_result_attempt_count(r),
-            retryd_result_attempt_count(r) == 1 ? "" : "s");
-    /* Why no further attempt followed, unless the answer was a success
-     * that needed none. */
-    if (d->reason != RETRYD_DENIAL_NONE &&
-        !(o == RETRYD_OUTCOME_RESPONSE && retryd_result_status(r) < 400))
-        fprintf(stderr, ", no retry: %s", retryd_denial_name(d->reason));
-    fprintf(stderr, ")%s%s\n", retryd_result_error(r)[0] ? ": " : "",
-            retryd_result_error(r));
-    if (o == RETRYD_OUTCOME_AMBIGUOUS)
+    bool error = o != RETRYD_OUTCOME_RESPONSE;
+    if (req_says(a, error)) {
+        fprintf(stderr, "retrydctl: %s", retryd_outcome_name(o));
+        if (retryd_result_status(r))
+            fprintf(stderr, " %d", retryd_result_status(r));
+        fprintf(stderr, " (evidence %s, %zu attempt%s",
+                retryd_evidence_name(retryd_result_evidence(r)),
+                retryd_result_attempt_count(r),
+                retryd_result_attempt_count(r) == 1 ? "" : "s");
+        /* Why no further attempt followed, unless the answer was a success
+         * that needed none. */
+        if (d->reason != RETRYD_DENIAL_NONE &&
+            !(o == RETRYD_OUTCOME_RESPONSE && retryd_result_status(r) < 400))
+            fprintf(stderr, ", no retry: %s (%s)",
+                    retryd_denial_name(d->reason), retryd_rule_name(d->rule));
+        fprintf(stderr, ")%s%s\n", retryd_result_error(r)[0] ? ": " : "",
+                retryd_result_error(r));
+    }
+    if (o == RETRYD_OUTCOME_AMBIGUOUS && req_says(a, true))
         fprintf(stderr,
                 "retrydctl: the request may have executed; reconcile "
                 "before replaying%s%s\n",
                 key ? " (Idempotency-Key: " : "", key ? key : "");
-    if (key)
+    if (key && req_says(a, false))
         fprintf(stderr, "retrydctl: Idempotency-Key: %s\n", key);
     return o == RETRYD_OUTCOME_RESPONSE  ? REQ_EXIT_RESPONSE
            : o == RETRYD_OUTCOME_FAILURE ? REQ_EXIT_FAILURE
                                          : REQ_EXIT_AMBIGUOUS;
 }
 
-static int parse_args(int argc, char **argv, req_args *a)
+/* Whether the whole response must be seen before any of it is written:
+ * the headers first (-i, -I), nothing on an error (-f), or a redirect to
+ * follow (-L). Otherwise the body streams to the output as it arrives. */
+static bool buffered(const req_args *a)
 {
-    int opt, r;
-    optind = 1;
-    while ((opt = getopt_long(argc, argv, "X:H:d:k", options, NULL)) != -1) {
-        if (opt == O_HELP) {
-            usage(stdout);
-            exit(CTL_EXIT_OK);
-        }
-        if (opt == '?')
-            return CTL_EXIT_USAGE;
-        if ((r = parse_one(a, opt, optarg)) != 0)
-            return r;
-    }
-    if (optind != argc - 1) {
-        usage(stderr);
-        return CTL_EXIT_USAGE;
-    }
-    if (a->data && a->data_file)
-        return bad("combination", "--data with --data-file");
-    a->url = argv[optind];
-    bool has_body = a->data || a->data_file;
-    if (a->method == NULL)
-        a->method = has_body ? "POST" : "GET";
-    bool has_ct = false;
-    for (size_t i = 0; i < a->n_headers; i++)
-        has_ct |= strncasecmp(a->headers[i], "Content-Type:", 13) == 0;
-    if (a->data && !has_ct) /* what curl -d sends */
-        a->headers[a->n_headers++] =
-            "Content-Type: application/x-www-form-urlencoded";
-    a->headers[a->n_headers] = NULL;
-    return 0;
+    return a->include || a->head || a->fail || a->follow;
 }
 
-static int run_request(const req_args *a, const char *base, const char *path,
-                       retryd_body *body)
+/* One request through a profile of its own base URL. */
+static int execute_hop(retryd_client *client, const req_args *a, const hop *h,
+                       output *o, retryd_result **ret)
 {
-    const retryd_host_opts ho = {.sz = sizeof(ho),
-                                 .control_socket = a->control,
-                                 .client_name = "retrydctl request"};
-    const retryd_client_opts co = {.sz = sizeof(co), .host = &ho};
     const retryd_tls_opts tls = {
         .sz = sizeof(tls), .ca_file = a->cacert, .insecure = a->insecure};
-    retryd_client *client = NULL;
     retryd_profile *profile = NULL;
-    retryd_result *res = NULL;
-    int rc = CTL_EXIT_ERROR, r;
-
+    retryd_body *body = NULL;
+    char *base = NULL, *path = NULL;
+    int r = split_url(h->url, &base, &path) < 0 ? RETRYD_EINVAL : 0;
+    if (r == 0 && h->with_body && make_body(a, &body) < 0)
+        r = RETRYD_EINVAL;
     retryd_profile_opts po = {
         .sz = sizeof(po),
         .base_url = base,
         .upstream = a->upstream,
         .max_attempts = (uint32_t)a->max_attempts,
         .attempt_timeout_ns = a->attempt_ns,
+        .connect_timeout_ns = a->connect_ns,
         .http_version = a->version,
         .tls = &tls,
     };
     retryd_request q = {
         .sz = sizeof(q),
-        .method = a->method,
+        .method = h->method,
         .path = path,
         .headers = a->headers,
         .body = body,
@@ -361,44 +249,145 @@ static int run_request(const req_args *a, const char *base, const char *path,
         .idempotency_key = a->want_key,
         .idempotency_key_value = a->key,
         .deadline_ns = a->deadline_ns,
-        .sink = to_stdout,
+        .sink = buffered(a) ? NULL : to_output,
+        .sink_ctx = o,
     };
-    if ((r = retryd_client_new(&co, &client)) < 0 ||
-        (r = retryd_profile_new(client, &po, &profile)) < 0 ||
-        (r = retryd_execute(profile, &q, &res)) < 0) {
-        fprintf(stderr, "retrydctl request: %s\n", retryd_strerror(r));
-        rc = r == RETRYD_EINVAL ? CTL_EXIT_USAGE : CTL_EXIT_ERROR;
-    } else {
-        fflush(stdout);
-        if (a->trace)
-            print_trace(res);
-        rc = report(res);
-    }
-    retryd_result_free(res);
+    if (r == 0)
+        r = retryd_profile_new(client, &po, &profile);
+    if (r == 0)
+        r = retryd_execute(profile, &q, ret);
     retryd_profile_free(profile);
-    retryd_client_free(client);
+    retryd_body_free(body);
+    free(base);
+    free(path);
+    return r;
+}
+
+static void verbose_request(const req_args *a, const hop *h)
+{
+    if (!a->verbose)
+        return;
+    fprintf(stderr, "> %s %s\n", h->method, h->url);
+    for (size_t i = 0; i < a->n_headers; i++)
+        fprintf(stderr, "> %s\n", a->headers[i]);
+}
+
+/* Where a followed redirect goes next, or NULL: not -L, not a redirect,
+ * or no Location. 303 (and 301/302 after a POST, as curl) turn into a GET
+ * without a body; 307 and 308 keep both. */
+static char *next_hop(const req_args *a, hop *h, const retryd_result *r)
+{
+    int s = retryd_result_status(r);
+    const char *loc = retryd_result_header(r, "Location");
+    if (!a->follow || loc == NULL ||
+        !(s == 301 || s == 302 || s == 303 || s == 307 || s == 308))
+        return NULL;
+    if (s == 303 || ((s == 301 || s == 302) && strcmp(h->method, "POST") == 0))
+        if (strcmp(h->method, "HEAD") != 0) {
+            h->method = "GET";
+            h->with_body = false;
+        }
+    return resolve(h->url, loc);
+}
+
+/* The final response's headers and body, as -i, -I and -f ask. */
+static int write_response(const req_args *a, const retryd_result *r, output *o)
+{
+    int status = retryd_result_status(r);
+    if (a->fail && status >= 400) {
+        if (req_says(a, true))
+            fprintf(stderr, "retrydctl: the requested URL returned error: %d\n",
+                    status);
+        return REQ_EXIT_HTTP_ERROR;
+    }
+    if (!buffered(a))
+        return 0; /* streamed already */
+    if (a->include || a->head)
+        print_headers(o->out, "", r);
+    size_t len;
+    const void *body = retryd_result_body(r, &len);
+    if (!a->head && len)
+        fwrite(body, 1, len, o->out);
+    return 0;
+}
+
+static void after_hop(const req_args *a, const hop *h, const retryd_result *r)
+{
+    if (a->verbose) {
+        if (retryd_result_status(r))
+            print_headers(stderr, "< ", r);
+        print_trace(r);
+    }
+    explain_idempotency(a, h, r);
+}
+
+/* The first request and the redirects it is told to follow. */
+static int run_hops(retryd_client *client, const req_args *a, output *o)
+{
+    hop h = {first_url(a), a->method, a->data || a->data_file};
+    int rc = CTL_EXIT_ERROR;
+    for (long n = 0; h.url != NULL; n++) {
+        retryd_result *r = NULL;
+        verbose_request(a, &h);
+        int e = execute_hop(client, a, &h, o, &r);
+        if (e < 0) {
+            fprintf(stderr, "retrydctl request: %s: %s\n", h.url,
+                    retryd_strerror(e));
+            rc = e == RETRYD_EINVAL ? CTL_EXIT_USAGE : CTL_EXIT_ERROR;
+            break;
+        }
+        after_hop(a, &h, r);
+        char *next = next_hop(a, &h, r);
+        if (next != NULL && n == a->max_redirs) {
+            fprintf(stderr, "retrydctl: maximum (%ld) redirects followed\n",
+                    a->max_redirs);
+            rc = REQ_EXIT_TOO_MANY_REDIRS;
+            free(next);
+            next = NULL;
+        } else if (next == NULL) {
+            fflush(o->out);
+            rc = summary(a, r);
+            int w = rc == REQ_EXIT_RESPONSE ? write_response(a, r, o) : 0;
+            rc = w ? w : rc;
+        }
+        retryd_result_free(r);
+        free(h.url);
+        h.url = next;
+    }
+    free(h.url);
     return rc;
 }
 
 int ctl_request_main(int argc, char **argv)
 {
-    req_args a = {.idem = RETRYD_IDEMPOTENCY_NON_IDEMPOTENT};
-    char *base = NULL, *path = NULL;
-    retryd_body *body = NULL;
-    int rc = parse_args(argc, argv, &a);
-
-    if (rc != 0)
-        return rc;
-    if (split_url(a.url, &base, &path) < 0) {
-        rc = bad("URL", a.url);
-    } else if (make_body(&a, &body) < 0) {
-        fprintf(stderr, "retrydctl request: cannot use the body\n");
-        rc = CTL_EXIT_USAGE;
-    } else {
-        rc = run_request(&a, base, path, body);
+    req_args a = {0};
+    output o = {stdout};
+    retryd_client *client = NULL;
+    int rc = req_parse(argc, argv, &a);
+    if (rc != 0) {
+        req_args_free(&a);
+        return rc == REQ_DONE ? CTL_EXIT_OK : rc;
     }
-    retryd_body_free(body);
-    free(base);
-    free(path);
+    if (a.output && (o.out = fopen(a.output, "we")) == NULL) {
+        fprintf(stderr, "retrydctl request: cannot write '%s'\n", a.output);
+        req_args_free(&a);
+        return CTL_EXIT_USAGE;
+    }
+    const retryd_host_opts ho = {.sz = sizeof(ho),
+                                 .control_socket = a.control,
+                                 .client_name = "retrydctl request"};
+    const retryd_client_opts co = {.sz = sizeof(co), .host = &ho};
+    int r = retryd_client_new(&co, &client);
+    if (r < 0) {
+        fprintf(stderr, "retrydctl request: %s\n", retryd_strerror(r));
+        rc = CTL_EXIT_ERROR;
+    } else {
+        rc = run_hops(client, &a, &o);
+    }
+    retryd_client_free(client);
+    if (o.out != stdout && fclose(o.out) != 0 && rc == 0)
+        rc = CTL_EXIT_ERROR;
+    fflush(stdout);
+    req_args_free(&a);
     return rc;
 }

@@ -215,3 +215,149 @@ Test(retrydctl_request, successes_are_not_counted_as_denied_retries)
     cr_expect_eq(testsrv_count(srv, "fine"), 3);
     rd_daemon_cleanup(&d);
 }
+
+/* --- curl's options, with curl's meaning -------------------------------- */
+
+Test(retrydctl_request, data_parts_join_with_ampersand_as_curl_does)
+{
+    char path[] = "/tmp/retryd-data-XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert(fd >= 0 && write(fd, "c=3\r\n\nd=4\n", 10) == 10);
+    close(fd);
+    char at_file[64];
+    snprintf(at_file, sizeof(at_file), "@%s", path);
+    REQUEST("-d", "a=1", "-d", "b=2", "-d", at_file, "--idempotent",
+            at("/echo?id=dj"));
+    cr_expect_eq(res.exit_code, 0, "%s", res.err);
+    cr_expect_str_eq(res.out, "a=1&b=2&c=3d=4", "-d @file loses newlines");
+    REQUEST("--data-binary", at_file, "--idempotent", at("/echo?id=db"));
+    cr_expect_str_eq(res.out, "c=3\r\n\nd=4\n", "--data-binary keeps them");
+    REQUEST("--data-raw", "@not-a-file", "--idempotent", at("/echo?id=dr"));
+    cr_expect_str_eq(res.out, "@not-a-file");
+    unlink(path);
+    REQUEST("--json", "{\"x\":1}", "-v", "--idempotent", at("/echo?id=dk"));
+    cr_expect_str_eq(res.out, "{\"x\":1}");
+    cr_expect(strstr(res.err, "> POST ") != NULL, "%s", res.err);
+    cr_expect(strstr(res.err, "> Content-Type: application/json") != NULL);
+    cr_expect(strstr(res.err, "> Accept: application/json") != NULL);
+}
+
+Test(retrydctl_request, get_puts_the_data_in_the_query)
+{
+    REQUEST("-G", "-d", "id=gq", "--safe", at("/ok"));
+    cr_expect_eq(res.exit_code, 0, "%s", res.err);
+    cr_expect_eq(testsrv_count(srv, "gq"), 1, "the id reached the query");
+    cr_expect_eq(srv_log_count(srv, "gq", " GET 0 "), 1, "a GET, no body");
+}
+
+Test(retrydctl_request, include_head_and_output_file)
+{
+    REQUEST("-i", "--safe", at("/ok?id=inc"));
+    cr_expect_eq(res.exit_code, 0, "%s", res.err);
+    cr_expect(strncmp(res.out, "HTTP/1.1 200\r\n", 14) == 0, "%s", res.out);
+    cr_expect(strstr(res.out, "\r\n\r\nok") != NULL, "headers, then body");
+    REQUEST("-I", "--safe", at("/ok?id=head"));
+    cr_expect(strncmp(res.out, "HTTP/1.1 200\r\n", 14) == 0, "%s", res.out);
+    size_t n = strlen(res.out);
+    cr_expect(n >= 4 && strcmp(res.out + n - 4, "\r\n\r\n") == 0,
+              "the headers and no body: %s", res.out);
+    cr_expect_eq(srv_log_count(srv, "head", " HEAD "), 1);
+    char out[] = "/tmp/retryd-out-XXXXXX";
+    close(mkstemp(out));
+    REQUEST("-o", out, "--safe", at("/ok?id=out"));
+    cr_expect_str_eq(res.out, "", "the body went to the file");
+    FILE *f = fopen(out, "r");
+    char got[16] = "";
+    cr_assert_not_null(f);
+    cr_expect_eq(fread(got, 1, sizeof(got) - 1, f), 2);
+    fclose(f);
+    cr_expect_str_eq(got, "ok");
+    unlink(out);
+}
+
+Test(retrydctl_request, silent_and_show_error)
+{
+    REQUEST("-s", "--safe", at("/ok?id=si"));
+    cr_expect_str_eq(res.err, "", "nothing on stderr");
+    char target[64];
+    snprintf(target, sizeof(target), "http://127.0.0.1:%d/",
+             testsrv_unused_port());
+    REQUEST("-s", "--max-attempts", "1", target);
+    cr_expect_eq(res.exit_code, 1);
+    cr_expect_str_eq(res.err, "");
+    REQUEST("-sS", "--max-attempts", "1", target);
+    cr_expect(strstr(res.err, "failure") != NULL, "-S shows the error: %s",
+              res.err);
+}
+
+Test(retrydctl_request, fail_turns_an_error_status_into_exit_22)
+{
+    REQUEST("-f", "--max-attempts", "1", at("/status?code=404&id=f22"));
+    cr_expect_eq(res.exit_code, 22, "%s", res.err);
+    cr_expect_str_eq(res.out, "", "no body on -f");
+    cr_expect(strstr(res.err, "returned error: 404") != NULL, "%s", res.err);
+    REQUEST("-f", "--safe", at("/ok?id=f0"));
+    cr_expect_eq(res.exit_code, 0);
+    cr_expect_str_eq(res.out, "ok");
+}
+
+Test(retrydctl_request, location_follows_redirects_within_a_bound)
+{
+    REQUEST("-L", "--safe", at("/redirect?to=%2Fok%3Fid%3Dhop&id=r1"));
+    cr_expect_eq(res.exit_code, 0, "%s", res.err);
+    cr_expect_str_eq(res.out, "ok");
+    cr_expect_eq(testsrv_count(srv, "hop"), 1, "the target was reached");
+    REQUEST("--safe", at("/redirect?to=%2Fok%3Fid%3Dnohop&id=r2"));
+    cr_expect_eq(testsrv_count(srv, "nohop"), 0, "no -L: not followed");
+    REQUEST("-L", "--max-redirs", "1", "--safe",
+            at("/redirect?to=%2Fredirect%3Fto%3D%252Fok%253Fid%253Dfar&id=r3"));
+    cr_expect_eq(res.exit_code, 47, "two redirects, one allowed: %s", res.err);
+    cr_expect_eq(testsrv_count(srv, "far"), 0);
+}
+
+Test(retrydctl_request, user_sends_basic_credentials)
+{
+    REQUEST("-u", "user:pass", "--safe", at("/ok?id=basic"));
+    cr_expect_eq(res.exit_code, 0, "%s", res.err);
+    cr_expect_eq(srv_log_count(srv, "basic", "Basic%20dXNlcjpwYXNz"), 1,
+                 "LOG escapes the space");
+}
+
+Test(retrydctl_request, max_time_bounds_the_whole_call)
+{
+    int64_t t0 = testsrv_now_ms();
+    REQUEST("--max-time", "1", "--connect-timeout", "0.5", "--safe",
+            at("/hold?ms=5000&id=mt"));
+    cr_expect_lt(testsrv_now_ms() - t0, 3000, "returned near 1 s");
+    cr_expect_eq(res.exit_code, 1, "a safe read that timed out: %s", res.err);
+    REQUEST("--max-time", "soon", at("/ok"));
+    cr_expect_eq(res.exit_code, 64);
+}
+
+/* A GET that met a 503 without a declared idempotency is ambiguous, and
+ * the user is told why in words and how to declare it. */
+Test(retrydctl_request, verbose_explains_an_undeclared_idempotency)
+{
+    REQUEST("-v", "--max-attempts", "3", at("/status?code=503&id=und"));
+    cr_expect_eq(res.exit_code, 2, "%s", res.err);
+    cr_expect(strstr(res.err, "> GET http://") != NULL, "%s", res.err);
+    cr_expect(strstr(res.err, "< HTTP/1.1 503") != NULL, "%s", res.err);
+    cr_expect(strstr(res.err, "attempt 1: response_received") != NULL);
+    cr_expect(strstr(res.err, "no idempotency was declared") != NULL);
+    cr_expect(strstr(res.err, "say --safe") != NULL);
+    cr_expect_eq(testsrv_count(srv, "und"), 1, "not retried");
+    REQUEST("-v", "--safe", "--max-attempts", "2",
+            at("/status?code=503&id=dec"));
+    cr_expect(strstr(res.err, "no idempotency was declared") == NULL);
+    cr_expect_eq(testsrv_count(srv, "dec"), 2, "declared safe: retried");
+}
+
+Test(retrydctl_request, help_and_version_exit_0)
+{
+    REQUEST("--help");
+    cr_expect_eq(res.exit_code, 0);
+    cr_expect(strstr(res.out, "usage: retrydctl request") != NULL);
+    REQUEST("--version");
+    cr_expect_eq(res.exit_code, 0);
+    cr_expect(strstr(res.out, "retryd") != NULL, "%s", res.out);
+}

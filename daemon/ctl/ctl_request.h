@@ -1,0 +1,57 @@
+/*
+ * retrydctl request, shared by its two files: the options as curl users
+ * type them (ctl_request_opts.c), and the request, its redirects and its
+ * output (ctl_request.c).
+ */
+#ifndef RETRYD_CTL_REQUEST_H
+#define RETRYD_CTL_REQUEST_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "retryd/retryd.h"
+
+enum {
+    REQ_EXIT_RESPONSE = 0,
+    REQ_EXIT_FAILURE = 1,
+    REQ_EXIT_AMBIGUOUS = 2,
+    REQ_EXIT_HTTP_ERROR = 22,      /* -f and a status >= 400, as curl */
+    REQ_EXIT_TOO_MANY_REDIRS = 47, /* -L past --max-redirs, as curl */
+    REQ_MAX_HEADERS = 128,
+    REQ_MAX_DATA = 64 * 1024 * 1024, /* bytes of -d/--data-binary/--json */
+    REQ_DEFAULT_MAX_REDIRS = 10,
+};
+
+typedef struct req_args {
+    const char *method, *url, *key, *upstream, *cacert, *control, *output;
+    const char *data_file; /* --data-file: a reopenable file, or '-' */
+    char *data;            /* -d, --data-binary, --json, joined; or NULL */
+    size_t data_len;
+    char *auth; /* "Authorization: Basic ..." from -u, owned */
+    const char *headers[REQ_MAX_HEADERS + 4];
+    size_t n_headers;
+    retryd_idempotency idem;
+    bool idem_declared; /* --safe, --idempotent, ... or a key */
+    bool want_key, insecure, json, get_query, head, include, silent;
+    bool show_error, verbose, fail, follow;
+    int64_t deadline_ns, attempt_ns, connect_ns;
+    long max_attempts, max_redirs;
+    retryd_http_version version;
+} req_args;
+
+/* Parses argv into @p a (zeroed by the caller): 0 to go on, an exit code
+ * (64) to return at once, or REQ_DONE after --help or --version (exit 0).
+ * Call req_args_free() whatever it returns. */
+#define REQ_DONE (-1)
+int req_parse(int argc, char **argv, req_args *a);
+void req_args_free(req_args *a);
+void req_usage(FILE *out);
+
+/* Whether the summary and error lines go to stderr (not -s, or -sS). */
+static inline bool req_says(const req_args *a, bool is_error)
+{
+    return !a->silent || (is_error && a->show_error);
+}
+
+#endif

@@ -1,0 +1,441 @@
+/*
+ * retrydctl request's options, with curl's meaning wherever curl has the
+ * option: a curl user's command line should do here what it does there,
+ * except that retrydctl never infers idempotency from the method (say
+ * --safe, --idempotent or --idempotency-key), and every further attempt is
+ * decided by the engine and paid from the host budget.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "ctl.h"
+#include "ctl_request.h"
+
+enum {
+    O_SAFE = 256,
+    O_IDEMPOTENT,
+    O_NON_IDEMPOTENT,
+    O_KEY,
+    O_DEADLINE,
+    O_MAX_ATTEMPTS,
+    O_ATTEMPT_TIMEOUT,
+    O_UPSTREAM,
+    O_HTTP2,
+    O_H2C,
+    O_CACERT,
+    O_TRACE,
+    O_DATA_FILE,
+    O_CONTROL,
+    O_HELP,
+    O_VERSION,
+    O_DATA_BINARY,
+    O_JSON,
+    O_MAX_TIME,
+    O_CONNECT_TIMEOUT,
+    O_MAX_REDIRS,
+    O_DATA_RAW,
+};
+
+static const struct option options[] = {
+    {"request", required_argument, NULL, 'X'},
+    {"header", required_argument, NULL, 'H'},
+    {"data", required_argument, NULL, 'd'},
+    {"data-ascii", required_argument, NULL, 'd'},
+    {"data-binary", required_argument, NULL, O_DATA_BINARY},
+    {"data-raw", required_argument, NULL, O_DATA_RAW},
+    {"json", required_argument, NULL, O_JSON},
+    {"data-file", required_argument, NULL, O_DATA_FILE},
+    {"get", no_argument, NULL, 'G'},
+    {"head", no_argument, NULL, 'I'},
+    {"include", no_argument, NULL, 'i'},
+    {"output", required_argument, NULL, 'o'},
+    {"silent", no_argument, NULL, 's'},
+    {"show-error", no_argument, NULL, 'S'},
+    {"verbose", no_argument, NULL, 'v'},
+    {"fail", no_argument, NULL, 'f'},
+    {"location", no_argument, NULL, 'L'},
+    {"max-redirs", required_argument, NULL, O_MAX_REDIRS},
+    {"user", required_argument, NULL, 'u'},
+    {"max-time", required_argument, NULL, O_MAX_TIME},
+    {"connect-timeout", required_argument, NULL, O_CONNECT_TIMEOUT},
+    {"safe", no_argument, NULL, O_SAFE},
+    {"idempotent", no_argument, NULL, O_IDEMPOTENT},
+    {"non-idempotent", no_argument, NULL, O_NON_IDEMPOTENT},
+    {"idempotency-key", optional_argument, NULL, O_KEY},
+    {"deadline", required_argument, NULL, O_DEADLINE},
+    {"max-attempts", required_argument, NULL, O_MAX_ATTEMPTS},
+    {"attempt-timeout", required_argument, NULL, O_ATTEMPT_TIMEOUT},
+    {"upstream", required_argument, NULL, O_UPSTREAM},
+    {"http2", no_argument, NULL, O_HTTP2},
+    {"h2c", no_argument, NULL, O_H2C},
+    {"cacert", required_argument, NULL, O_CACERT},
+    {"insecure", no_argument, NULL, 'k'},
+    {"trace", no_argument, NULL, O_TRACE},
+    {"control-socket", required_argument, NULL, O_CONTROL},
+    {"help", no_argument, NULL, O_HELP},
+    {"version", no_argument, NULL, O_VERSION},
+    {NULL, 0, NULL, 0},
+};
+
+void req_usage(FILE *out)
+{
+    fputs(
+        "usage: retrydctl request [options] URL\n"
+        "curl's options, with curl's meaning:\n"
+        "  -X, --request METHOD     method (default GET; POST with data;\n"
+        "                           HEAD with -I)\n"
+        "  -H, --header 'N: v'      a request header (repeatable)\n"
+        "  -d, --data DATA          form data; repeated: joined with '&';\n"
+        "                           @FILE or @- reads it, without newlines\n"
+        "      --data-binary DATA   the same, @FILE read byte for byte\n"
+        "      --data-raw DATA      the same, '@' not special\n"
+        "      --json DATA          JSON data (sets Content-Type and Accept)\n"
+        "  -G, --get                put the data in the URL's query; GET\n"
+        "  -I, --head               HEAD; print the response headers\n"
+        "  -i, --include            print the response headers first\n"
+        "  -o, --output FILE        the body into FILE, not stdout\n"
+        "  -s, --silent             no summary on stderr; -S: errors still\n"
+        "  -v, --verbose            the request, the response headers and the\n"
+        "                           decision trail, on stderr\n"
+        "  -f, --fail               a status >= 400: no body, exit 22\n"
+        "  -L, --location           follow redirects, at most --max-redirs\n"
+        "                           (default 10; past it exit 47)\n"
+        "  -u, --user USER:PASS     basic authentication\n"
+        "      --max-time SECONDS   the whole call (default 30); also 250ms\n"
+        "      --connect-timeout SECONDS\n"
+        "  -k, --insecure           trust any certificate; --cacert FILE\n"
+        "retryd's own:\n"
+        "      --safe               the operation is read-only\n"
+        "      --idempotent         executing it twice equals once\n"
+        "      --non-idempotent     it must not run twice (the default: the\n"
+        "                           method never decides)\n"
+        "      --idempotency-key[=K]  send an Idempotency-Key (generated, or\n"
+        "                           K), the same on every attempt\n"
+        "      --data-file PATH     the body from a file, reopened per\n"
+        "                           attempt; '-' is stdin (one shot)\n"
+        "      --deadline D         as --max-time\n"
+        "      --max-attempts N     (default 3)\n"
+        "      --attempt-timeout D  (default 10s)\n"
+        "      --upstream NAME      the budget's name (default host:port)\n"
+        "      --http2 | --h2c      HTTP/2 over TLS, or cleartext HTTP/2\n"
+        "      --trace              the attempt log on stderr (part of -v)\n"
+        "      --control-socket P   the retryd daemon to share budgets with\n"
+        "exit: 0 response, 1 failure, 2 ambiguous, 22 -f and a status >=\n"
+        "      400, 47 too many redirects, 64 usage, 70 error\n",
+        out);
+}
+
+static int bad(const char *what, const char *value)
+{
+    fprintf(stderr, "retrydctl request: invalid %s '%s'\n", what, value);
+    return CTL_EXIT_USAGE;
+}
+
+/* curl's seconds ("5", "2.5"), or one of retryd's durations ("250ms"). */
+static bool parse_seconds(const char *s, int64_t *ret_ns)
+{
+    char *end;
+    errno = 0;
+    double x = strtod(s, &end);
+    if (end != s && *end == '\0' && errno == 0 && x >= 0 && x < 1e9) {
+        *ret_ns = (int64_t)(x * 1e9);
+        return true;
+    }
+    return retryd_duration_parse(s, ret_ns) == 0;
+}
+
+/* The whole of @p path ("-": stdin) in a malloc'ed buffer, at most
+ * REQ_MAX_DATA bytes; 0 or -1 with a message. */
+static int slurp(const char *path, char **ret, size_t *ret_len)
+{
+    int fd = strcmp(path, "-") == 0 ? 0 : open(path, O_RDONLY | O_CLOEXEC);
+    char *buf = NULL;
+    size_t len = 0, cap = 0;
+    ssize_t n = 0;
+    if (fd < 0)
+        goto fail;
+    do {
+        len += (size_t)n;
+        if (len == cap) {
+            cap = cap ? 2 * cap : 4096;
+            char *more = cap <= REQ_MAX_DATA ? realloc(buf, cap) : NULL;
+            if (more == NULL)
+                goto fail;
+            buf = more;
+        }
+    } while ((n = read(fd, buf + len, cap - len)) > 0);
+    if (n < 0)
+        goto fail;
+    if (fd != 0)
+        close(fd);
+    *ret = buf;
+    *ret_len = len;
+    return 0;
+fail:
+    fprintf(stderr, "retrydctl request: cannot read '%s': %s\n", path,
+            len >= REQ_MAX_DATA ? "over 64 MiB" : strerror(errno));
+    if (fd > 0)
+        close(fd);
+    free(buf);
+    return -1;
+}
+
+/* Append one data part, as curl does: parts are joined with '&' (--json
+ * parts back to back); -d's @file loses its carriage returns and
+ * newlines, --data-binary's does not, --data-raw's '@' is literal. */
+static int add_data(req_args *a, int opt, const char *arg)
+{
+    char *part = NULL;
+    size_t n;
+    bool file = arg[0] == '@' && opt != O_DATA_RAW;
+    if (file ? slurp(arg + 1, &part, &n) < 0 : !(part = strdup(arg)))
+        return CTL_EXIT_USAGE;
+    if (!file)
+        n = strlen(part);
+    if (file && opt == 'd') {
+        size_t k = 0;
+        for (size_t i = 0; i < n; i++)
+            if (part[i] != '\r' && part[i] != '\n')
+                part[k++] = part[i];
+        n = k;
+    }
+    bool sep = a->data != NULL && opt != O_JSON;
+    char *all = a->data_len + n + 2 <= REQ_MAX_DATA
+                    ? realloc(a->data, a->data_len + n + 2)
+                    : NULL;
+    if (all == NULL) {
+        free(part);
+        return bad("data", "over 64 MiB");
+    }
+    if (sep)
+        all[a->data_len++] = '&';
+    memcpy(all + a->data_len, part, n);
+    a->data_len += n;
+    all[a->data_len] = '\0';
+    a->data = all;
+    a->json |= opt == O_JSON;
+    free(part);
+    return 0;
+}
+
+/* -u USER:PASS as an Authorization header (RFC 7617). */
+static int add_basic_auth(req_args *a, const char *userpass)
+{
+    static const char b64[] =
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    size_t n = strlen(userpass), len = sizeof("Authorization: Basic ");
+    free(a->auth);
+    a->auth = malloc(len + 4 * ((n + 2) / 3));
+    if (a->auth == NULL)
+        return CTL_EXIT_ERROR;
+    char *o = a->auth + strlen(strcpy(a->auth, "Authorization: Basic "));
+    const unsigned char *p = (const unsigned char *)userpass;
+    for (size_t i = 0; i < n; i += 3) {
+        unsigned v = (unsigned)p[i] << 16 |
+                     (i + 1 < n ? (unsigned)p[i + 1] << 8 : 0) |
+                     (i + 2 < n ? p[i + 2] : 0);
+        *o++ = b64[v >> 18 & 63];
+        *o++ = b64[v >> 12 & 63];
+        *o++ = i + 1 < n ? b64[v >> 6 & 63] : '=';
+        *o++ = i + 2 < n ? b64[v & 63] : '=';
+    }
+    *o = '\0';
+    return 0;
+}
+
+/* The options that only set a flag. NULL for any other. */
+static bool *flag_of(req_args *a, int opt)
+{
+    switch (opt) {
+    case 'G':
+        return &a->get_query;
+    case 'I':
+        return &a->head;
+    case 'i':
+        return &a->include;
+    case 's':
+        return &a->silent;
+    case 'S':
+        return &a->show_error;
+    case 'v':
+        return &a->verbose;
+    case 'f':
+        return &a->fail;
+    case 'L':
+        return &a->follow;
+    case 'k':
+        return &a->insecure;
+    case O_TRACE:
+        return &a->verbose; /* the trail is part of -v */
+    default:
+        return NULL;
+    }
+}
+
+/* The options that only keep their argument. NULL for any other. */
+static const char **string_of(req_args *a, int opt)
+{
+    switch (opt) {
+    case 'X':
+        return &a->method;
+    case 'o':
+        return &a->output;
+    case O_DATA_FILE:
+        return &a->data_file;
+    case O_UPSTREAM:
+        return &a->upstream;
+    case O_CACERT:
+        return &a->cacert;
+    case O_CONTROL:
+        return &a->control;
+    default:
+        return NULL;
+    }
+}
+
+static int set_idempotency(req_args *a, int opt, const char *arg)
+{
+    a->idem_declared = true;
+    if (opt == O_KEY) {
+        a->want_key = true;
+        a->key = arg;
+        return 0;
+    }
+    a->idem = opt == O_SAFE         ? RETRYD_IDEMPOTENCY_SAFE
+              : opt == O_IDEMPOTENT ? RETRYD_IDEMPOTENCY_IDEMPOTENT
+                                    : RETRYD_IDEMPOTENCY_NON_IDEMPOTENT;
+    return 0;
+}
+
+static int set_number(req_args *a, int opt, const char *arg)
+{
+    switch (opt) {
+    case O_DEADLINE:
+    case O_MAX_TIME:
+        return parse_seconds(arg, &a->deadline_ns) ? 0 : bad("time", arg);
+    case O_ATTEMPT_TIMEOUT:
+        return parse_seconds(arg, &a->attempt_ns) ? 0 : bad("time", arg);
+    case O_CONNECT_TIMEOUT:
+        return parse_seconds(arg, &a->connect_ns) ? 0 : bad("time", arg);
+    case O_MAX_ATTEMPTS:
+        return ctl_parse_long(arg, 1, 100, &a->max_attempts)
+                   ? 0
+                   : bad("attempt count", arg);
+    default: /* O_MAX_REDIRS */
+        return ctl_parse_long(arg, 0, 1000, &a->max_redirs)
+                   ? 0
+                   : bad("redirect count", arg);
+    }
+}
+
+static int parse_one(req_args *a, int opt, const char *arg)
+{
+    bool *flag = flag_of(a, opt);
+    const char **str = string_of(a, opt);
+    if (flag != NULL) {
+        *flag = true;
+        return 0;
+    }
+    if (str != NULL) {
+        *str = arg;
+        return 0;
+    }
+    switch (opt) {
+    case 'H':
+        if (a->n_headers == REQ_MAX_HEADERS)
+            return bad("header count", arg);
+        a->headers[a->n_headers++] = arg;
+        return 0;
+    case 'd':
+    case O_DATA_BINARY:
+    case O_DATA_RAW:
+    case O_JSON:
+        return add_data(a, opt, arg);
+    case 'u':
+        return add_basic_auth(a, arg);
+    case O_SAFE:
+    case O_IDEMPOTENT:
+    case O_NON_IDEMPOTENT:
+    case O_KEY:
+        return set_idempotency(a, opt, arg);
+    case O_HTTP2:
+    case O_H2C:
+        a->version =
+            opt == O_HTTP2 ? RETRYD_HTTP_2_TLS : RETRYD_HTTP_2_PRIOR_KNOWLEDGE;
+        return 0;
+    default:
+        return set_number(a, opt, arg);
+    }
+}
+
+static bool has_header(const req_args *a, const char *name)
+{
+    size_t n = strlen(name);
+    for (size_t i = 0; i < a->n_headers; i++)
+        if (strncasecmp(a->headers[i], name, n) == 0 && a->headers[i][n] == ':')
+            return true;
+    return false;
+}
+
+/* What curl adds by itself: the content type of data, JSON's Accept, the
+ * credentials of -u; and the method data implies. */
+static void complete(req_args *a)
+{
+    bool body = (a->data && !a->get_query) || a->data_file;
+    if (a->method == NULL)
+        a->method = a->head ? "HEAD" : body ? "POST" : "GET";
+    if (a->data && !a->get_query && !has_header(a, "Content-Type"))
+        a->headers[a->n_headers++] = a->json ? "Content-Type: application/json"
+                                             : "Content-Type: application/"
+                                               "x-www-form-urlencoded";
+    if (a->json && !has_header(a, "Accept"))
+        a->headers[a->n_headers++] = "Accept: application/json";
+    if (a->auth && !has_header(a, "Authorization"))
+        a->headers[a->n_headers++] = a->auth;
+    a->headers[a->n_headers] = NULL;
+}
+
+int req_parse(int argc, char **argv, req_args *a)
+{
+    int opt, r;
+    a->idem = RETRYD_IDEMPOTENCY_NON_IDEMPOTENT;
+    a->max_redirs = REQ_DEFAULT_MAX_REDIRS;
+    optind = 1;
+    while ((opt = getopt_long(argc, argv, "X:H:d:GIio:sSvfLu:k", options,
+                              NULL)) != -1) {
+        if (opt == O_HELP || opt == O_VERSION) {
+            if (opt == O_HELP)
+                req_usage(stdout);
+            else
+                printf("retrydctl request (retryd) %d.%d.%d\n",
+                       RETRYD_VERSION_MAJOR, RETRYD_VERSION_MINOR,
+                       RETRYD_VERSION_PATCH);
+            return REQ_DONE;
+        }
+        if (opt == '?')
+            return CTL_EXIT_USAGE;
+        if ((r = parse_one(a, opt, optarg)) != 0)
+            return r;
+    }
+    if (optind != argc - 1) {
+        req_usage(stderr);
+        return CTL_EXIT_USAGE;
+    }
+    if (a->data && a->data_file)
+        return bad("combination", "data with --data-file");
+    a->url = argv[optind];
+    complete(a);
+    return 0;
+}
+
+void req_args_free(req_args *a)
+{
+    free(a->data);
+    free(a->auth);
+}
