@@ -1,13 +1,19 @@
 /*
  * The stats socket, served by its own thread. It reads (the registry, the
  * configuration, the segment) inside RCU read-side sections and never
- * writes: a stats reader cannot change a budget. Each client is served in
- * turn with a time bound, so a stuck reader delays others by at most that.
+ * writes: a stats reader cannot change a budget.
+ *
+ * Many readers are served at once, none waited for: the thread runs its own
+ * epoll over non-blocking connections, each with its request buffer, its
+ * reply buffer and a deadline (daemon.h: STATS_*). An idle or slow reader
+ * holds one of STATS_CONNECTIONS_MAX places until its deadline, or until a
+ * newcomer finds them all taken and the oldest is closed for it; so it
+ * never delays `retrydctl stats`.
  */
 #include <errno.h>
-#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -21,7 +27,6 @@
 #include "retryd.pb-c.h"
 #include "retryd/common.h"
 
-#define STATS_TIMEOUT_MS 1000
 /* Per Counters message: denials (index 0 unused, as the proto's
  * Counters.denied is indexed by denial reason), then evidence. */
 #define STATS_DENIED (SEG_C_DENIED_COUNT + 1)
@@ -40,6 +45,60 @@ typedef struct stats_build {
     uint64_t *numbers; /* denied and evidence arrays */
     size_t n, cap;
 } stats_build;
+
+typedef struct stats_loop stats_loop;
+
+/* One reader: its request being read, then its reply being written. */
+typedef struct stats_conn {
+    stats_loop *loop;
+    int fd;
+    unsigned index; /* in loop->conns, and its epoll tag */
+    bool replying;  /* the request is in; out holds the whole reply */
+    uint8_t hdr[RETRYD_FRAME_HEADER];
+    size_t hdr_len;
+    uint8_t *body;
+    size_t body_len, body_got;
+    uint8_t *out;
+    size_t out_len, out_off;
+    uint64_t accepted_ns, due_ns;
+} stats_conn;
+
+/* epoll tags beyond the connections' indexes. */
+#define STATS_TAG_LISTEN STATS_CONNECTIONS_MAX
+#define STATS_TAG_STOP (STATS_CONNECTIONS_MAX + 1)
+/* Accepted per turn, so a connect storm cannot hold the loop. */
+#define STATS_ACCEPT_BATCH 16
+
+struct stats_loop {
+    server *d;
+    int epfd;
+    stats_conn *conns[STATS_CONNECTIONS_MAX]; /* NULL: a free place */
+    size_t pending; /* reply bytes queued, all readers together */
+};
+
+/* Queue @p msg as the reply, behind its frame header. RETRYD_EFULL when
+ * the replies waiting would go over STATS_OUTPUT_TOTAL_MAX. */
+static int queue_reply(stats_conn *c, const ProtobufCMessage *msg)
+{
+    size_t n = protobuf_c_message_get_packed_size(msg);
+    if (n > RETRYD_FRAME_REPLY_MAX)
+        return RETRYD_EPROTO;
+    if (c->loop->pending + n > STATS_OUTPUT_TOTAL_MAX)
+        return RETRYD_EFULL;
+    uint8_t *buf = malloc(RETRYD_FRAME_HEADER + n);
+    if (buf == NULL)
+        return RETRYD_ENOMEM;
+    buf[0] = (uint8_t)(n >> 24), buf[1] = (uint8_t)(n >> 16);
+    buf[2] = (uint8_t)(n >> 8), buf[3] = (uint8_t)n;
+    protobuf_c_message_pack(msg, buf + RETRYD_FRAME_HEADER);
+    free(c->out);
+    c->loop->pending -= c->out_len - c->out_off;
+    c->out = buf;
+    c->out_len = RETRYD_FRAME_HEADER + n;
+    c->out_off = 0;
+    c->loop->pending += c->out_len;
+    return 0;
+}
 
 static void fill_counters(Retryd__Counters *c, const uint64_t t[SEG_COUNTERS],
                           uint64_t *numbers)
@@ -119,7 +178,7 @@ static size_t add_processes(const server *d, Retryd__ProcessStats *ps,
 
 /* Build and send the reply. Everything is read under one RCU section and
  * copied out of it: the socket send happens after, outside it. */
-static int serve(server *d, int fd, bool processes)
+static int serve(server *d, stats_conn *c, bool processes)
 {
     size_t ucap = d->seg.view.upstream_capacity;
     size_t pcap = processes ? d->seg.view.process_capacity : 0;
@@ -157,7 +216,7 @@ static int serve(server *d, int fd, bool processes)
     rep.n_upstreams = b.n;
     rep.upstreams = b.up_ptrs;
     rep.processes = pptr;
-    r = retryd__frame_send(fd, &rep.base, -1, STATS_TIMEOUT_MS * 2);
+    r = queue_reply(c, &rep.base);
 out:
     free(ps), free(pptr), free(pcs), free(pnum);
     free(b.totals), free(b.ups), free(b.up_ptrs), free(b.names);
@@ -176,71 +235,263 @@ static bool stats_allowed(const server *d, int fd)
     bool ok =
         daemon_peer_allowed(fd, cr.uid, cr.gid, rcu_dereference(d->cfg), true);
     rd_rcu_read_unlock();
+    if (!ok)
+        log_limited(LOG_WARN,
+                    "stats connection of pid %d uid %u refused: not "
+                    "authorised (stats_group)",
+                    (int)cr.pid, (unsigned)cr.uid);
     return ok;
 }
 
-/* An error reply; the connection is closed after it. */
-static void reply_error(int fd, int err, const char *message)
+/* An error reply; the connection is closed once it is sent. */
+static void reply_error(stats_conn *c, int err, const char *message)
 {
     Retryd__StatsReply rep;
     retryd__stats_reply__init(&rep);
     rep.error = err;
     rep.message = (char *)(uintptr_t)message;
-    retryd__frame_send(fd, &rep.base, -1, STATS_TIMEOUT_MS);
+    queue_reply(c, &rep.base);
 }
 
-static void serve_client(server *d, int fd)
+static uint64_t ms_ns(uint64_t ms)
 {
-    uint8_t *body;
-    size_t len;
+    return ms * 1000000u;
+}
 
-    if (!stats_allowed(d, fd)) {
-        reply_error(fd, RETRYD_EPERM, "not authorised");
-        return;
-    }
-    int r = retryd__frame_recv(fd, RETRYD_FRAME_REQUEST_MAX, STATS_TIMEOUT_MS,
-                               &body, &len, NULL);
-    if (r < 0) {
-        if (r == RETRYD_EPROTO)
-            reply_error(fd, RETRYD_EPROTO, "frame length out of bounds");
-        return;
-    }
-    Retryd__StatsRequest *req = retryd__stats_request__unpack(NULL, len, body);
-    free(body);
+static void conn_close(stats_conn *c)
+{
+    stats_loop *l = c->loop;
+    epoll_ctl(l->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+    close(c->fd);
+    l->pending -= c->out_len - c->out_off;
+    l->conns[c->index] = NULL;
+    free(c->body);
+    free(c->out);
+    free(c);
+}
+
+/* The request is whole: answer it (statistics, or an error). */
+static void serve_request(server *d, stats_conn *c)
+{
+    Retryd__StatsRequest *req =
+        retryd__stats_request__unpack(NULL, c->body_len, c->body);
+    c->replying = true;
+    c->due_ns = retryd__clock_monotonic_ns() + ms_ns(STATS_REPLY_TIMEOUT_MS);
     if (req == NULL) {
-        reply_error(fd, RETRYD_EPROTO, "malformed request");
+        reply_error(c, RETRYD_EPROTO, "malformed request");
         return;
     }
-    r = serve(d, fd, req->processes);
+    int r = serve(d, c, req->processes);
     retryd__stats_request__free_unpacked(req, NULL);
-    if (r < 0)
-        log_debug("stats reply not sent: %s", retryd_strerror(r));
+    if (r == RETRYD_EFULL)
+        reply_error(c, RETRYD_EFULL, "too many replies waiting; try again");
+    else if (r < 0)
+        log_debug("stats reply not built: %s", retryd_strerror(r));
+}
+
+/* One read toward the request: 1 when it is whole, 0 for more, < 0 to
+ * close at once. An oversized length is answered, then closed. */
+static int request_read(stats_conn *c)
+{
+    bool in_header = c->hdr_len < RETRYD_FRAME_HEADER;
+    uint8_t *at = in_header ? c->hdr + c->hdr_len : c->body + c->body_got;
+    size_t want = in_header ? RETRYD_FRAME_HEADER - c->hdr_len
+                            : c->body_len - c->body_got;
+    ssize_t n = read(c->fd, at, want);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR))
+        return 0;
+    if (n <= 0)
+        return -1;
+    if (!in_header) {
+        c->body_got += (size_t)n;
+        return c->body_got == c->body_len;
+    }
+    c->hdr_len += (size_t)n;
+    if (c->hdr_len < RETRYD_FRAME_HEADER)
+        return 0;
+    const uint8_t *body;
+    size_t used;
+    if (retryd__frame_decode(c->hdr, c->hdr_len, RETRYD_FRAME_REQUEST_MAX,
+                             &body, &c->body_len, &used) < 0) {
+        c->replying = true;
+        reply_error(c, RETRYD_EPROTO, "frame length out of bounds");
+        return 0;
+    }
+    if (c->body_len > 0 && (c->body = malloc(c->body_len)) == NULL)
+        return -1;
+    return c->body_len == 0;
+}
+
+/* Write what the kernel takes; < 0 when done (all sent, or gone). */
+static int reply_write(stats_conn *c)
+{
+    while (c->out_off < c->out_len) {
+        ssize_t w = send(c->fd, c->out + c->out_off, c->out_len - c->out_off,
+                         MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return 0;
+        if (w <= 0)
+            return -1;
+        c->out_off += (size_t)w;
+        c->loop->pending -= (size_t)w;
+    }
+    return -1; /* one request per connection: sent, so closed */
+}
+
+/* A readiness event (or a fresh connection): read the request until it is
+ * whole, then write the reply, never waiting. */
+static void conn_step(server *d, stats_conn *c)
+{
+    for (int reads = 0; !c->replying && reads < 2; reads++) {
+        int r = request_read(c);
+        if (r < 0) {
+            conn_close(c);
+            return;
+        }
+        if (r == 0)
+            break;
+        serve_request(d, c);
+    }
+    if (!c->replying)
+        return;
+    if (c->out == NULL || reply_write(c) < 0) {
+        conn_close(c);
+        return;
+    }
+    struct epoll_event ev = {.events = EPOLLOUT, .data.u64 = c->index};
+    epoll_ctl(c->loop->epfd, EPOLL_CTL_MOD, c->fd, &ev);
+}
+
+/* A place for a newcomer: a free one, or the oldest reader's, closed for
+ * it (readers still sending their request first). */
+static int free_place(stats_loop *l)
+{
+    stats_conn *oldest = NULL;
+    for (unsigned i = 0; i < STATS_CONNECTIONS_MAX; i++) {
+        stats_conn *c = l->conns[i];
+        if (c == NULL)
+            return (int)i;
+        if (oldest == NULL || (oldest->replying && !c->replying) ||
+            (oldest->replying == c->replying &&
+             c->accepted_ns < oldest->accepted_ns))
+            oldest = c;
+    }
+    unsigned i = oldest->index;
+    log_limited(LOG_WARN,
+                "stats: all %d connections taken: closing the "
+                "oldest for a newcomer",
+                STATS_CONNECTIONS_MAX);
+    conn_close(oldest);
+    return (int)i;
+}
+
+static void on_accept(stats_loop *l)
+{
+    for (int n = 0; n < STATS_ACCEPT_BATCH; n++) {
+        int fd =
+            accept4(l->d->stats_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0)
+            return;
+        stats_conn *c = calloc(1, sizeof(*c));
+        if (c == NULL) {
+            close(fd);
+            continue;
+        }
+        int i = free_place(l);
+        uint64_t now = retryd__clock_monotonic_ns();
+        *c = (stats_conn){.loop = l,
+                          .fd = fd,
+                          .index = (unsigned)i,
+                          .accepted_ns = now,
+                          .due_ns = now + ms_ns(STATS_REQUEST_TIMEOUT_MS)};
+        struct epoll_event ev = {.events = EPOLLIN, .data.u64 = (unsigned)i};
+        if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+            close(fd);
+            free(c);
+            continue;
+        }
+        l->conns[i] = c;
+        if (!stats_allowed(l->d, fd)) {
+            c->replying = true;
+            reply_error(c, RETRYD_EPERM, "not authorised");
+        }
+        conn_step(l->d, c); /* the request is often there already */
+    }
+}
+
+/* Close readers past their deadline; milliseconds to the next one. */
+static int expire(stats_loop *l)
+{
+    uint64_t now = retryd__clock_monotonic_ns(), next = UINT64_MAX;
+    for (unsigned i = 0; i < STATS_CONNECTIONS_MAX; i++) {
+        stats_conn *c = l->conns[i];
+        if (c != NULL && c->due_ns <= now) {
+            log_limited(LOG_INFO, "stats connection closed: %s",
+                        c->replying ? "reply left unread"
+                                    : "no request in time");
+            conn_close(c);
+        } else if (c != NULL && c->due_ns < next) {
+            next = c->due_ns;
+        }
+    }
+    if (next == UINT64_MAX)
+        return -1;
+    return (int)((next - now + 999999) / 1000000);
+}
+
+static int loop_open(stats_loop *l, server *d)
+{
+    *l = (stats_loop){.d = d, .epfd = epoll_create1(EPOLL_CLOEXEC)};
+    struct epoll_event lev = {.events = EPOLLIN, .data.u64 = STATS_TAG_LISTEN};
+    struct epoll_event sev = {.events = EPOLLIN, .data.u64 = STATS_TAG_STOP};
+    if (l->epfd < 0 ||
+        epoll_ctl(l->epfd, EPOLL_CTL_ADD, d->stats_fd, &lev) < 0 ||
+        epoll_ctl(l->epfd, EPOLL_CTL_ADD, d->stop_fd, &sev) < 0) {
+        log_err("stats: cannot watch the socket: %s", strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+static void loop_close(stats_loop *l)
+{
+    for (unsigned i = 0; i < STATS_CONNECTIONS_MAX; i++)
+        if (l->conns[i] != NULL)
+            conn_close(l->conns[i]);
+    if (l->epfd >= 0)
+        close(l->epfd);
 }
 
 static void *stats_main(void *arg)
 {
     server *d = arg;
+    stats_loop l;
+    struct epoll_event evs[32];
+    bool stop = false;
+
     urcu_memb_register_thread();
-    for (;;) {
-        struct pollfd p[2] = {{d->stats_fd, POLLIN, 0},
-                              {d->stop_fd, POLLIN, 0}};
-        if (poll(p, 2, -1) < 0) {
-            if (errno == EINTR)
-                continue;
+    if (loop_open(&l, d) < 0)
+        stop = true;
+    while (!stop) {
+        int n = epoll_wait(l.epfd, evs, 32, expire(&l));
+        if (n < 0 && errno != EINTR)
             break;
+        for (int i = 0; i < n && !stop; i++) {
+            uint64_t tag = evs[i].data.u64;
+            if (tag == STATS_TAG_STOP)
+                stop = true;
+            else if (tag == STATS_TAG_LISTEN)
+                on_accept(&l);
+            else if (l.conns[tag] != NULL) /* not closed earlier */
+                conn_step(d, l.conns[tag]);
         }
-        if (p[1].revents)
-            break;
-        int fd = accept4(d->stats_fd, NULL, NULL, SOCK_CLOEXEC);
-        if (fd < 0)
-            continue;
-        serve_client(d, fd);
-        close(fd);
     }
+    loop_close(&l);
     urcu_memb_unregister_thread();
     return NULL;
 }
-
 int stats_start(server *d)
 {
     d->stop_fd = eventfd(0, EFD_CLOEXEC);
