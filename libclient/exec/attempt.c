@@ -1,5 +1,6 @@
 /*
- * retryd_execute: the attempt loop. Read docs/evidence.md first.
+ * The attempt state machine (attempt.h) and retryd_execute, its blocking
+ * driver. Read docs/evidence.md first, then docs/async.md.
  *
  * Each attempt: a bulkhead permit and an easy handle from the profile's
  * pool (pool.c), one transfer whose callbacks fill an attempt_trace
@@ -8,8 +9,10 @@
  * a backoff during which neither the permit nor the handle is held.
  *
  * This file decides what happens between attempts and what the caller gets
- * back; how a request goes on the wire is the transfer's. It depends on
- * validate.c, transfer.c and pool.c, and none of them on it.
+ * back; how a request goes on the wire is the transfer's, and how the
+ * waits are waited is the driver's: retryd_execute below blocks its
+ * thread, the multi (multi.c) runs the same steps from an event loop. It
+ * depends on validate.c, transfer.c and pool.c, and none of them on it.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +22,7 @@
 
 #include "base/clock.h"
 #include "base/macros.h"
+#include "exec/attempt.h"
 #include "exec/body_internal.h"
 #include "exec/call.h"
 #include "exec/evidence.h"
@@ -26,6 +30,15 @@
 #include "exec/pool.h"
 #include "exec/transfer.h"
 #include "exec/validate.h"
+
+/*
+ * Each step of the state machine is written once, below, and inlined into
+ * retryd_execute, which runs them back to back: out of line, the calls
+ * between them cost the blocking path about 160 instructions per request
+ * (over 10% of what retryd adds around curl_easy_perform;
+ * docs/benchmarks.md). The multi calls the retryd__ wrappers at the end.
+ */
+#define STEP static inline __attribute__((always_inline))
 
 #define DEFAULT_DEADLINE_NS (30 * INT64_C(1000000000))
 #define AUTH_MAX 4096
@@ -39,7 +52,7 @@
  * Here rather than in transfer.c because the loop owns the call (call_init
  * sets the same fields up), and inlined it saves every attempt a call.
  */
-static void attempt_reset(call *c)
+STEP void attempt_reset(call *c)
 {
     retryd__trace_init(&c->trace);
     retryd__hdrs_clear(&c->resp);
@@ -50,7 +63,7 @@ static void attempt_reset(call *c)
     c->errbuf[0] = '\0';
 }
 
-static void open_body(call *c)
+STEP void open_body(call *c)
 {
     c->body_open = false;
     if (c->req->body == NULL)
@@ -63,7 +76,7 @@ static void open_body(call *c)
     c->body_open = true;
 }
 
-static void describe_error(call *c, int rc)
+STEP void describe_error(call *c, int rc)
 {
     /* libcurl's error buffer keeps its first error, which after a vetoed
      * re-send is about the veto (a refused seek, an aborted callback), not
@@ -78,39 +91,72 @@ static void describe_error(call *c, int rc)
         snprintf(c->errbuf, sizeof(c->errbuf), "%s", curl_easy_strerror(rc));
 }
 
-static void run_attempt(call *c, uint32_t n, retryd_attempt *a)
+/*
+ * The next entry of the attempt log, which grows in the call: the attempt
+ * runs and is decided in place, so nothing is copied per attempt. It
+ * counts once log_attempt() has given it its error text.
+ */
+STEP attempt_rec *next_attempt(call *c, int64_t wait)
 {
+    if (c->n_att == c->cap_att) {
+        size_t bytes = c->cap_att * sizeof(*c->att);
+        if (!retryd__grow((void **)&c->att, bytes, &bytes,
+                          bytes + sizeof(*c->att), c->att_first))
+            return NULL;
+        c->cap_att = bytes / sizeof(*c->att);
+    }
+    attempt_rec *rec = &c->att[c->n_att];
+    *rec = (attempt_rec){
+        .a = {.sz = sizeof(retryd_attempt), .wait_before_ns = wait},
+        .d = {.sz = sizeof(retryd_decision)}};
+    return rec;
+}
+
+STEP int attempt_open(call *c)
+{
+    attempt_rec *rec = next_attempt(c, c->wait);
+    if (rec == NULL)
+        return RETRYD_ENOMEM;
+    uint32_t n = (uint32_t)c->n_att + 1;
     /* The first attempt starts when the call did; a retry after its wait. */
     int64_t start = n == 1 ? c->now : retryd__now_ns();
     int64_t left = c->deadline - start;
-    int64_t attempt_ns =
+    c->start = start;
+    c->attempt_ns =
         left < c->p->attempt_timeout_ns ? left : c->p->attempt_timeout_ns;
-    int64_t permit_deadline =
+    c->permit_deadline =
         c->p->bulkhead_wait_ns && start + c->p->bulkhead_wait_ns < c->deadline
             ? start + c->p->bulkhead_wait_ns
             : c->deadline;
-    int rc = CURLE_OK; /* stays so when the body did not open */
-    easy *h;
-
     attempt_reset(c);
-    a->number = n;
+    rec->a.number = n;
     if (n == 1)
         retryd_upstream_deposit(c->p->budget); /* every first attempt */
-    int r = retryd__slot_take(c->p, permit_deadline, &h);
-    if (r < 0) {
-        a->evidence = RETRYD_EVIDENCE_NOT_SENT;
-        a->failure = r == RETRYD_ETIMEDOUT ? RETRYD_FAILURE_POOL_TIMEOUT
-                                           : RETRYD_FAILURE_IO;
-        snprintf(c->errbuf, sizeof(c->errbuf), "%s",
-                 r == RETRYD_ETIMEDOUT ? "no bulkhead permit in time"
-                                       : "out of memory");
-        c->now = retryd__now_ns();
-        a->duration_ns = c->now - start;
-        return;
-    }
+    return 0;
+}
+
+STEP void attempt_unpermitted(call *c, int err)
+{
+    retryd_attempt *a = &retryd__attempt_current(c)->a;
+    a->evidence = RETRYD_EVIDENCE_NOT_SENT;
+    a->failure = err == RETRYD_ETIMEDOUT ? RETRYD_FAILURE_POOL_TIMEOUT
+                                         : RETRYD_FAILURE_IO;
+    snprintf(c->errbuf, sizeof(c->errbuf), "%s",
+             err == RETRYD_ETIMEDOUT ? "no bulkhead permit in time"
+                                     : "out of memory");
+    c->now = retryd__now_ns();
+    a->duration_ns = c->now - c->start;
+}
+
+STEP bool attempt_begin(call *c)
+{
     open_body(c);
-    if (!c->trace.body_source_failed)
-        rc = retryd__transfer_perform(c, h, a, attempt_ns);
+    return !c->trace.body_source_failed;
+}
+
+STEP void attempt_end(call *c, easy *h, int rc)
+{
+    retryd_attempt *a = &retryd__attempt_current(c)->a;
     if (c->body_open)
         retryd__body_close(&c->body);
     /* A handle whose transfer failed may carry libcurl 7.88.1's stale
@@ -123,13 +169,13 @@ static void run_attempt(call *c, uint32_t n, retryd_attempt *a)
     describe_error(c, rc);
     a->status = c->trace.status; /* 0 unless a final block completed */
     c->now = retryd__now_ns();
-    a->duration_ns = c->now - start;
+    a->duration_ns = c->now - c->start;
 }
 
 /* --- the loop ------------------------------------------------------------ */
 
-static void fill_facts(call *c, const retryd_attempt *a, int64_t prev_delay,
-                       bool refreshed, retryd_facts *f)
+STEP void fill_facts(call *c, const retryd_attempt *a, int64_t prev_delay,
+                     bool refreshed, retryd_facts *f)
 {
     int64_t retry_after = -1;
     /* A success or a redirect is final whatever it says: no lookup. The
@@ -175,8 +221,7 @@ static bool refresh(call *c);
  * (the budget peek among them) and count a success as a denied retry. It
  * is logged as the engine would end it, status_final.
  */
-static int decide_attempt(call *c, attempt_rec *rec, int64_t prev_delay,
-                          const retryd_decide_env *env)
+STEP int decide_attempt(call *c, attempt_rec *rec)
 {
     retryd_attempt *a = &rec->a;
     retryd_facts f;
@@ -198,8 +243,8 @@ static int decide_attempt(call *c, attempt_rec *rec, int64_t prev_delay,
     bool refreshed = a->status == 401 && !c->refresh_used &&
                      c->req->refresh != NULL &&
                      retryd_idempotency_is_safe(c->idem) && refresh(c);
-    fill_facts(c, a, prev_delay, refreshed, &f);
-    int r = retryd_decide(&f, env, &rec->d);
+    fill_facts(c, a, c->wait, refreshed, &f);
+    int r = retryd_decide(&f, &c->env, &rec->d);
     if (r == 0)
         retryd_upstream_record(c->p->budget, &rec->d, a->evidence);
     return r;
@@ -233,29 +278,8 @@ static void sleep_ns(int64_t ns)
     }
 }
 
-/*
- * The next entry of the attempt log, which grows in the call: the attempt
- * runs and is decided in place, so nothing is copied per attempt. It
- * counts once log_attempt() has given it its error text.
- */
-static attempt_rec *next_attempt(call *c, int64_t wait)
-{
-    if (c->n_att == c->cap_att) {
-        size_t bytes = c->cap_att * sizeof(*c->att);
-        if (!retryd__grow((void **)&c->att, bytes, &bytes,
-                          bytes + sizeof(*c->att), c->att_first))
-            return NULL;
-        c->cap_att = bytes / sizeof(*c->att);
-    }
-    attempt_rec *rec = &c->att[c->n_att];
-    *rec = (attempt_rec){
-        .a = {.sz = sizeof(retryd_attempt), .wait_before_ns = wait},
-        .d = {.sz = sizeof(retryd_decision)}};
-    return rec;
-}
-
 /* Error texts are kept only when there is one. */
-static int log_attempt(call *c, attempt_rec *rec)
+STEP int log_attempt(call *c, attempt_rec *rec)
 {
     char *text = NULL;
     if (c->errbuf[0] != '\0' && (text = strdup(c->errbuf)) == NULL)
@@ -265,8 +289,23 @@ static int log_attempt(call *c, attempt_rec *rec)
     return 0;
 }
 
+STEP int attempt_decide(call *c)
+{
+    attempt_rec *rec = retryd__attempt_current(c);
+    int r = decide_attempt(c, rec);
+    if (r == 0)
+        r = log_attempt(c, rec);
+    if (r < 0)
+        return r;
+    if (rec->d.verdict != RETRYD_VERDICT_RETRY)
+        return 0;
+    /* The next attempt's wait, and the engine's prev_delay after it. */
+    c->wait = rec->d.delay_ns;
+    return 1;
+}
+
 /* The result, in one allocation; a held-back body goes to the sink. */
-static retryd_result *finish(call *c)
+STEP retryd_result *call_result(call *c)
 {
     bool final = c->trace.final_headers;
     bool keep_body = final && c->req->sink == NULL;
@@ -289,7 +328,7 @@ static retryd_result *finish(call *c)
  * request a call of its own (about 20 instructions, over 1% of what
  * retryd adds around curl_easy_perform; docs/benchmarks.md).
  */
-static char *join_url(call *c, const char *base, const char *path)
+STEP char *join_url(call *c, const char *base, const char *path)
 {
     size_t bl = strlen(base);
     while (bl > 0 && base[bl - 1] == '/')
@@ -309,9 +348,14 @@ static char *join_url(call *c, const char *base, const char *path)
 
 /* Every field is set here; the big first-storage buffers are not zeroed,
  * only sized. */
-static int call_init(call *c, retryd_profile *p, const retryd_request *req)
+STEP int call_init(call *c, retryd_profile *p, const retryd_request *req)
 {
     c->p = p;
+    c->env = (retryd_decide_env){.sz = sizeof(retryd_decide_env),
+                                 .backoff = &p->backoff,
+                                 .budget = &retryd_upstream_budget,
+                                 .budget_ctx = p->budget};
+    c->wait = 0;
     c->req = req;
     c->idem = req->idempotency;
     c->key[0] = '\0';
@@ -348,7 +392,7 @@ static int call_init(call *c, retryd_profile *p, const retryd_request *req)
     return 0;
 }
 
-static void call_free(call *c)
+STEP void call_free(call *c)
 {
     if (c->url != c->url_first)
         free(c->url);
@@ -363,14 +407,42 @@ static void call_free(call *c)
         free(c->att);
 }
 
+/*
+ * The blocking driver: each step of the state machine in turn, the permit
+ * waited for on the profile's condition variable, the transfer run by
+ * curl_easy_perform, the backoff slept. 0 once the call is done.
+ */
+STEP int run_blocking(call *c)
+{
+    for (;;) {
+        easy *h;
+        int r = attempt_open(c);
+        if (r < 0)
+            return r;
+        r = retryd__slot_take(c->p, c->permit_deadline, &h);
+        if (r < 0) {
+            attempt_unpermitted(c, r);
+        } else {
+            int rc = CURLE_OK; /* stays so when the body did not open */
+            if (attempt_begin(c))
+                rc = retryd__transfer_perform(
+                    c, h, &retryd__attempt_current(c)->a, c->attempt_ns);
+            attempt_end(c, h, rc);
+        }
+        r = attempt_decide(c);
+        if (r != 1)
+            return r;
+        /* Nothing is held while waiting: the permit and the handle went
+         * back when the attempt ended. */
+        sleep_ns(c->wait);
+    }
+}
+
 int retryd_execute(retryd_profile *p, const retryd_request *caller_req,
                    retryd_result **ret)
 {
     const retryd_request *req;
     call c;
-    int64_t prev_delay = 0, wait = 0;
-    retryd_decide_env env = {
-        .sz = sizeof(env), .backoff = NULL, .budget = &retryd_upstream_budget};
     int r;
 
     retryd_request rq; /* a caller's of another size, at this library's */
@@ -384,33 +456,54 @@ int retryd_execute(retryd_profile *p, const retryd_request *caller_req,
     if (retryd__validate_request(req) < 0)
         return RETRYD_EINVAL;
     r = call_init(&c, p, req);
-    if (r < 0)
-        goto out;
-    env.backoff = &p->backoff;
-    env.budget_ctx = p->budget;
-    for (uint32_t n = 1;; n++) {
-        attempt_rec *rec = next_attempt(&c, wait);
-        r = RETRYD_ENOMEM;
-        if (rec == NULL)
-            goto out;
-        run_attempt(&c, n, &rec->a);
-        r = decide_attempt(&c, rec, prev_delay, &env);
-        if (r < 0)
-            goto out;
-        r = log_attempt(&c, rec);
-        if (r < 0)
-            goto out;
-        if (rec->d.verdict != RETRYD_VERDICT_RETRY)
-            break;
-        /* Nothing is held while waiting: the permit and the handle went
-         * back when the attempt ended. */
-        wait = rec->d.delay_ns;
-        sleep_ns(wait);
-        prev_delay = wait;
+    if (r == 0)
+        r = run_blocking(&c);
+    if (r == 0) {
+        *ret = call_result(&c);
+        r = *ret ? 0 : RETRYD_ENOMEM;
     }
-    *ret = finish(&c);
-    r = *ret ? 0 : RETRYD_ENOMEM;
-out:
     call_free(&c);
     return r;
+}
+
+/* --- the steps, for the multi (multi.c) ---------------------------------- */
+
+int retryd__call_init(call *c, retryd_profile *p, const retryd_request *req)
+{
+    return call_init(c, p, req);
+}
+
+void retryd__call_free(call *c)
+{
+    call_free(c);
+}
+
+int retryd__attempt_open(call *c)
+{
+    return attempt_open(c);
+}
+
+void retryd__attempt_unpermitted(call *c, int err)
+{
+    attempt_unpermitted(c, err);
+}
+
+bool retryd__attempt_begin(call *c)
+{
+    return attempt_begin(c);
+}
+
+void retryd__attempt_end(call *c, easy *h, int rc)
+{
+    attempt_end(c, h, rc);
+}
+
+int retryd__attempt_decide(call *c)
+{
+    return attempt_decide(c);
+}
+
+retryd_result *retryd__call_result(call *c)
+{
+    return call_result(c);
 }

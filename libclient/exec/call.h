@@ -1,9 +1,10 @@
 /*
- * One retryd_execute call, internal to the executor. The attempt loop
- * (attempt.c) owns it and keeps the attempt log in it; the transfer
- * (transfer.c) fills its per-attempt part from libcurl's callbacks, which
- * reach it through the pooled handle (easy.call). Both need the layout,
- * hence this header; nothing else should include it.
+ * One request, internal to the executor, whichever driver runs it: the
+ * attempt state machine (attempt.c) owns it and keeps the attempt log in
+ * it; the transfer (transfer.c) fills its per-attempt part from libcurl's
+ * callbacks, which reach it through the pooled handle (easy.call); the
+ * asynchronous driver (multi.c) embeds it in its retryd_call. They need
+ * the layout, hence this header; nothing else should include it.
  */
 #ifndef RETRYD_CALL_H
 #define RETRYD_CALL_H
@@ -32,6 +33,13 @@ typedef struct call {
     bool refresh_used, force_http11, delivered;
     int64_t deadline;
     int64_t now; /* the last clock reading: when the call or attempt ended */
+    /* Between attempts (attempt.h): the engine's inputs, and the wait it
+     * granted before the attempt now running (its prev_delay). */
+    retryd_decide_env env;
+    int64_t wait;
+    /* The attempt running now: when it started, how long its transfer may
+     * take, until when it may wait for a bulkhead permit. */
+    int64_t start, attempt_ns, permit_deadline;
     /* One attempt's state, reset before each. */
     attempt_trace trace;
     retryd_body_reader body;
@@ -45,8 +53,9 @@ typedef struct call {
     /* The attempt log: att_first until outgrown; error texts strdup'ed. */
     attempt_rec *att;
     size_t n_att, cap_att;
-    /* Storage that lives in retryd_execute's frame: a keep-alive request
-     * needs no allocation until its result. Not zeroed: sized, not read. */
+    /* Storage that lives in the call (retryd_execute's frame, or the
+     * asynchronous call's allocation): a keep-alive request needs no
+     * allocation until its result. Not zeroed: sized, not read. */
     char url_first[512];
     char hdr_first[2048];
     uint32_t hdr_off_first[2 * 64];

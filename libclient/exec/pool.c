@@ -5,9 +5,12 @@
  * opened it. The two are taken together, and given back together, under
  * the profile's lock, so an attempt locks it twice. A new handle is
  * configured through the transfer (retryd__handle_configure); the pool
- * knows nothing of the attempt loop, which is its only caller.
+ * knows nothing of the drivers that call it: retryd_execute waits for a
+ * permit (retryd__slot_take), the multi asks without waiting
+ * (retryd__slot_try_take) and queues the call itself.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -45,6 +48,26 @@ void retryd__pool_drain(retryd_profile *p)
         easy_free(p->idle[i]);
 }
 
+/* A permit taken under the lock: the idle handle to reuse, if any. */
+static easy *permit_locked(retryd_profile *p)
+{
+    p->in_flight++;
+    return p->n_idle > 0 ? p->idle[--p->n_idle] : NULL;
+}
+
+/* The permit's handle: the idle one, or a new one, configured once and
+ * reused while its transfers succeed. Without memory the permit goes
+ * back. */
+static int with_handle(retryd_profile *p, easy *h, easy **ret)
+{
+    if (h == NULL && (h = easy_new(p)) == NULL) {
+        retryd__slot_give(p, NULL, true);
+        return RETRYD_ENOMEM;
+    }
+    *ret = h;
+    return 0;
+}
+
 int retryd__slot_take(retryd_profile *p, int64_t deadline_ns, easy **ret)
 {
     struct timespec ts = {.tv_sec = deadline_ns / 1000000000,
@@ -55,23 +78,23 @@ int retryd__slot_take(retryd_profile *p, int64_t deadline_ns, easy **ret)
     while (p->in_flight >= p->bulkhead && r == 0)
         if (pthread_cond_timedwait(&p->freed, &p->lock, &ts) == ETIMEDOUT)
             r = p->in_flight >= p->bulkhead ? RETRYD_ETIMEDOUT : 0;
-    if (r == 0) {
-        p->in_flight++;
-        if (p->n_idle > 0)
-            h = p->idle[--p->n_idle];
+    if (r == 0)
+        h = permit_locked(p);
+    pthread_mutex_unlock(&p->lock);
+    return r == 0 ? with_handle(p, h, ret) : r;
+}
+
+int retryd__slot_try_take(retryd_profile *p, easy **ret)
+{
+    easy *h = NULL;
+    bool got = false;
+    pthread_mutex_lock(&p->lock);
+    if (p->in_flight < p->bulkhead) {
+        h = permit_locked(p);
+        got = true;
     }
     pthread_mutex_unlock(&p->lock);
-    if (r == 0 && h == NULL) {
-        /* A new handle: configured once, reused while its transfers
-         * succeed. */
-        h = easy_new(p);
-        if (h == NULL) {
-            retryd__slot_give(p, NULL, true);
-            return RETRYD_ENOMEM;
-        }
-    }
-    *ret = h;
-    return r;
+    return got ? with_handle(p, h, ret) : RETRYD_EFULL;
 }
 
 void retryd__slot_give(retryd_profile *p, easy *h, bool tainted)

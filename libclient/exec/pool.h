@@ -19,6 +19,12 @@
  * options (transfer.c: retryd__handle_configure).
  */
 int retryd__slot_take(retryd_profile *p, int64_t deadline_ns, easy **ret);
+/*
+ * The same without waiting, for the event-loop driver: 0, RETRYD_EFULL
+ * when every permit is taken (the caller queues and asks again), or
+ * RETRYD_ENOMEM.
+ */
+int retryd__slot_try_take(retryd_profile *p, easy **ret);
 /* Both back: the handle to the pool, or cleaned up when @p tainted
  * (libcurl's per-handle state may carry a stale retry count or a
  * refused-stream flag after a failure). */

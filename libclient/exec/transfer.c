@@ -26,6 +26,11 @@
 #include "exec/call.h"
 #include "exec/transfer.h"
 
+/* The per-request path is inlined into retryd__transfer_perform, the
+ * blocking driver's, as it was before the multi shared it (attempt.c says
+ * why); the multi calls the two halves' out-of-line copies. */
+#define HALF static inline __attribute__((always_inline))
+
 #define HEADER_MAX_BYTES (64 * 1024)
 #define HEADER_MAX_LINES 256
 
@@ -204,7 +209,7 @@ static void print_line(header_list *l, const char *name, const char *value)
 
 /* How many lines the caller gave, and whether one is a Content-Type (the
  * caller's then wins over the body's). */
-static size_t caller_headers(const retryd_request *r, bool *has_ct)
+HALF size_t caller_headers(const retryd_request *r, bool *has_ct)
 {
     size_t n = 0, ct = 0;
     for (; r->headers && r->headers[n]; n++)
@@ -214,8 +219,7 @@ static size_t caller_headers(const retryd_request *r, bool *has_ct)
 }
 
 /* The lines in the order they go out: the caller's, then retryd's. */
-static void fill_list(const call *c, header_list *l, size_t n,
-                      const char *add_ct)
+HALF void fill_list(const call *c, header_list *l, size_t n, const char *add_ct)
 {
     const retryd_request *r = c->req;
     for (size_t i = 0; i < n; i++)
@@ -236,7 +240,7 @@ static void fill_list(const call *c, header_list *l, size_t n,
         l->nodes[i].next = i + 1 < l->k ? &l->nodes[i + 1] : NULL;
 }
 
-static int build_headers(call *c)
+HALF int build_headers(call *c)
 {
     bool has_ct;
     const char *ct = retryd_body_content_type(c->req->body);
@@ -327,7 +331,7 @@ enum method_kind { METHOD_GET, METHOD_HEAD, METHOD_POST_EMPTY, METHOD_BODY };
 /* The method and body, set only when they differ from what the handle was
  * last told; CUSTOMREQUEST and POSTFIELDS are set whenever the kind
  * changes, so nothing of another request's method survives. */
-static void set_method(call *c, easy *e)
+HALF void set_method(call *c, easy *e)
 {
     CURL *h = e->curl;
     const char *m = c->req->method ? c->req->method : "GET";
@@ -376,7 +380,7 @@ static void set_method(call *c, easy *e)
         }                                                                      \
     } while (0)
 
-static void setup(call *c, easy *e, int64_t attempt_ns)
+HALF void setup(call *c, easy *e, int64_t attempt_ns)
 {
     retryd_profile *p = c->p;
     e->call = c;
@@ -405,16 +409,19 @@ static void setup(call *c, easy *e, int64_t attempt_ns)
     set_method(c, e);
 }
 
-int retryd__transfer_perform(call *c, easy *e, retryd_attempt *a,
-                             int64_t attempt_ns)
+HALF int transfer_setup(call *c, easy *e, int64_t attempt_ns)
 {
-    CURL *h = e->curl;
     if (build_headers(c) < 0) {
         snprintf(c->errbuf, sizeof(c->errbuf), "out of memory");
         return CURLE_OUT_OF_MEMORY;
     }
     setup(c, e, attempt_ns);
-    int rc = curl_easy_perform(h);
+    return CURLE_OK;
+}
+
+HALF void transfer_done(call *c, easy *e, retryd_attempt *a, int rc)
+{
+    CURL *h = e->curl;
     if (rc != CURLE_OK)
         memcpy(c->errbuf, e->errbuf, sizeof(c->errbuf));
     long v = 0;
@@ -437,5 +444,25 @@ int retryd__transfer_perform(call *c, easy *e, retryd_attempt *a,
         c->trace.resend_blocked = true; /* it wanted to send it again */
     free(c->headers);
     c->headers = NULL;
+}
+
+int retryd__transfer_perform(call *c, easy *e, retryd_attempt *a,
+                             int64_t attempt_ns)
+{
+    int rc = transfer_setup(c, e, attempt_ns);
+    if (rc != CURLE_OK)
+        return rc;
+    rc = curl_easy_perform(e->curl);
+    transfer_done(c, e, a, rc);
     return rc;
+}
+
+int retryd__transfer_setup(call *c, easy *e, int64_t attempt_ns)
+{
+    return transfer_setup(c, e, attempt_ns);
+}
+
+void retryd__transfer_done(call *c, easy *e, retryd_attempt *a, int rc)
+{
+    transfer_done(c, e, a, rc);
 }
