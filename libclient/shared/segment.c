@@ -38,10 +38,18 @@ size_t retryd__segment_size(uint32_t upstreams, uint32_t processes)
 void retryd__segment_format(void *mem, uint32_t upstreams, uint32_t processes,
                             uint64_t generation, uint64_t created_unix_ms)
 {
+    memset(mem, 0, retryd__segment_size(upstreams, processes));
+    retryd__segment_format_zeroed(mem, upstreams, processes, generation,
+                                  created_unix_ms);
+}
+
+void retryd__segment_format_zeroed(void *mem, uint32_t upstreams,
+                                   uint32_t processes, uint64_t generation,
+                                   uint64_t created_unix_ms)
+{
     seg_header *h = mem;
     size_t size = retryd__segment_size(upstreams, processes);
 
-    memset(mem, 0, size);
     h->layout_version = SEG_LAYOUT_VERSION;
     h->header_size = SEG_HEADER_SIZE;
     h->total_size = size;
