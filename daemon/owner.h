@@ -14,26 +14,87 @@
 #include "config.h"
 #include "shared/segment.h"
 
+/* The kinds of damage the heartbeat finds in the segment (owner_police),
+ * in the order of the stats reply's SegmentHealth. */
+enum owner_damage {
+    OWNER_D_HEADER,     /* header fields rewritten from the daemon's copy */
+    OWNER_D_SLOT_IDENT, /* an upstream slot's ident or name restored */
+    OWNER_D_PARAMS,     /* an upstream slot's parameters reset */
+    OWNER_D_BALANCE,    /* a balance above the cap clamped (discarded) */
+    OWNER_D_REFILL,     /* a refill stamp in the future brought to now */
+    OWNER_D_RETIRED,    /* a slot beyond repair retired */
+    OWNER_D_FORGED,     /* an ACTIVE slot the daemon never gave out, undone */
+    OWNER_D_PROCESS,    /* a process slot's ident or owner restored */
+    OWNER_DAMAGE_KINDS
+};
+
+/* What the daemon last wrote into an upstream slot: the segment is
+ * writable by every attached process, this copy is not. */
+typedef struct owner_slot {
+    uint64_t ident;
+    budget_params params;
+    char name[SEG_NAME_MAX + 1];
+} owner_slot;
+
+/* The same for a process slot. */
+typedef struct owner_proc {
+    uint64_t ident, pid, start_time, uid;
+} owner_proc;
+
 typedef struct owner {
-    int fd;
+    int fd; /* the sealed memfd, passed to clients */
     void *map;
     size_t size;
     seg_view view;
     uint64_t generation;
+    /* The daemon's own copies (main thread only). */
+    seg_header hdr_copy;
+    owner_slot *slots; /* one per upstream slot */
+    owner_proc *procs; /* one per process slot */
+    _Atomic bool draining;
+    /* Called when the heartbeat retired a slot beyond repair, so the
+     * registry forgets it (upstreams.c sets it). */
+    void (*on_retired)(void *arg, uint32_t slot, const char *name);
+    void *on_retired_arg;
+    /* Damage found, per kind: totals for the stats thread; what the log
+     * has not said yet and when it last said it, for one line per kind
+     * per OWNER_DAMAGE_LOG_NS. */
+    _Atomic uint64_t damage[OWNER_DAMAGE_KINDS];
+    _Atomic uint64_t checks; /* heartbeats that policed the segment */
+    _Atomic uint64_t last_damage_unix_ms;
+    uint64_t unlogged[OWNER_DAMAGE_KINDS];
+    uint64_t logged_ns[OWNER_DAMAGE_KINDS];
 } owner;
 
+/* The damage log's interval per kind. */
+#define OWNER_DAMAGE_LOG_NS (10ull * 1000000000ull)
+
 /*
- * Open the segment at c->segment_path: adopt a compatible one (same layout,
- * same capacities, owned by us and not accessible to others), keeping its
- * balances and counters; otherwise retire it (unlink) and create a new one.
- * *ret_adopted tells which. The file is mode 0600: clients receive it only
- * as a descriptor, over the control socket, after authorisation.
+ * Open the segment: adopt the sealed memfd that c->segment_path links to
+ * (its keeper's, see keeper.h) when it is compatible (sealed against
+ * resizing, the exact size, same layout and capacities, ours), keeping its
+ * balances and counters; otherwise retire it (remove the link, which
+ * dismisses its keeper) and create a new one: a memfd with its space
+ * reserved, sealed, held by a new keeper. *ret_adopted tells which.
+ * Clients receive the descriptor only over the control socket, after
+ * authorisation.
  */
 int owner_open(owner *o, const config *c, bool *ret_adopted, char *why,
                size_t why_len);
 void owner_close(owner *o); /* unmaps; the file stays for the next server */
 
+/* Stamp the heartbeat and police the segment (owner_police). */
 void owner_heartbeat(owner *o);
+/*
+ * Validate the header and every slot against the daemon's own copies;
+ * repair what can be (header, idents, names, parameters, a balance above
+ * the cap, a refill stamp in the future), retire what cannot, count and
+ * log each kind of damage (docs/segment.md, "Trust"). Main thread.
+ */
+void owner_police(owner *o);
+struct Retryd__SegmentHealth;
+/* The damage counts, for the stats reply (any thread). */
+void owner_health_fill(const owner *o, struct Retryd__SegmentHealth *h);
 void owner_set_draining(owner *o, bool on);
 bool owner_draining(const owner *o);
 

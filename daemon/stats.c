@@ -213,6 +213,9 @@ static int serve(server *d, stats_conn *c, bool processes)
     rep.upstream_capacity = d->seg.view.upstream_capacity;
     rep.process_capacity = d->seg.view.process_capacity;
     rep.daemon_version = RETRYD_DAEMON_VERSION;
+    Retryd__SegmentHealth health = RETRYD__SEGMENT_HEALTH__INIT;
+    owner_health_fill(&d->seg, &health);
+    rep.segment_health = &health;
     rep.n_upstreams = b.n;
     rep.upstreams = b.up_ptrs;
     rep.processes = pptr;

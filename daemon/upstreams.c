@@ -93,9 +93,25 @@ static void update_params(server *d, reg_entry *found, const budget_params *p)
                  e.name);
 }
 
+/* The heartbeat retired slot @p slot (damage beyond repair): the registry
+ * forgets the upstream, so its clients' handles, refused by the new
+ * generation, register it again into a fresh slot. */
+static void forget_retired(void *arg, uint32_t slot, const char *name)
+{
+    server *d = arg;
+    rd_rcu_read_lock();
+    reg_entry *found = registry_lookup(d->reg, name);
+    rd_rcu_read_unlock();
+    /* Only this thread removes entries, so found stays valid here. */
+    if (found != NULL && found->slot == slot)
+        (void)registry_remove(d->reg, found);
+}
+
 void daemon_apply_config(server *d)
 {
     const config *c = d->cfg;
+    d->seg.on_retired = forget_retired;
+    d->seg.on_retired_arg = d;
     for (size_t i = 0; i < c->n_upstreams; i++) {
         const upstream_conf *u = &c->upstreams[i];
         rd_rcu_read_lock();
