@@ -98,6 +98,39 @@ RETRYD_EXPORT void retryd_host_set_draining(retryd_host *host, bool on);
 RETRYD_EXPORT bool retryd_host_draining(retryd_host *host);
 
 /**
+ * Whether this process shares the host budget, and if not why: what its
+ * last attempt to attach found. A process that does not share spends
+ * from process-local buckets (docs/budget.md). New values may be added.
+ */
+typedef enum retryd_share_status {
+    RETRYD_SHARE_SHARED = 0,     /**< attached: spends from the host segment */
+    RETRYD_SHARE_LOCAL_ONLY = 1, /**< RETRYD_HOST_LOCAL_ONLY: never asked */
+    /** No daemon: its socket is missing, refuses or does not answer. */
+    RETRYD_SHARE_NO_DAEMON = 2,
+    /** The socket's mode or the daemon's allow lists refuse this user. */
+    RETRYD_SHARE_NOT_AUTHORISED = 3,
+    /** The segment's header failed validation (damaged?). */
+    RETRYD_SHARE_SEGMENT_BAD_HEADER = 4,
+    /** The segment has another layout version than this library's. */
+    RETRYD_SHARE_SEGMENT_BAD_VERSION = 5,
+    /** The segment is not of the size the daemon announced. */
+    RETRYD_SHARE_SEGMENT_BAD_SIZE = 6,
+    /** The descriptor is not sealed against resizing: refused unmapped. */
+    RETRYD_SHARE_SEGMENT_NOT_SEALED = 7,
+    /** The daemon has no free process slot (process_capacity). */
+    RETRYD_SHARE_NO_PROCESS_SLOT = 8,
+    /** The daemon answered something else (another protocol version?). */
+    RETRYD_SHARE_PROTOCOL = 9,
+} retryd_share_status;
+
+/** Why @p host shares the host budget or not (RETRYD_SHARE_NO_DAEMON for
+ * NULL). Cheap: one load. */
+RETRYD_EXPORT retryd_share_status retryd_host_share_status(retryd_host *host);
+
+/** The name of @p s ("shared", "no-daemon", ...); "unknown" for others. */
+RETRYD_EXPORT const char *retryd_share_status_name(retryd_share_status s);
+
+/**
  * The budget of the upstream named @p name (1 to 95 printable bytes).
  *
  * The first call for a name registers it with the daemon (idempotent by

@@ -22,6 +22,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -236,34 +237,63 @@ static int say_hello(retryd_host *h)
     return r;
 }
 
-/* Map the passed segment and check everything the reply claims about it. */
+/* What a descriptor must be sealed against before it is mapped: a peer
+ * holding it could otherwise shrink it under every mapping (SIGBUS). */
+#define HOST_SEALS (F_SEAL_SHRINK | F_SEAL_GROW)
+
+/* Whether @p seg_fd is a sealed segment of exactly @p size bytes: checked
+ * before mapping it. */
+static int check_segment_fd(int seg_fd, uint64_t size, int *why)
+{
+    struct stat st;
+    int seals = fcntl(seg_fd, F_GET_SEALS);
+    if (seals < 0 || (seals & HOST_SEALS) != HOST_SEALS) {
+        *why = RETRYD_SHARE_SEGMENT_NOT_SEALED;
+        return RETRYD_ECORRUPT;
+    }
+    if (fstat(seg_fd, &st) < 0 || size < SEG_HEADER_SIZE ||
+        size > (1ull << 36) || (uint64_t)st.st_size != size) {
+        *why = RETRYD_SHARE_SEGMENT_BAD_SIZE;
+        return RETRYD_ECORRUPT;
+    }
+    return 0;
+}
+
+/* Our process slot in view @p v, as the reply names it, or NULL. */
+static seg_process *our_slot(const seg_view *v, const Retryd__AttachReply *ar,
+                             uint64_t *ret_ident)
+{
+    seg_process *p = retryd__segment_process(v, ar->process_slot);
+    if (v->hdr->generation != ar->generation || p == NULL)
+        return NULL;
+    *ret_ident = atomic_load_explicit(&p->ident, memory_order_acquire);
+    if (seg_ident_state(*ret_ident) != SEG_ACTIVE ||
+        atomic_load_explicit(&p->pid, memory_order_relaxed) !=
+            (uint64_t)getpid())
+        return NULL;
+    return p;
+}
+
+/* Map the passed segment and check everything the reply claims about it;
+ * *why says what was refused. */
 static int map_attachment(const Retryd__AttachReply *ar, int seg_fd,
-                          attachment **ret)
+                          attachment **ret, int *why)
 {
     seg_view v;
-    int r;
-
-    if (ar->segment_size < SEG_HEADER_SIZE || ar->segment_size > (1ull << 36))
-        return RETRYD_ECORRUPT;
+    seg_process *p = NULL;
+    uint64_t ident = 0;
+    int r = check_segment_fd(seg_fd, ar->segment_size, why);
+    if (r < 0)
+        return r;
     void *map = mmap(NULL, ar->segment_size, PROT_READ | PROT_WRITE, MAP_SHARED,
                      seg_fd, 0);
     if (map == MAP_FAILED)
         return RETRYD_EIO;
     r = retryd__segment_view(map, ar->segment_size, &v);
-    if (r == 0 && v.hdr->generation != ar->generation)
+    *why = r == RETRYD_EVERSION ? RETRYD_SHARE_SEGMENT_BAD_VERSION
+                                : RETRYD_SHARE_SEGMENT_BAD_HEADER;
+    if (r == 0 && (p = our_slot(&v, ar, &ident)) == NULL)
         r = RETRYD_ECORRUPT;
-    seg_process *p =
-        r == 0 ? retryd__segment_process(&v, ar->process_slot) : NULL;
-    uint64_t ident = 0;
-    if (r == 0 && p == NULL)
-        r = RETRYD_ECORRUPT;
-    if (r == 0) {
-        ident = atomic_load_explicit(&p->ident, memory_order_acquire);
-        if (seg_ident_state(ident) != SEG_ACTIVE ||
-            atomic_load_explicit(&p->pid, memory_order_relaxed) !=
-                (uint64_t)getpid())
-            r = RETRYD_ECORRUPT;
-    }
     attachment *a = r == 0 ? calloc(1, sizeof(*a)) : NULL;
     if (r == 0 && a == NULL)
         r = RETRYD_ENOMEM;
@@ -282,7 +312,7 @@ static int map_attachment(const Retryd__AttachReply *ar, int seg_fd,
 
 /* Ask for the segment and a process slot, resuming @p prev's if any. */
 static int request_attach(retryd_host *h, const attachment *prev,
-                          attachment **ret)
+                          attachment **ret, int *why)
 {
     Retryd__Attach at;
     retryd__attach__init(&at);
@@ -308,24 +338,60 @@ static int request_attach(retryd_host *h, const attachment *prev,
         r = rep->error;
         h->ctl_holds_slot = false; /* refused: nothing tied */
     } else if (rep->body_case != RETRYD__CONTROL_REPLY__BODY_ATTACH ||
-               seg_fd < 0 || rep->attach->layout_version != SEG_LAYOUT_VERSION)
+               seg_fd < 0)
         r = RETRYD_EPROTO;
+    else if (rep->attach->layout_version != SEG_LAYOUT_VERSION) {
+        r = RETRYD_EVERSION;
+        *why = RETRYD_SHARE_SEGMENT_BAD_VERSION;
+    }
     if (r == 0)
-        r = map_attachment(rep->attach, seg_fd, ret);
+        r = map_attachment(rep->attach, seg_fd, ret, why);
     if (seg_fd >= 0)
         close(seg_fd); /* the mapping keeps the segment */
     retryd__control_reply__free_unpacked(rep, NULL);
     return r;
 }
 
+/* The share status an attach that failed with @p err stands for, when
+ * nothing more precise (@p why, from the segment's checks) is known. */
+static int share_status_of(int err, int why)
+{
+    if (why >= 0)
+        return why;
+    switch (err) {
+    case RETRYD_EPERM:
+        return RETRYD_SHARE_NOT_AUTHORISED;
+    case RETRYD_EFULL:
+        return RETRYD_SHARE_NO_PROCESS_SLOT;
+    case RETRYD_EVERSION:
+    case RETRYD_EPROTO:
+        return RETRYD_SHARE_PROTOCOL;
+    default:
+        return RETRYD_SHARE_NO_DAEMON;
+    }
+}
+
+/* Record what an attempt found; a process still attached (to a segment
+ * whose daemon went away) still shares. */
+static void set_share(retryd_host *h, int err, int why)
+{
+    int s = atomic_load_explicit(&h->att, memory_order_relaxed) != NULL
+                ? RETRYD_SHARE_SHARED
+                : share_status_of(err, why);
+    atomic_store_explicit(&h->share, s, memory_order_relaxed);
+}
+
 int retryd__host_attach_locked(retryd_host *h)
 {
     attachment *cur = atomic_load_explicit(&h->att, memory_order_relaxed);
     attachment *a = NULL;
-    int r;
+    int r, why = -1;
 
-    if (h->flags & RETRYD_HOST_LOCAL_ONLY)
+    if (h->flags & RETRYD_HOST_LOCAL_ONLY) {
+        atomic_store_explicit(&h->share, RETRYD_SHARE_LOCAL_ONLY,
+                              memory_order_relaxed);
         return RETRYD_ENOTCONN;
+    }
     if (cur != NULL && h->ctl_fd >= 0)
         return 0;
     if (retryd__clock_coarse_ns() <
@@ -336,13 +402,15 @@ int retryd__host_attach_locked(retryd_host *h)
     if (r < 0) {
         h->ctl_fd = -1;
         drop_connection(h, r);
+        set_share(h, r, why);
         return cur != NULL ? 0 : r;
     }
     r = say_hello(h);
     if (r == 0)
-        r = request_attach(h, cur != NULL ? cur : h->resume, &a);
+        r = request_attach(h, cur != NULL ? cur : h->resume, &a, &why);
     if (r < 0) {
         drop_connection(h, r);
+        set_share(h, r, why);
         /* Unless that retired it, still attached to the segment we hold:
          * keep deciding on it. */
         if (atomic_load_explicit(&h->att, memory_order_relaxed) != NULL)
@@ -350,6 +418,7 @@ int retryd__host_attach_locked(retryd_host *h)
         return r;
     }
     h->resume = NULL;
+    atomic_store_explicit(&h->share, RETRYD_SHARE_SHARED, memory_order_relaxed);
     if (cur != NULL && cur->generation == a->generation &&
         cur->proc_slot == a->proc_slot && cur->proc_ident == a->proc_ident) {
         /* The daemon came back and resumed our slot: nothing moves. (The
@@ -447,6 +516,7 @@ int retryd_host_open(const retryd_host_opts *opts, retryd_host **ret)
              o.client_name ? o.client_name : "");
     h->timeout_ms = o.timeout_ms ? o.timeout_ms : 1000;
     h->flags = o.flags;
+    h->share = RETRYD_SHARE_NO_DAEMON; /* until the first attempt says */
     /* A fixed bucket count and no automatic resize: the table starts no
      * worker thread inside the caller's program. Handles are few. */
     h->names = cds_lfht_new_flavor(64, 64, 64, 0, &urcu_bp_flavor, NULL);
@@ -540,4 +610,31 @@ bool retryd_host_draining(retryd_host *host)
     return a != NULL &&
            (atomic_load_explicit(&a->view.hdr->flags, memory_order_acquire) &
             SEG_FLAG_DRAINING);
+}
+
+retryd_share_status retryd_host_share_status(retryd_host *host)
+{
+    if (host == NULL)
+        return RETRYD_SHARE_NO_DAEMON;
+    return (retryd_share_status)atomic_load_explicit(&host->share,
+                                                     memory_order_relaxed);
+}
+
+const char *retryd_share_status_name(retryd_share_status s)
+{
+    static const char *const names[] = {
+        [RETRYD_SHARE_SHARED] = "shared",
+        [RETRYD_SHARE_LOCAL_ONLY] = "local-only",
+        [RETRYD_SHARE_NO_DAEMON] = "no-daemon",
+        [RETRYD_SHARE_NOT_AUTHORISED] = "not-authorised",
+        [RETRYD_SHARE_SEGMENT_BAD_HEADER] = "segment-bad-header",
+        [RETRYD_SHARE_SEGMENT_BAD_VERSION] = "segment-bad-version",
+        [RETRYD_SHARE_SEGMENT_BAD_SIZE] = "segment-bad-size",
+        [RETRYD_SHARE_SEGMENT_NOT_SEALED] = "segment-not-sealed",
+        [RETRYD_SHARE_NO_PROCESS_SLOT] = "no-process-slot",
+        [RETRYD_SHARE_PROTOCOL] = "protocol",
+    };
+    if ((unsigned)s >= sizeof(names) / sizeof(names[0]))
+        return "unknown";
+    return names[s];
 }

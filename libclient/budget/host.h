@@ -78,6 +78,8 @@ struct retryd_host {
     attachment *resume;
     _Atomic uint64_t next_attach_ns;
     _Atomic bool local_draining;
+    /* What the last attach attempt found (retryd_share_status). */
+    _Atomic int share;
     struct cds_lfht *names;
     struct retryd_upstream *all; /* under lock */
     struct retryd_host *next_host;
