@@ -17,6 +17,7 @@ libnghttp2-dev libssl-dev
 clang libclang-rt-14-dev
 nginx redis-server
 pmccabe abigail-tools
+libuv1-dev
 "
 
 missing=""
