@@ -19,6 +19,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -61,6 +62,9 @@ static _Noreturn void keeper_main(const char *link_path, const char *tmp_path)
     char target[64];
     size_t len = link_target(target, getpid());
     struct timespec nap = {0, KEEPER_POLL_NS};
+    /* Not "retryd": `pkill retryd` stopping the daemon must not take the
+     * balances with it. */
+    (void)prctl(PR_SET_NAME, "rd-seg-keeper", 0, 0, 0);
 
     (void)unlink(tmp_path);
     if (symlink(target, tmp_path) < 0 || rename(tmp_path, link_path) < 0) {
