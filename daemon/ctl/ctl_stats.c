@@ -46,12 +46,64 @@ static void print_breakdown(const Retryd__Counters *c)
         printf("\n");
 }
 
+/* --- segment health ------------------------------------------------------ */
+
+/* The damage counts of the reply (zero when an older daemon sent none),
+ * named as in JSON and as Prometheus's kind label. */
+typedef struct health_item {
+    const char *name;
+    uint64_t n;
+} health_item;
+
+#define HEALTH_KINDS 8
+
+static void health_items(const Retryd__StatsReply *r,
+                         health_item out[HEALTH_KINDS])
+{
+    static const Retryd__SegmentHealth none = RETRYD__SEGMENT_HEALTH__INIT;
+    const Retryd__SegmentHealth *h =
+        r->segment_health ? r->segment_health : &none;
+    health_item items[HEALTH_KINDS] = {
+        {"header_repaired", h->header_repaired},
+        {"slot_ident_repaired", h->slot_ident_repaired},
+        {"params_reset", h->params_reset},
+        {"balance_clamped", h->balance_clamped},
+        {"refill_reset", h->refill_reset},
+        {"slots_retired", h->slots_retired},
+        {"forged_slots", h->forged_slots},
+        {"process_repaired", h->process_repaired},
+    };
+    memcpy(out, items, sizeof(items));
+}
+
+static uint64_t health_checks(const Retryd__StatsReply *r)
+{
+    return r->segment_health ? r->segment_health->checks : 0;
+}
+
+static void print_health_line(const Retryd__StatsReply *r)
+{
+    health_item it[HEALTH_KINDS];
+    bool any = false;
+    health_items(r, it);
+    printf("segment checks %" PRIu64 ":", health_checks(r));
+    for (int i = 0; i < HEALTH_KINDS; i++) {
+        if (it[i].n == 0)
+            continue;
+        printf(" %s=%" PRIu64, it[i].name, it[i].n);
+        any = true;
+    }
+    printf("%s\n\n", any ? "  (damage found and handled: see the log)"
+                         : " no damage found");
+}
+
 static void print_table(const Retryd__StatsReply *r)
 {
     printf("retryd %s  generation %016" PRIx64 "  uptime %.1fs  attached "
            "processes %u  draining %s\n\n",
            r->daemon_version, r->generation, (double)r->uptime_ms / 1000,
            r->attached_processes, r->draining ? "yes" : "no");
+    print_health_line(r);
     printf("%-24s %10s %8s %6s %8s %10s %9s %8s %6s   %s\n", "UPSTREAM",
            "BALANCE", "CAP", "RATIO", "FLOOR/s", "DEPOSITS", "GRANTED",
            "DENIED", "AMBIG", "NOT_SENT/SENT_NO_RESP/RESP/PARTIAL");
@@ -120,16 +172,29 @@ static void json_counters(const Retryd__Counters *c)
            tokens(c->refilled_micro), tokens(c->discarded_micro));
 }
 
+/* The daemon object's last member, and the upstreams array's start. */
+static void print_json_health(const Retryd__StatsReply *r)
+{
+    health_item it[HEALTH_KINDS];
+    health_items(r, it);
+    printf("\"segment_health\":{\"checks\":%" PRIu64, health_checks(r));
+    for (int i = 0; i < HEALTH_KINDS; i++)
+        printf(",\"%s\":%" PRIu64, it[i].name, it[i].n);
+    printf(",\"last_damage_unix_ms\":%" PRIu64 "}},\"upstreams\":[",
+           r->segment_health ? r->segment_health->last_damage_unix_ms : 0);
+}
+
 static void print_json(const Retryd__StatsReply *r)
 {
     printf("{\"daemon\":{\"version\":");
     json_string(r->daemon_version);
     printf(",\"generation\":\"%016" PRIx64 "\",\"uptime_seconds\":%.3f,"
            "\"attached_processes\":%u,\"draining\":%s,\"upstream_capacity\":"
-           "%u,\"process_capacity\":%u},\"upstreams\":[",
+           "%u,\"process_capacity\":%u,",
            r->generation, (double)r->uptime_ms / 1000, r->attached_processes,
            r->draining ? "true" : "false", r->upstream_capacity,
            r->process_capacity);
+    print_json_health(r);
     for (size_t i = 0; i < r->n_upstreams; i++) {
         const Retryd__UpstreamStats *u = r->upstreams[i];
         printf("%s{\"name\":", i ? "," : "");
@@ -246,6 +311,21 @@ static void prom_labelled(const Retryd__StatsReply *r, bool denied)
     }
 }
 
+static void print_prometheus_health(const Retryd__StatsReply *r)
+{
+    health_item it[HEALTH_KINDS];
+    health_items(r, it);
+    prom_header("retryd_segment_checks_total", "counter",
+                "Heartbeats that checked the segment for damage.");
+    printf("retryd_segment_checks_total %" PRIu64 "\n", health_checks(r));
+    prom_header("retryd_segment_damage_total", "counter",
+                "Damage found in the segment (another process wrote where it "
+                "must not), by kind.");
+    for (int i = 0; i < HEALTH_KINDS; i++)
+        printf("retryd_segment_damage_total{kind=\"%s\"} %" PRIu64 "\n",
+               it[i].name, it[i].n);
+}
+
 static void print_prometheus(const Retryd__StatsReply *r)
 {
     prom_header("retryd_info", "gauge", "The daemon's version and segment.");
@@ -261,6 +341,7 @@ static void print_prometheus(const Retryd__StatsReply *r)
     printf("retryd_attached_processes %u\n", r->attached_processes);
     prom_header("retryd_draining", "gauge", "1 while the host drains.");
     printf("retryd_draining %d\n", r->draining ? 1 : 0);
+    print_prometheus_health(r);
     prom_gauge(r, "retryd_upstream_balance_tokens",
                "Tokens in the upstream's bucket.", 0);
     prom_gauge(r, "retryd_upstream_cap_tokens", "The bucket's cap.", 1);
