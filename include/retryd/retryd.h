@@ -9,6 +9,7 @@
 #include "retryd/client.h"
 #include "retryd/common.h"
 #include "retryd/decision.h"
+#include "retryd/multi.h"
 
 #define RETRYD_VERSION_MAJOR 0
 #define RETRYD_VERSION_MINOR 2

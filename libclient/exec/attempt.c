@@ -316,7 +316,7 @@ STEP retryd_result *call_result(call *c)
         return NULL;
     c->n_att = 0; /* the error texts now belong to the result */
     if (final && c->req->sink != NULL && !c->stream_to_sink && c->buf_len > 0 &&
-        r->outcome == RETRYD_OUTCOME_RESPONSE)
+        r->outcome == RETRYD_OUTCOME_RESPONSE && !c->cancelled)
         c->req->sink(c->buf, c->buf_len, c->req->sink_ctx);
     return r;
 }
@@ -360,7 +360,7 @@ STEP int call_init(call *c, retryd_profile *p, const retryd_request *req)
     c->idem = req->idempotency;
     c->key[0] = '\0';
     c->auth = NULL;
-    c->refresh_used = c->force_http11 = c->delivered = false;
+    c->refresh_used = c->force_http11 = c->delivered = c->cancelled = false;
     c->now = retryd__now_ns();
     c->deadline =
         c->now + (req->deadline_ns ? req->deadline_ns : DEFAULT_DEADLINE_NS);

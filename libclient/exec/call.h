@@ -31,6 +31,7 @@ typedef struct call {
     char key[40];
     char *auth; /* Authorization after a refresh, or NULL */
     bool refresh_used, force_http11, delivered;
+    bool cancelled; /* by the caller (multi): nothing more to the sink */
     int64_t deadline;
     int64_t now; /* the last clock reading: when the call or attempt ended */
     /* Between attempts (attempt.h): the engine's inputs, and the wait it

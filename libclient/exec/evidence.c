@@ -155,9 +155,8 @@ static bool h2_not_processed(const attempt_trace *t, retryd_failure *f)
     return false;
 }
 
-void retryd__evidence_classify(const attempt_trace *t, int code,
-                               retryd_evidence *ret_evidence,
-                               retryd_failure *ret_failure)
+static void classify(const attempt_trace *t, int code,
+                     retryd_evidence *ret_evidence, retryd_failure *ret_failure)
 {
     retryd_failure f = RETRYD_FAILURE_NONE;
 
@@ -181,4 +180,15 @@ void retryd__evidence_classify(const attempt_trace *t, int code,
     }
     *ret_evidence = RETRYD_EVIDENCE_SENT_NO_RESPONSE;
     *ret_failure = after_request(t, code);
+}
+
+void retryd__evidence_classify(const attempt_trace *t, int code,
+                               retryd_evidence *ret_evidence,
+                               retryd_failure *ret_failure)
+{
+    classify(t, code, ret_evidence, ret_failure);
+    /* A cancel proves nothing about the request: what its stages proved
+     * stands, and only the reason it stopped is the caller's. */
+    if (t->cancelled)
+        *ret_failure = RETRYD_FAILURE_ABORTED;
 }

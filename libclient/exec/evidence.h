@@ -31,6 +31,7 @@ typedef struct attempt_trace {
     bool body_too_large;     /* we refused a body over our bound */
     bool body_source_failed; /* the caller's body reader failed */
     bool sink_refused;       /* the caller's response sink stopped us */
+    bool cancelled;          /* the caller cancelled it mid-transfer (multi) */
 } attempt_trace;
 
 void retryd__trace_init(attempt_trace *t);
@@ -41,7 +42,9 @@ void retryd__trace_text(attempt_trace *t, const char *text, size_t len);
 /*
  * The evidence and failure category of a finished attempt, from its trace
  * and libcurl's result code. NOT_SENT only where a stage proves it; a
- * generic error after the request may have left is SENT_NO_RESPONSE.
+ * generic error after the request may have left is SENT_NO_RESPONSE. A
+ * cancelled transfer keeps the evidence its stages prove, and its failure
+ * is aborted (permanent: the caller stopped it).
  */
 void retryd__evidence_classify(const attempt_trace *t, int curl_code,
                                retryd_evidence *ret_evidence,

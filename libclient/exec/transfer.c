@@ -288,6 +288,7 @@ void retryd__handle_configure(retryd_profile *p, easy *e)
     CURL *h = e->curl;
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(h, CURLOPT_ERRORBUFFER, e->errbuf);
+    curl_easy_setopt(h, CURLOPT_PRIVATE, e); /* the multi's way back */
     curl_easy_setopt(h, CURLOPT_PREREQDATA, e);
     curl_easy_setopt(h, CURLOPT_HEADERDATA, e);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, e);
