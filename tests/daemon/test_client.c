@@ -11,6 +11,7 @@
  *   attached                      -> attached 0|1
  *   draining                      -> draining 0|1
  *   pid                           -> pid PID
+ *   status                        -> status NAME (retryd_share_status_name)
  *   exit
  *
  * usage: retryd-test-client CONTROL_SOCKET
@@ -59,6 +60,9 @@ static void run(retryd_host *h, char *line)
         printf("attached %d\n", retryd_host_attached(h));
     } else if (strncmp(line, "draining", 8) == 0) {
         printf("draining %d\n", retryd_host_draining(h));
+    } else if (strncmp(line, "status", 6) == 0) {
+        printf("status %s\n",
+               retryd_share_status_name(retryd_host_share_status(h)));
     } else if (strncmp(line, "pid", 3) == 0) {
         printf("pid %d\n", (int)getpid());
     } else {

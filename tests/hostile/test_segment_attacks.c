@@ -1,0 +1,582 @@
+/*
+ * The hostile-neighbour suite, the segment part (docs/reliability.md):
+ * what an attached process can do to the shared segment it was handed,
+ * run with real processes against a real daemon, and what must hold: the
+ * segment cannot be resized (the seals refuse it, nobody gets SIGBUS),
+ * what a peer scribbles is repaired or retired at the next heartbeat and
+ * counted, the balances survive a kill -9 (the keeper), start-up without
+ * the space fails with the bytes named, and a client says why it does
+ * not share.
+ */
+#include <criterion/criterion.h>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "child.h"
+#include "harness.h"
+#include "hostile.h"
+#include "retryd/retryd.h"
+#include "shared/frame.h"
+#include "shared/segment.h"
+
+static const char *const base_config =
+    "[upstream payments]\nratio = 0.5\nmin_retries_per_sec = 0\ncap = 20\n"
+    "[upstream orders]\nratio = 1\nmin_retries_per_sec = 0\ncap = 100\n";
+
+#include "daemon_fixture.h"
+
+TestSuite(segment_attacks, .init = daemon_setup, .fini = daemon_teardown,
+          .timeout = 120);
+
+/* --- helpers ------------------------------------------------------------- */
+
+/* The daemon's segment, mapped by this (test) process the way any process
+ * of the daemon's user can: through the keeper's link. */
+typedef struct mapped {
+    void *map;
+    size_t size;
+    seg_view v;
+} mapped;
+
+static void map_segment(mapped *m)
+{
+    int fd = open(D.segment, O_RDWR | O_CLOEXEC);
+    cr_assert(fd >= 0, "open %s: %s", D.segment, strerror(errno));
+    struct stat st;
+    cr_assert_eq(fstat(fd, &st), 0);
+    m->size = (size_t)st.st_size;
+    m->map = mmap(NULL, m->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    cr_assert(m->map != MAP_FAILED);
+    cr_assert_eq(retryd__segment_view(m->map, m->size, &m->v), 0);
+}
+
+static seg_upstream *slot_named(const mapped *m, const char *name)
+{
+    for (uint32_t i = 0; i < m->v.upstream_capacity; i++)
+        if (strcmp(m->v.upstreams[i].name, name) == 0 &&
+            seg_ident_state(atomic_load(&m->v.upstreams[i].ident)) ==
+                SEG_ACTIVE)
+            return &m->v.upstreams[i];
+    cr_assert_fail("no active slot holds '%s'", name);
+    return NULL;
+}
+
+/* A segment-health count from fresh stats. */
+static double health(const char *key)
+{
+    stats_json();
+    return number_in_res("\"segment_health\"", key);
+}
+
+typedef struct at_least {
+    const char *key;
+    double n;
+} at_least;
+
+static bool health_reaches(void *arg)
+{
+    at_least *a = arg;
+    return health(a->key) >= a->n;
+}
+
+/* Wait (bounded: three heartbeats and then some) until the daemon counted
+ * at least @p n of damage @p key. */
+static void wait_health(const char *key, double n)
+{
+    at_least a = {key, n};
+    cr_assert(rd_wait_until(health_reaches, &a, 5000), "%s stayed below %g: %s",
+              key, n, res.out);
+}
+
+/* Ask @p c @p cmd until it answers @p expect, at most @p ms: a handle
+ * refused by a repaired or retired slot rebinds at its own pace. */
+static void ask_until(child *c, const char *cmd, const char *expect, int ms)
+{
+    char reply[256] = "";
+    struct timespec nap = {0, 20000000};
+    for (int waited = 0;; waited += 20) {
+        cr_assert_eq(child_ask(c, cmd, reply, sizeof(reply), ASK_MS), 0,
+                     "client did not answer '%s'", cmd);
+        if (strcmp(reply, expect) == 0)
+            return;
+        cr_assert(waited < ms, "'%s' answers '%s', not '%s'", cmd, reply,
+                  expect);
+        nanosleep(&nap, NULL);
+    }
+}
+
+/* Whether a brand-new client process shares "payments". */
+static bool new_client_shares(void *arg)
+{
+    (void)arg;
+    child c;
+    char reply[128] = "";
+    char *argv[] = {TEST_CLIENT_PATH, D.control, NULL};
+    if (child_start(&c, argv) < 0)
+        return false;
+    int r = child_ask(&c, "open payments", reply, sizeof(reply), ASK_MS);
+    child_stop(&c);
+    return r == 0 && strcmp(reply, "ok shared=1") == 0;
+}
+
+/* The keeper's pid, from the link it publishes. */
+static pid_t keeper_pid(void)
+{
+    char target[64] = "";
+    ssize_t n = readlink(D.segment, target, sizeof(target) - 1);
+    cr_assert(n > 0, "readlink %s: %s", D.segment, strerror(errno));
+    target[n] = '\0';
+    long pid = 0;
+    cr_assert_eq(sscanf(target, "/proc/%ld/fd/3", &pid), 1, "%s", target);
+    return (pid_t)pid;
+}
+
+/* Gone, or a zombie nobody reaps (an init that does not reap): either way
+ * it holds nothing. */
+static bool process_gone(void *arg)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof(path), "/proc/%ld/stat", (long)*(pid_t *)arg);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return true;
+    ssize_t n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n <= 0)
+        return true;
+    buf[n] = '\0';
+    char *p = strrchr(buf, ')');
+    return p != NULL && p[1] == ' ' && p[2] == 'Z';
+}
+
+/* --- an attacker holding the descriptor it was handed -------------------- */
+
+/* Hello and attach on the control socket, as the library does; the
+ * segment descriptor the daemon passed, or -1. Runs in a forked child. */
+static int attach_for_fd(const char *control, uint64_t *ret_size)
+{
+    int fd = rd_raw_connect(control, 0);
+    if (fd < 0)
+        return -1;
+    Retryd__Hello hello;
+    retryd__hello__init(&hello);
+    hello.protocol_version = RETRYD_PROTOCOL_VERSION;
+    hello.client = (char *)(uintptr_t) "attacker";
+    Retryd__ControlRequest req;
+    retryd__control_request__init(&req);
+    req.body_case = RETRYD__CONTROL_REQUEST__BODY_HELLO;
+    req.hello = &hello;
+    Retryd__ControlReply *rep;
+    if (retryd__control_exchange(fd, &req, 5000, &rep, NULL) < 0)
+        return -1;
+    retryd__control_reply__free_unpacked(rep, NULL);
+    Retryd__Attach at;
+    retryd__attach__init(&at);
+    req.body_case = RETRYD__CONTROL_REQUEST__BODY_ATTACH;
+    req.attach = &at;
+    int seg = -1;
+    if (retryd__control_exchange(fd, &req, 5000, &rep, &seg) < 0)
+        return -1;
+    if (rep->body_case == RETRYD__CONTROL_REPLY__BODY_ATTACH)
+        *ret_size = rep->attach->segment_size;
+    retryd__control_reply__free_unpacked(rep, NULL);
+    /* fd stays open: the process keeps its slot while it attacks. */
+    return seg;
+}
+
+/* 0 when every resize of the handed descriptor failed with EPERM and the
+ * mapping still reads; a bit per thing that did not hold. */
+static int resize_attack(void)
+{
+    uint64_t size = 0;
+    int fd = attach_for_fd(D.control, &size);
+    if (fd < 0 || size == 0)
+        return 1;
+    int seals = fcntl(fd, F_GET_SEALS);
+    int bad = 0;
+    if (seals < 0 || (seals & (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)) !=
+                         (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL))
+        bad |= 2;
+    if (ftruncate(fd, 4096) == 0 || errno != EPERM)
+        bad |= 4; /* shrink */
+    if (ftruncate(fd, (off_t)size * 2) == 0 || errno != EPERM)
+        bad |= 8; /* grow */
+    if (fallocate(fd, 0, (off_t)size, 4096) == 0 || errno != EPERM)
+        bad |= 16; /* grow by allocation */
+    if (fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE) == 0 || errno != EPERM)
+        bad |= 32; /* freeze it for everybody */
+    struct stat st;
+    if (fstat(fd, &st) < 0 || (uint64_t)st.st_size != size)
+        bad |= 64;
+    return bad;
+}
+
+static void run_forked(int (*fn)(void), int *ret_status)
+{
+    pid_t pid = fork();
+    cr_assert(pid >= 0);
+    if (pid == 0)
+        _exit(fn());
+    cr_assert_eq(waitpid(pid, ret_status, 0), pid);
+}
+
+Test(segment_attacks, a_client_cannot_resize_the_segment_it_was_handed)
+{
+    child c;
+    start_client(&c);
+    ask(&c, "open payments", "ok shared=1");
+    ask(&c, "deposit 20", "ok"); /* 10 tokens */
+    double before = stat_of("payments", "balance");
+
+    int status;
+    run_forked(resize_attack, &status);
+    cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+              "the attacker's resizes were not all refused: status %#x",
+              status);
+
+    /* Nobody died: the client spends, the daemon serves, the balance is
+     * what it was. */
+    cr_expect(daemon_running(), "the daemon died");
+    ask(&c, "withdraw 1", "granted 1 denied 0");
+    cr_expect_eq(stat_of("payments", "balance"), before - 1);
+    cr_expect(new_client_shares(NULL), "a new client does not share");
+    child_stop(&c);
+}
+
+/* --- scribbles ----------------------------------------------------------- */
+
+Test(segment_attacks, a_scribbled_header_is_rewritten_and_new_clients_share)
+{
+    mapped m;
+    map_segment(&m);
+    double repaired = health("header_repaired");
+    memset(m.map, 0xab, 256); /* magic, sizes, offsets, daemon words */
+    seg_view v;
+    cr_expect_neq(retryd__segment_view(m.map, m.size, &v), 0);
+
+    wait_health("header_repaired", repaired + 1);
+    cr_expect_eq(retryd__segment_view(m.map, m.size, &v), 0,
+                 "the header is valid again");
+    cr_expect(rd_wait_until(new_client_shares, NULL, 5000),
+              "new clients still run local");
+    cr_expect(strstr(daemon_log(), "segment damage: ") != NULL);
+    munmap(m.map, m.size);
+}
+
+Test(segment_attacks, scribbled_slots_are_reset_clamped_or_retired)
+{
+    child c;
+    start_client(&c);
+    ask(&c, "open payments", "ok shared=1");
+    ask(&c, "open orders", "ok shared=1");
+    ask(&c, "deposit 10", "ok"); /* orders: 10 tokens */
+    double orders_gen = stat_of("orders", "slot_generation");
+    mapped m;
+    map_segment(&m);
+    seg_upstream *pay = slot_named(&m, "payments");
+    seg_upstream *ord = slot_named(&m, "orders");
+    uint32_t pay_gen = seg_ident_generation(atomic_load(&pay->ident));
+    uint32_t ord_gen = seg_ident_generation(atomic_load(&ord->ident));
+
+    /* payments: the figures of the issue, then 1000 tokens under a cap of
+     * 20, and a state word that says nothing. */
+    atomic_store(&pay->cap_micro, UINT64_C(460000000000000000));
+    atomic_store(&pay->ratio_micro, UINT64_C(3300000000000000000));
+    atomic_store(&pay->tokens, seg_token_word(pay_gen, 1000 * SEG_MICRO));
+    atomic_store(&pay->ident, seg_ident(pay_gen, (enum seg_state)7));
+    /* orders: a token word of another generation: beyond repair. */
+    atomic_store(&ord->tokens, seg_token_word(ord_gen + 5, 10 * SEG_MICRO));
+
+    wait_health("params_reset", 1);
+    wait_health("slot_ident_repaired", 1);
+    wait_health("balance_clamped", 1);
+    wait_health("slots_retired", 1);
+    cr_expect_eq(stat_of("payments", "cap"), 20, "the configured cap again");
+    cr_expect_eq(stat_of("payments", "ratio"), 0.5);
+    cr_expect_eq(stat_of("payments", "balance"), 20, "clamped to the cap");
+    cr_expect_eq(atomic_load(&pay->ident), seg_ident(pay_gen, SEG_ACTIVE));
+
+    /* The client lives and rebinds: orders got a fresh slot, empty. */
+    ask(&c, "open payments", "ok shared=1");
+    ask_until(&c, "shared", "shared 1", 5000);
+    ask(&c, "withdraw 1", "granted 1 denied 0");
+    ask(&c, "open orders", "ok shared=1");
+    ask_until(&c, "shared", "shared 1", 5000);
+    ask(&c, "withdraw 1", "granted 0 denied 1");
+    cr_expect_gt(stat_of("orders", "slot_generation"), orders_gen);
+    ask(&c, "deposit 2", "ok");
+    ask(&c, "withdraw 1", "granted 1 denied 0");
+    child_stop(&c);
+    munmap(m.map, m.size);
+}
+
+Test(segment_attacks, a_forged_slot_and_a_forged_process_are_undone)
+{
+    child c;
+    start_client(&c);
+    ask(&c, "open payments", "ok shared=1");
+    mapped m;
+    map_segment(&m);
+    /* A slot the daemon never gave out, made ACTIVE with a full bucket. */
+    seg_upstream *s = &m.v.upstreams[m.v.upstream_capacity - 1];
+    strcpy(s->name, "forged");
+    atomic_store(&s->tokens, seg_token_word(9, 50 * SEG_MICRO));
+    atomic_store(&s->ident, seg_ident(9, SEG_ACTIVE));
+    /* A process slot claimed for a pid that does not hold it. */
+    seg_process *p = &m.v.processes[m.v.process_capacity - 1];
+    atomic_store(&p->pid, 1);
+    atomic_store(&p->ident, seg_ident(3, SEG_ACTIVE));
+
+    wait_health("forged_slots", 1);
+    wait_health("process_repaired", 1);
+    cr_expect_neq(seg_ident_state(atomic_load(&s->ident)), SEG_ACTIVE);
+    cr_expect_eq(seg_ident_state(atomic_load(&p->ident)), SEG_FREE);
+    ask(&c, "withdraw 1", "granted 0 denied 1"); /* payments: cap 20, 0 */
+    child_stop(&c);
+    munmap(m.map, m.size);
+}
+
+Test(segment_attacks, random_bytes_over_the_whole_segment_crash_nobody)
+{
+    child c;
+    start_client(&c);
+    ask(&c, "open payments", "ok shared=1");
+    ask(&c, "deposit 10", "ok");
+    mapped m;
+    map_segment(&m);
+    /* Every byte, the header and every slot, in chunks (getrandom gives
+     * at most 32 MiB a call; more than the segment anyway). */
+    for (size_t off = 0; off < m.size;) {
+        ssize_t n = getrandom((char *)m.map + off, m.size - off, 0);
+        cr_assert(n > 0);
+        off += (size_t)n;
+    }
+    /* The client keeps deciding on what it maps: some answer, no crash. */
+    char reply[128];
+    for (int i = 0; i < 50; i++)
+        cr_assert_eq(child_ask(&c, "withdraw 1", reply, sizeof(reply), ASK_MS),
+                     0, "the client died (round %d)", i);
+    cr_expect_eq(child_ask(&c, "deposit 100", reply, sizeof(reply), ASK_MS), 0);
+    wait_health("header_repaired", 1);
+    wait_health("process_repaired", 1);
+    cr_expect(daemon_running(), "the daemon died");
+    cr_expect(rd_wait_until(new_client_shares, NULL, 5000),
+              "new clients never share again");
+    /* Configured upstreams are served again with their own parameters. */
+    cr_expect(rd_wait_until(new_client_shares, NULL, 5000));
+    cr_expect_eq(stat_of("payments", "cap"), 20);
+    cr_expect_eq(child_stop(&c), 0, "the client crashed");
+    munmap(m.map, m.size);
+}
+
+/* --- restarts and start-up ----------------------------------------------- */
+
+Test(segment_attacks, kill_9_under_load_keeps_the_balances)
+{
+    child c;
+    start_client(&c);
+    ask(&c, "open orders", "ok shared=1");
+    ask(&c, "deposit 37", "ok"); /* ratio 1: 37 tokens, no floor */
+    ask(&c, "withdraw 5", "granted 5 denied 0");
+    double gen = stat_of("orders", "slot_generation");
+    cr_expect_eq(stat_of("orders", "balance"), 32);
+    pid_t keeper = keeper_pid();
+
+    /* Load while the daemon dies: the client keeps spending. */
+    cr_assert_eq(kill(D.pid, SIGKILL), 0);
+    ask(&c, "deposit 3", "ok");
+    cr_assert_eq(rd_daemon_stop(&D, SIGKILL), -SIGKILL);
+    ask(&c, "withdraw 1", "granted 1 denied 0");
+    cr_assert_eq(rd_daemon_start(&D), 0);
+
+    cr_expect(strstr(daemon_log(), "adopted segment") != NULL, "%s",
+              daemon_log());
+    cr_expect_eq(keeper_pid(), keeper, "the same keeper, the same segment");
+    cr_expect_eq(stat_of("orders", "balance"), 34, "37 - 5 + 3 - 1");
+    cr_expect_eq(stat_of("orders", "slot_generation"), gen);
+    ask(&c, "withdraw 1", "granted 1 denied 0");
+    child_stop(&c);
+}
+
+/* Run the daemon with RLIMIT_FSIZE too small for the segment; its exit
+ * status, its log in @p log. */
+static int start_with_fsize(rlim_t limit, char *log, size_t len)
+{
+    pid_t pid = fork();
+    cr_assert(pid >= 0);
+    if (pid == 0) {
+        struct rlimit rl = {limit, limit};
+        int fd = open(D.log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        if (fd < 0 || setrlimit(RLIMIT_FSIZE, &rl) < 0 || dup2(fd, 2) < 0 ||
+            dup2(fd, 1) < 0)
+            _exit(126);
+        execl(RETRYD_PATH, "retryd", "--config", D.config, (char *)NULL);
+        _exit(127);
+    }
+    int status;
+    cr_assert_eq(waitpid(pid, &status, 0), pid);
+    cr_assert_geq(rd_daemon_read_log(&D, log, len), 0);
+    return status;
+}
+
+Test(segment_attacks, start_up_without_the_space_names_the_bytes)
+{
+    char log[4096], bytes[64];
+    cr_assert_eq(rd_daemon_stop(&D, SIGTERM), 0);
+    unlink(D.segment); /* its keeper leaves; the next start creates one */
+    int status = start_with_fsize(1 << 20, log, sizeof(log));
+    cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 1,
+              "a clear exit, no signal: status %#x; %s", status, log);
+    snprintf(
+        bytes, sizeof(bytes), "cannot reserve %zu bytes",
+        retryd__segment_size(SEG_DEFAULT_UPSTREAMS, SEG_DEFAULT_PROCESSES));
+    cr_expect(strstr(log, bytes) != NULL, "'%s' not in: %s", bytes, log);
+    cr_expect(access(D.segment, F_OK) < 0, "no half-made segment left");
+    /* With the space it starts. */
+    cr_expect_eq(rd_daemon_start(&D), 0);
+}
+
+Test(segment_attacks, no_keeper_outlives_its_runtime_directory)
+{
+    pid_t keeper = keeper_pid();
+    cr_assert(!process_gone(&keeper));
+    cr_assert_eq(rd_daemon_stop(&D, SIGTERM), 0);
+    cr_expect(!process_gone(&keeper), "the keeper holds the segment");
+    rd_daemon_cleanup(&D);
+    cr_expect(rd_wait_until(process_gone, &keeper, 3000),
+              "keeper %ld still runs", (long)keeper);
+}
+
+/* --- why a client does not share ----------------------------------------- */
+
+/* A fake daemon that greets and then hands out @p seg_fd, announcing
+ * @p size: what a client must refuse to map. Serves until killed. */
+static _Noreturn void fake_daemon(int listen_fd, int seg_fd, uint64_t size)
+{
+    for (;;) {
+        int fd = accept(listen_fd, NULL, NULL);
+        for (int i = 0; fd >= 0 && i < 2; i++) {
+            uint8_t *body;
+            size_t len;
+            if (retryd__frame_recv(fd, 4096, 5000, &body, &len, NULL) < 0)
+                break;
+            free(body);
+            Retryd__ControlReply rep;
+            retryd__control_reply__init(&rep);
+            Retryd__HelloReply hr;
+            retryd__hello_reply__init(&hr);
+            Retryd__AttachReply ar;
+            retryd__attach_reply__init(&ar);
+            hr.protocol_version = RETRYD_PROTOCOL_VERSION;
+            hr.generation = 1;
+            ar.generation = 1;
+            ar.layout_version = SEG_LAYOUT_VERSION;
+            ar.segment_size = size;
+            rep.body_case = i == 0 ? RETRYD__CONTROL_REPLY__BODY_HELLO
+                                   : RETRYD__CONTROL_REPLY__BODY_ATTACH;
+            if (i == 0) /* a oneof: one member at a time */
+                rep.hello = &hr;
+            else
+                rep.attach = &ar;
+            retryd__frame_send(fd, &rep.base, i == 0 ? -1 : seg_fd, 5000);
+        }
+        if (fd >= 0)
+            close(fd);
+    }
+}
+
+/* The status a client gets from a fake daemon handing out @p seg_fd. */
+static retryd_share_status status_against(int seg_fd, uint64_t size)
+{
+    char path[256];
+    snprintf(path, sizeof(path), "%s/fake.sock", D.dir);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    strcpy(sa.sun_path, path);
+    int l = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    cr_assert(l >= 0);
+    cr_assert_eq(bind(l, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    cr_assert_eq(listen(l, 4), 0);
+    pid_t pid = fork();
+    cr_assert(pid >= 0);
+    if (pid == 0)
+        fake_daemon(l, seg_fd, size);
+    close(l);
+    retryd_host_opts o = {.sz = sizeof(o), .control_socket = path};
+    retryd_host *h;
+    cr_assert_eq(retryd_host_open(&o, &h), 0);
+    retryd_share_status s = retryd_host_share_status(h);
+    cr_log_info("fake daemon: %s", retryd_share_status_name(s));
+    cr_expect(!retryd_host_attached(h));
+    retryd_host_close(h);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    unlink(path);
+    return s;
+}
+
+/* A memfd of @p size bytes holding a valid header, sealed with @p seals. */
+static int memfd_segment(size_t size, int seals, bool header)
+{
+    int fd = memfd_create("fake", MFD_ALLOW_SEALING | MFD_CLOEXEC);
+    cr_assert(fd >= 0);
+    cr_assert_eq(ftruncate(fd, (off_t)size), 0);
+    if (header) {
+        void *m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        cr_assert(m != MAP_FAILED);
+        retryd__segment_format_zeroed(m, 4, 4, 1, 0);
+        munmap(m, size);
+    }
+    if (seals)
+        cr_assert_eq(fcntl(fd, F_ADD_SEALS, seals), 0);
+    return fd;
+}
+
+Test(segment_attacks, the_status_says_why_a_client_does_not_share)
+{
+    child c;
+    start_client(&c);
+    ask(&c, "open payments", "ok shared=1");
+    ask(&c, "status", "status shared");
+    child_stop(&c);
+
+    size_t size = retryd__segment_size(4, 4);
+    int sealed = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
+    int fd = memfd_segment(size, 0, true);
+    cr_expect_eq(status_against(fd, size), RETRYD_SHARE_SEGMENT_NOT_SEALED);
+    close(fd);
+    fd = memfd_segment(size, sealed, true);
+    cr_expect_eq(status_against(fd, size * 2), RETRYD_SHARE_SEGMENT_BAD_SIZE);
+    close(fd);
+    fd = memfd_segment(size, sealed, false);
+    retryd_share_status st = status_against(fd, size);
+    cr_expect_eq(st, RETRYD_SHARE_SEGMENT_BAD_HEADER, "%s",
+                 retryd_share_status_name(st));
+    close(fd);
+
+    retryd_host_opts o = {.sz = sizeof(o),
+                          .control_socket = D.control,
+                          .flags = RETRYD_HOST_LOCAL_ONLY};
+    retryd_host *h;
+    cr_assert_eq(retryd_host_open(&o, &h), 0);
+    cr_expect_str_eq(retryd_share_status_name(retryd_host_share_status(h)),
+                     "local-only");
+    retryd_host_close(h);
+
+    cr_assert_eq(rd_daemon_stop(&D, SIGTERM), 0);
+    start_client(&c);
+    ask(&c, "status", "status no-daemon");
+    child_stop(&c);
+    cr_expect_str_eq(retryd_share_status_name((retryd_share_status)99),
+                     "unknown");
+}
