@@ -1,0 +1,646 @@
+/*
+ * The asynchronous executor's own rules, against the real fault server
+ * (the fault x idempotency x body matrix, the executor's rules and the
+ * HTTP/2 rows run through it too: test_executor*_multi). Hundreds of
+ * requests on one thread, some failing, some told to come back later, some
+ * ambiguous; cancellation during a transfer, a backoff and a permit wait;
+ * the bulkhead queue, served by the multi's own calls and by other
+ * threads; deadlines bounding a permit wait; completions never inside
+ * submit. Every wait is for a condition, with a bound.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <criterion/criterion.h>
+
+#include "retryd/retryd.h"
+#include "testsrv.h"
+
+#include "exec_fixture.h"
+#include "srv_log.h"
+
+#define MS INT64_C(1000000)
+#define S INT64_C(1000000000)
+
+TestSuite(multi, .init = exec_setup, .fini = exec_teardown, .timeout = 90);
+
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * S + ts.tv_nsec;
+}
+
+static const retryd_backoff_policy fast = {sizeof(fast), RETRYD_JITTER_FULL,
+                                           1 * MS, 4 * MS, 5 * S};
+
+static retryd_profile *profile(retryd_profile_opts o)
+{
+    char base[64];
+    retryd_profile *p;
+    snprintf(base, sizeof(base), "http://127.0.0.1:%d", testsrv_port(srv));
+    o.sz = sizeof(o);
+    o.base_url = base;
+    if (o.backoff == NULL)
+        o.backoff = &fast;
+    if (o.budget == NULL)
+        o.budget = &plenty;
+    cr_assert_eq(retryd_profile_new(client, &o, &p), 0);
+    return p;
+}
+
+static retryd_multi *new_multi(void)
+{
+    retryd_multi *m;
+    cr_assert_eq(retryd_multi_new(client, NULL, &m), 0);
+    return m;
+}
+
+/* One request and what its completion said. The request lives here until
+ * the completion has run, as retryd_multi_submit() requires. */
+typedef struct job {
+    char id[48], path[128];
+    retryd_request q;
+    retryd_call *call;
+    int calls; /* completions: exactly one */
+    int err;
+    retryd_result *r;
+    int64_t done_ns;
+} job;
+
+static void on_done(void *ctx, retryd_call *call, int err, retryd_result *r)
+{
+    job *j = ctx;
+    cr_expect_eq(call, j->call, "%s: its own call", j->id);
+    j->calls++;
+    j->err = err;
+    j->r = r;
+    j->done_ns = now_ns();
+}
+
+/* Submit GET or POST @p path with "id=<id>" appended. */
+static void submit(retryd_multi *m, retryd_profile *p, job *j, const char *id,
+                   const char *path, const char *method,
+                   retryd_idempotency idem)
+{
+    snprintf(j->id, sizeof(j->id), "%s", id);
+    snprintf(j->path, sizeof(j->path), "%s%cid=%s", path,
+             strchr(path, '?') ? '&' : '?', id);
+    j->q = (retryd_request){.sz = sizeof(j->q),
+                            .method = method,
+                            .path = j->path,
+                            .idempotency = idem,
+                            .deadline_ns = 20 * S};
+    cr_assert_eq(retryd_multi_submit(m, p, &j->q, on_done, j, &j->call), 0,
+                 "%s", id);
+}
+
+typedef bool (*cond_fn)(void *arg);
+
+/* Drive @p m until @p cond holds, at most @p ms milliseconds. */
+static bool run_until(retryd_multi *m, cond_fn cond, void *arg, int ms)
+{
+    int64_t end = now_ns() + ms * MS;
+    while (!cond(arg)) {
+        if (now_ns() > end)
+            return false;
+        int r = retryd_multi_run(m, 5 * MS);
+        cr_assert(r == 0 || r == RETRYD_ETIMEDOUT, "run: %s",
+                  retryd_strerror(r));
+    }
+    return true;
+}
+
+static bool job_done(void *arg)
+{
+    return ((job *)arg)->calls > 0;
+}
+
+typedef struct count_is {
+    const char *id;
+    long n;
+} count_is;
+
+static bool server_counted(void *arg)
+{
+    count_is *c = arg;
+    return testsrv_count(srv, c->id) >= c->n;
+}
+
+/* --- hundreds at once ------------------------------------------------------
+ */
+
+typedef struct kind {
+    const char *name, *path, *method;
+    retryd_idempotency idem;
+    int slow; /* through the profile with a short attempt timeout */
+    retryd_outcome outcome;
+    int status;
+    long executions;
+} kind;
+
+/* max_attempts 2 throughout. The 429s carry Retry-After: 1 (second). */
+static const kind kinds[] = {
+    {"ok", "/ok", "GET", RETRYD_IDEMPOTENCY_SAFE, 0, RETRYD_OUTCOME_RESPONSE,
+     200, 1},
+    {"gw", "/status?code=503", "GET", RETRYD_IDEMPOTENCY_SAFE, 0,
+     RETRYD_OUTCOME_RESPONSE, 503, 2},
+    {"pay", "/close-after-read", "POST", RETRYD_IDEMPOTENCY_NON_IDEMPOTENT, 0,
+     RETRYD_OUTCOME_AMBIGUOUS, 0, 1},
+    {"later", "/status?code=429&retry_after=1", "POST",
+     RETRYD_IDEMPOTENCY_NON_IDEMPOTENT, 0, RETRYD_OUTCOME_RESPONSE, 429, 2},
+    {"seq", "/seq?codes=503,200", "PUT", RETRYD_IDEMPOTENCY_IDEMPOTENT, 0,
+     RETRYD_OUTCOME_RESPONSE, 200, 2},
+    {"rst", "/reset-after-read", "PUT", RETRYD_IDEMPOTENCY_IDEMPOTENT, 0,
+     RETRYD_OUTCOME_FAILURE, 0, 2},
+    {"gwpay", "/status?code=502", "POST", RETRYD_IDEMPOTENCY_NON_IDEMPOTENT, 0,
+     RETRYD_OUTCOME_AMBIGUOUS, 502, 1},
+    {"hold", "/hold?ms=5000", "GET", RETRYD_IDEMPOTENCY_SAFE, 1,
+     RETRYD_OUTCOME_FAILURE, 0, 2},
+};
+#define N_KINDS (sizeof(kinds) / sizeof(kinds[0]))
+#define PER_KIND 40
+
+static void check_job(const job *j, const kind *k)
+{
+    cr_assert_eq(j->calls, 1, "%s: completed %d times", j->id, j->calls);
+    cr_assert_eq(j->err, 0, "%s: %s", j->id, retryd_strerror(j->err));
+    long n = testsrv_wait_count(srv, j->id, k->executions, 5000);
+    if (k->idem == RETRYD_IDEMPOTENCY_NON_IDEMPOTENT && k->status != 429)
+        cr_assert_leq(n, 1, "%s: a payment executed %ld times", j->id, n);
+    cr_expect_eq(n, k->executions, "%s: executions", j->id);
+    cr_expect_eq(retryd_result_outcome(j->r), k->outcome, "%s: %s", j->id,
+                 retryd_outcome_name(retryd_result_outcome(j->r)));
+    cr_expect_eq(retryd_result_status(j->r), k->status, "%s: status", j->id);
+    cr_expect_eq(retryd_result_attempt_count(j->r), (size_t)k->executions,
+                 "%s: attempts", j->id);
+}
+
+/* A Retry-After is a floor at the server: the second execution arrived a
+ * second or more after the first. */
+static void check_retry_after(const job *j)
+{
+    int64_t at[4];
+    long n = srv_log_times(srv, j->id, at, 4);
+    cr_assert_eq(n, 2, "%s: %ld arrivals", j->id, n);
+    cr_expect_geq(at[1] - at[0], 1000,
+                  "%s: retried %lld ms after a 429 "
+                  "asking for 1 s",
+                  j->id, (long long)(at[1] - at[0]));
+}
+
+Test(multi, hundreds_of_requests_on_one_thread)
+{
+    static job jobs[N_KINDS][PER_KIND];
+    retryd_backoff_policy ra = fast;
+    retryd_profile *p = profile((retryd_profile_opts){
+        .max_attempts = 2, .bulkhead = 1000, .backoff = &ra});
+    retryd_profile *slow = profile((retryd_profile_opts){
+        .max_attempts = 2, .bulkhead = 1000, .attempt_timeout_ns = 300 * MS});
+    retryd_multi *m = new_multi();
+    /* Interleaved, so that every kind is in flight with every other. */
+    for (int i = 0; i < PER_KIND; i++)
+        for (size_t k = 0; k < N_KINDS; k++) {
+            char id[48];
+            snprintf(id, sizeof(id), "%s-%d", kinds[k].name, i);
+            submit(m, kinds[k].slow ? slow : p, &jobs[k][i], id, kinds[k].path,
+                   kinds[k].method, kinds[k].idem);
+        }
+    cr_assert_eq(retryd_multi_in_flight(m), N_KINDS * PER_KIND);
+    cr_assert_eq(retryd_multi_run(m, 30 * S), 0);
+    cr_assert_eq(retryd_multi_in_flight(m), 0);
+    int64_t first_hold = INT64_MAX, last_ok = 0;
+    for (size_t k = 0; k < N_KINDS; k++)
+        for (int i = 0; i < PER_KIND; i++) {
+            job *j = &jobs[k][i];
+            check_job(j, &kinds[k]);
+            if (strcmp(kinds[k].name, "later") == 0)
+                check_retry_after(j);
+            if (strcmp(kinds[k].name, "hold") == 0 && j->done_ns < first_hold)
+                first_hold = j->done_ns;
+            if (strcmp(kinds[k].name, "ok") == 0 && j->done_ns > last_ok)
+                last_ok = j->done_ns;
+            retryd_result_free(j->r);
+        }
+    /* Requests whose attempts each wait 300 ms for nothing stall no one. */
+    cr_expect_lt(last_ok, first_hold,
+                 "every /ok answered before the first /hold gave up");
+    retryd_multi_free(m);
+    retryd_profile_free(p);
+    retryd_profile_free(slow);
+}
+
+/* --- completions -----------------------------------------------------------
+ */
+
+typedef struct chain {
+    retryd_multi *m;
+    retryd_profile *p;
+    job jobs[50];
+    int next;
+} chain;
+
+static void chain_submit(chain *c);
+
+static void chain_done(void *ctx, retryd_call *call, int err, retryd_result *r)
+{
+    chain *c = ctx;
+    on_done(&c->jobs[c->next - 1], call, err, r);
+    if (c->next < 50)
+        chain_submit(c);
+}
+
+static void chain_submit(chain *c)
+{
+    job *j = &c->jobs[c->next++];
+    snprintf(j->id, sizeof(j->id), "chain");
+    j->q = (retryd_request){.sz = sizeof(j->q), .path = "/ok?id=chain"};
+    cr_assert_eq(
+        retryd_multi_submit(c->m, c->p, &j->q, chain_done, c, &j->call), 0);
+}
+
+Test(multi, a_completion_submits_the_next_on_a_kept_connection)
+{
+    static chain c;
+    c.p = profile((retryd_profile_opts){0});
+    c.m = new_multi();
+    chain_submit(&c);
+    cr_assert_eq(retryd_multi_run(c.m, 20 * S), 0);
+    cr_assert_eq(c.next, 50);
+    for (int i = 0; i < 50; i++) {
+        cr_expect_eq(c.jobs[i].calls, 1);
+        cr_expect_eq(retryd_result_status(c.jobs[i].r), 200);
+        retryd_result_free(c.jobs[i].r);
+    }
+    cr_expect_eq(testsrv_count(srv, "chain"), 50);
+    cr_expect_eq(testsrv_conns(srv), 1, "one keep-alive connection");
+    retryd_multi_free(c.m);
+    retryd_profile_free(c.p);
+}
+
+static int open_never(void *ctx, retryd_body_reader *ret)
+{
+    (void)ctx, (void)ret;
+    return -1;
+}
+
+Test(multi, a_completion_never_runs_inside_submit)
+{
+    retryd_profile *p = profile((retryd_profile_opts){0});
+    retryd_multi *m = new_multi();
+    retryd_body *b;
+    cr_assert_eq(retryd_body_new_supplier(open_never, NULL, &b), 0);
+    job j = {.id = "nobody"};
+    /* Its body fails to open: the attempt ends, and the call with it,
+     * before submit returns. */
+    j.q = (retryd_request){.sz = sizeof(j.q),
+                           .method = "PUT",
+                           .path = "/echo?id=nobody",
+                           .body = b,
+                           .idempotency = RETRYD_IDEMPOTENCY_IDEMPOTENT};
+    cr_assert_eq(retryd_multi_submit(m, p, &j.q, on_done, &j, &j.call), 0);
+    cr_expect_eq(j.calls, 0, "not from inside submit");
+    cr_assert_eq(retryd_multi_run(m, 5 * S), 0);
+    cr_assert_eq(j.calls, 1);
+    cr_expect_eq(retryd_result_attempt(j.r, 0)->failure,
+                 RETRYD_FAILURE_BODY_SOURCE);
+    cr_expect_eq(testsrv_count(srv, "nobody"), 0);
+    retryd_result_free(j.r);
+    retryd_body_free(b);
+    retryd_multi_free(m);
+    retryd_profile_free(p);
+}
+
+/* --- cancellation ----------------------------------------------------------
+ */
+
+static void cancel_mid_transfer(retryd_idempotency idem, const char *id,
+                                retryd_outcome outcome)
+{
+    retryd_profile *p = profile((retryd_profile_opts){0});
+    retryd_multi *m = new_multi();
+    job j = {0};
+    submit(m, p, &j, id, "/hold?ms=10000", "POST", idem);
+    /* The server has read and executed it, and holds the answer. */
+    count_is c = {id, 1};
+    cr_assert(run_until(m, server_counted, &c, 5000));
+    cr_assert_eq(retryd_multi_cancel(m, j.call), 0);
+    cr_assert_eq(j.calls, 1, "completed from inside cancel");
+    cr_assert_eq(j.err, RETRYD_ECANCELED);
+    cr_assert(j.r != NULL, "the attempt made is reported");
+    cr_assert_eq(retryd_result_attempt_count(j.r), 1);
+    const retryd_attempt *a = retryd_result_attempt(j.r, 0);
+    cr_expect_eq(a->evidence, RETRYD_EVIDENCE_SENT_NO_RESPONSE,
+                 "it may have reached the server: %s",
+                 retryd_evidence_name(a->evidence));
+    cr_expect_eq(a->failure, RETRYD_FAILURE_ABORTED);
+    cr_expect_eq(retryd_result_outcome(j.r), outcome, "%s",
+                 retryd_outcome_name(retryd_result_outcome(j.r)));
+    cr_expect_eq(retryd_multi_in_flight(m), 0);
+    /* The transfer really stopped: its connection is closed. */
+    cr_expect_eq(testsrv_wait_idle(srv, 5000), 0);
+    cr_expect_eq(retryd_multi_cancel(m, j.call), RETRYD_ENOENT);
+    cr_expect_eq(testsrv_count(srv, id), 1);
+    retryd_result_free(j.r);
+    retryd_multi_free(m);
+    retryd_profile_free(p);
+}
+
+Test(multi, cancel_during_a_transfer_of_a_payment_is_ambiguous)
+{
+    cancel_mid_transfer(RETRYD_IDEMPOTENCY_NON_IDEMPOTENT, "ctpay",
+                        RETRYD_OUTCOME_AMBIGUOUS);
+}
+
+Test(multi, cancel_during_a_transfer_of_a_read_is_a_failure)
+{
+    cancel_mid_transfer(RETRYD_IDEMPOTENCY_SAFE, "ctread",
+                        RETRYD_OUTCOME_FAILURE);
+}
+
+/* No floor: the balance moves only by deposits and granted retries. */
+static const retryd_budget_params ledger = {sizeof(retryd_budget_params), 1, 0,
+                                            1e6};
+
+typedef struct granted {
+    retryd_upstream *up;
+    double balance;
+    const char *id;
+} granted;
+
+/* The first attempt deposited one token and ran; the engine then took it
+ * back for the retry it granted: the backoff has begun. */
+static bool retry_granted(void *arg)
+{
+    granted *g = arg;
+    double b = -1;
+    return testsrv_count(srv, g->id) == 1 &&
+           retryd_upstream_balance(g->up, &b) == 0 && b == g->balance;
+}
+
+Test(multi, cancel_during_a_backoff_ends_the_wait)
+{
+    static const retryd_backoff_policy two_s = {
+        sizeof(two_s), RETRYD_JITTER_DECORRELATED, 2 * S, 2 * S, 5 * S};
+    retryd_profile *p = profile((retryd_profile_opts){
+        .max_attempts = 3, .backoff = &two_s, .budget = &ledger});
+    retryd_upstream *up = retryd_profile_budget(p);
+    for (int i = 0; i < 10; i++)
+        cr_assert_eq(retryd_upstream_deposit(up), 0);
+    retryd_multi *m = new_multi();
+    job j = {0};
+    submit(m, p, &j, "cb", "/status?code=503", "GET", RETRYD_IDEMPOTENCY_SAFE);
+    granted g = {up, 10, "cb"};
+    cr_assert(run_until(m, retry_granted, &g, 5000));
+    int64_t t0 = now_ns();
+    cr_assert_eq(retryd_multi_cancel(m, j.call), 0);
+    cr_expect_lt(now_ns() - t0, 500 * MS, "the 2 s wait was not waited");
+    cr_assert_eq(j.calls, 1);
+    cr_assert_eq(j.err, RETRYD_ECANCELED);
+    cr_assert_eq(retryd_result_attempt_count(j.r), 1);
+    cr_expect_eq(retryd_result_status(j.r), 503);
+    cr_expect_eq(retryd_result_decision(j.r)->verdict, RETRYD_VERDICT_RETRY,
+                 "the retry granted, never taken");
+    cr_expect_eq(retryd_multi_in_flight(m), 0);
+    cr_expect_eq(retryd_multi_run(m, 0), 0, "nothing left to wait for");
+    cr_expect_eq(testsrv_count(srv, "cb"), 1);
+    retryd_result_free(j.r);
+    retryd_multi_free(m);
+    retryd_profile_free(p);
+}
+
+Test(multi, cancel_while_waiting_for_a_permit)
+{
+    retryd_profile *p = profile((retryd_profile_opts){.bulkhead = 1});
+    retryd_multi *m = new_multi();
+    job holder = {0}, waiter = {0};
+    submit(m, p, &holder, "cpholder", "/hold?ms=10000", "GET",
+           RETRYD_IDEMPOTENCY_SAFE);
+    submit(m, p, &waiter, "cpwaiter", "/ok", "POST",
+           RETRYD_IDEMPOTENCY_NON_IDEMPOTENT);
+    count_is c = {"cpholder", 1};
+    cr_assert(run_until(m, server_counted, &c, 5000));
+    cr_assert_eq(retryd_multi_cancel(m, waiter.call), 0);
+    cr_assert_eq(waiter.calls, 1);
+    cr_assert_eq(waiter.err, RETRYD_ECANCELED);
+    cr_expect_null(waiter.r, "no attempt was made");
+    cr_assert_eq(retryd_multi_cancel(m, holder.call), 0);
+    cr_assert_eq(holder.err, RETRYD_ECANCELED);
+    cr_expect_eq(testsrv_count(srv, "cpwaiter"), 0);
+    retryd_result_free(holder.r);
+    retryd_multi_free(m);
+    retryd_profile_free(p);
+}
+
+Test(multi, freeing_the_multi_completes_every_call_cancelled)
+{
+    retryd_profile *p = profile((retryd_profile_opts){.bulkhead = 1});
+    retryd_multi *m = new_multi();
+    job j[3] = {0};
+    submit(m, p, &j[0], "fr0", "/hold?ms=10000", "GET",
+           RETRYD_IDEMPOTENCY_SAFE);
+    submit(m, p, &j[1], "fr1", "/ok", "GET", RETRYD_IDEMPOTENCY_SAFE);
+    submit(m, p, &j[2], "fr2", "/ok", "GET", RETRYD_IDEMPOTENCY_SAFE);
+    count_is c = {"fr0", 1};
+    cr_assert(run_until(m, server_counted, &c, 5000));
+    retryd_multi_free(m);
+    for (int i = 0; i < 3; i++) {
+        cr_expect_eq(j[i].calls, 1, "%d", i);
+        cr_expect_eq(j[i].err, RETRYD_ECANCELED, "%d", i);
+        retryd_result_free(j[i].r);
+    }
+    cr_expect_eq(testsrv_count(srv, "fr1") + testsrv_count(srv, "fr2"), 0);
+    retryd_profile_free(p);
+}
+
+/* --- the bulkhead ----------------------------------------------------------
+ */
+
+Test(multi, a_deadline_bounds_a_permit_wait)
+{
+    /* bulkhead_wait_ns 0: a permit is waited for until the deadline. */
+    retryd_profile *p = profile((retryd_profile_opts){.bulkhead = 1});
+    retryd_multi *m = new_multi();
+    job holder = {0}, late = {0};
+    submit(m, p, &holder, "dlholder", "/hold?ms=10000", "GET",
+           RETRYD_IDEMPOTENCY_SAFE);
+    count_is c = {"dlholder", 1};
+    cr_assert(run_until(m, server_counted, &c, 5000));
+    snprintf(late.path, sizeof(late.path), "/ok?id=dllate");
+    late.q = (retryd_request){.sz = sizeof(late.q),
+                              .method = "POST",
+                              .path = late.path,
+                              .idempotency = RETRYD_IDEMPOTENCY_NON_IDEMPOTENT,
+                              .deadline_ns = 300 * MS};
+    int64_t t0 = now_ns();
+    cr_assert_eq(retryd_multi_submit(m, p, &late.q, on_done, &late, &late.call),
+                 0);
+    cr_assert(run_until(m, job_done, &late, 5000));
+    cr_assert_eq(late.calls, 1);
+    cr_expect_geq(late.done_ns - t0, 300 * MS, "not before the deadline");
+    cr_expect_lt(late.done_ns - t0, 2 * S, "bounded by it");
+    const retryd_attempt *a = retryd_result_attempt(late.r, 0);
+    cr_expect_eq(retryd_result_attempt_count(late.r), 1);
+    cr_expect_eq(a->evidence, RETRYD_EVIDENCE_NOT_SENT);
+    cr_expect_eq(a->failure, RETRYD_FAILURE_POOL_TIMEOUT);
+    cr_expect_eq(retryd_result_outcome(late.r), RETRYD_OUTCOME_FAILURE);
+    cr_expect_eq(testsrv_count(srv, "dllate"), 0);
+    cr_assert_eq(retryd_multi_cancel(m, holder.call), 0);
+    retryd_result_free(holder.r);
+    retryd_result_free(late.r);
+    retryd_multi_free(m);
+    retryd_profile_free(p);
+}
+
+Test(multi, the_queue_gets_the_permits_its_calls_give_back)
+{
+    retryd_profile *p = profile((retryd_profile_opts){.bulkhead = 2});
+    retryd_multi *m = new_multi();
+    job j[10] = {0};
+    int64_t t0 = now_ns();
+    for (int i = 0; i < 10; i++) {
+        char id[16];
+        snprintf(id, sizeof(id), "q%d", i);
+        submit(m, p, &j[i], id, "/hold?ms=100", "GET", RETRYD_IDEMPOTENCY_SAFE);
+    }
+    cr_assert_eq(retryd_multi_run(m, 20 * S), 0);
+    /* Two permits: five rounds of 100 ms at the least. */
+    cr_expect_geq(now_ns() - t0, 500 * MS);
+    for (int i = 0; i < 10; i++) {
+        cr_expect_eq(retryd_result_status(j[i].r), 200, "%s: %s", j[i].id,
+                     retryd_result_error(j[i].r));
+        cr_expect_eq(retryd_result_attempt_count(j[i].r), 1, "no pool timeout");
+        retryd_result_free(j[i].r);
+    }
+    retryd_multi_free(m);
+    retryd_profile_free(p);
+}
+
+typedef struct sync_call {
+    retryd_profile *p;
+    retryd_result *r;
+    int64_t done_ns;
+} sync_call;
+
+static void *sync_run(void *arg)
+{
+    sync_call *s = arg;
+    retryd_request q = {.sz = sizeof(q), .path = "/hold?ms=300&id=sync"};
+    cr_assert_eq(retryd_execute(s->p, &q, &s->r), 0);
+    s->done_ns = now_ns();
+    return NULL;
+}
+
+Test(multi, a_permit_given_back_by_another_thread_is_found)
+{
+    retryd_profile *p = profile(
+        (retryd_profile_opts){.bulkhead = 1, .bulkhead_wait_ns = 5 * S});
+    sync_call s = {.p = p};
+    pthread_t t;
+    cr_assert_eq(pthread_create(&t, NULL, sync_run, &s), 0);
+    cr_assert_eq(testsrv_wait_count(srv, "sync", 1, 5000), 1);
+    retryd_multi *m = new_multi();
+    job j = {0};
+    submit(m, p, &j, "async", "/ok", "GET", RETRYD_IDEMPOTENCY_SAFE);
+    cr_assert_eq(retryd_multi_run(m, 10 * S), 0);
+    pthread_join(t, NULL);
+    cr_expect_eq(retryd_result_status(j.r), 200, "%s",
+                 retryd_result_error(j.r));
+    cr_expect_eq(retryd_result_attempt_count(j.r), 1);
+    cr_expect_geq(j.done_ns, s.done_ns - 5 * MS,
+                  "it waited for the thread's permit");
+    retryd_result_free(j.r);
+    retryd_result_free(s.r);
+    retryd_multi_free(m);
+    retryd_profile_free(p);
+}
+
+Test(multi, a_backoff_holds_no_permit)
+{
+    /* One permit. A retries a 503 twice, 300 ms apart; B, queued behind
+     * A's first attempt, gets the permit during A's first wait. */
+    static const retryd_backoff_policy wait300 = {
+        sizeof(wait300), RETRYD_JITTER_DECORRELATED, 300 * MS, 300 * MS, 5 * S};
+    retryd_profile *p =
+        profile((retryd_profile_opts){.bulkhead = 1, .backoff = &wait300});
+    retryd_multi *m = new_multi();
+    job a = {0}, b = {0};
+    submit(m, p, &a, "boA", "/status?code=503", "GET", RETRYD_IDEMPOTENCY_SAFE);
+    submit(m, p, &b, "boB", "/ok", "GET", RETRYD_IDEMPOTENCY_SAFE);
+    cr_assert_eq(retryd_multi_run(m, 20 * S), 0);
+    cr_expect_eq(retryd_result_attempt_count(a.r), 3);
+    cr_expect_eq(retryd_result_status(b.r), 200);
+    cr_expect_eq(retryd_result_attempt_count(b.r), 1);
+    cr_expect_lt(b.done_ns + 300 * MS, a.done_ns,
+                 "B finished during A's waits");
+    retryd_result_free(a.r);
+    retryd_result_free(b.r);
+    retryd_multi_free(m);
+    retryd_profile_free(p);
+}
+
+/* --- misuse ----------------------------------------------------------------
+ */
+
+static int ignore_socket(void *ctx, int fd, int what, void *socketp)
+{
+    (void)ctx, (void)fd, (void)what, (void)socketp;
+    return 0;
+}
+
+static int ignore_timer(void *ctx, long ms)
+{
+    (void)ctx, (void)ms;
+    return 0;
+}
+
+Test(multi, misuse_is_refused_and_completes_nothing)
+{
+    retryd_profile *p = profile((retryd_profile_opts){0});
+    retryd_multi *m = new_multi(), *looped;
+    job j = {0};
+    retryd_request q = {.sz = sizeof(q), .method = "GET\r\nX: y", .path = "/"};
+    cr_expect_eq(retryd_multi_submit(m, p, &q, on_done, &j, NULL),
+                 RETRYD_EINVAL);
+    q.method = NULL;
+    cr_expect_eq(retryd_multi_submit(m, p, &q, NULL, &j, NULL), RETRYD_EINVAL);
+    struct {
+        retryd_request q;
+        long unknown;
+    } newer = {.q = q, .unknown = 1};
+    newer.q.sz = sizeof(newer);
+    cr_expect_eq(retryd_multi_submit(m, p, &newer.q, on_done, &j, NULL),
+                 RETRYD_EOPTS);
+    /* A profile of another client. */
+    const retryd_host_opts ho = {.sz = sizeof(ho),
+                                 .flags = RETRYD_HOST_LOCAL_ONLY};
+    const retryd_client_opts co = {.sz = sizeof(co), .host = &ho};
+    retryd_client *other;
+    retryd_profile *foreign;
+    char base[64];
+    snprintf(base, sizeof(base), "http://127.0.0.1:%d", testsrv_port(srv));
+    retryd_profile_opts po = {.sz = sizeof(po), .base_url = base};
+    cr_assert_eq(retryd_client_new(&co, &other), 0);
+    cr_assert_eq(retryd_profile_new(other, &po, &foreign), 0);
+    cr_expect_eq(retryd_multi_submit(m, foreign, &q, on_done, &j, NULL),
+                 RETRYD_EINVAL);
+    cr_expect_eq(retryd_multi_in_flight(m), 0);
+    cr_expect_eq(retryd_multi_run(m, 0), 0);
+    cr_expect_eq(j.calls, 0, "no completion for a refused submit");
+    /* One loop callback without the other; run with loop callbacks. */
+    retryd_multi_opts half = {.sz = sizeof(half), .socket = ignore_socket};
+    cr_expect_eq(retryd_multi_new(client, &half, &looped), RETRYD_EINVAL);
+    retryd_multi_opts both = {
+        .sz = sizeof(both), .socket = ignore_socket, .timer = ignore_timer};
+    cr_assert_eq(retryd_multi_new(client, &both, &looped), 0);
+    cr_expect_eq(retryd_multi_run(looped, 0), RETRYD_EINVAL);
+    cr_expect_eq(retryd_multi_assign(looped, 12345, NULL), RETRYD_ENOENT);
+    retryd_multi_free(looped);
+    retryd_profile_free(foreign);
+    retryd_client_free(other);
+    retryd_multi_free(m);
+    retryd_profile_free(p);
+}
