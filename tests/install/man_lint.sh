@@ -1,0 +1,26 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+# The manuals are clean roff: groff -man -ww -z (every warning) says nothing
+# about any of them, and each names its section as its file does.
+# usage: man_lint.sh <source dir>
+set -eu
+man=$1/docs/man
+command -v groff >/dev/null 2>&1 || {
+    echo "skip: groff is not installed" >&2
+    exit 77
+}
+status=0
+for page in retryd.8 retrydctl.1 retryd.conf.5 libretryd.3; do
+    f="$man/$page"
+    [ -f "$f" ] || { echo "FAIL: missing $page" >&2; status=1; continue; }
+    out=$(groff -man -ww -z "$f" 2>&1)
+    if [ -n "$out" ]; then
+        echo "FAIL: $page:" >&2
+        echo "$out" >&2
+        status=1
+    fi
+    section=${page##*.}
+    grep -q "^\.TH [^ ]* $section " "$f" || { echo "FAIL: $page: .TH is not section $section" >&2; status=1; }
+done
+[ $status = 0 ] && echo "man_lint: 4 pages, no warnings"
+exit $status
