@@ -1,7 +1,9 @@
 #!/bin/sh
 # Installs the Debian packages retryd needs to build, test and benchmark,
 # and those of the gates (pmccabe: deploy/check-complexity.sh; abigail-tools:
-# tests/abi).
+# tests/abi). libsystemd-dev: the daemon's sd_notify (readiness, reload,
+# watchdog) under retryd.service; systemd and groff-base: the install tests
+# (systemd-analyze security, systemd-sysusers; groff -man -ww on the manuals).
 # Idempotent: when every package is already installed it runs no apt-get at all.
 set -eu
 
@@ -16,6 +18,7 @@ uuid-dev
 libnghttp2-dev libssl-dev
 clang libclang-rt-14-dev
 nginx redis-server
+libsystemd-dev systemd groff-base
 pmccabe abigail-tools
 libuv1-dev
 "
