@@ -1,4 +1,5 @@
 #!/bin/sh
+# shellcheck disable=SC2015 # "A && B || fail": fail when either fails, as meant
 # SPDX-License-Identifier: MIT
 # (a) `cmake --install` into a DESTDIR lays out the whole host service: the
 # daemon, the CLI, the library, headers, the unit, sysusers and tmpfiles
@@ -53,6 +54,7 @@ grep -q '^d /run/retryd 0750 retryd retryd' "$p/lib/tmpfiles.d/retryd.conf" ||
 unit="$p/lib/systemd/system/retryd.service"
 grep -q '@[A-Z_]*@' "$unit" && fail "unconfigured @VAR@ left in the unit"
 exec_start=$(sed -n 's/^ExecStart=//p' "$unit")
+# shellcheck disable=SC2086 # split into words on purpose
 set -- $exec_start
 [ "$1" = /usr/local/bin/retryd ] || fail "ExecStart runs $1, not /usr/local/bin/retryd"
 [ -x "$dest$1" ] || fail "ExecStart's $1 is not installed"

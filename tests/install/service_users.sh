@@ -1,4 +1,5 @@
 #!/bin/sh
+# shellcheck disable=SC2015 # "A && B || fail": fail when either fails, as meant
 # SPDX-License-Identifier: MIT
 # (c) The installed service's user model, for real on this machine: the
 # installed sysusers entry makes the retryd user and group
@@ -46,6 +47,7 @@ in1="rtdin1-$$"
 in2="rtdin2-$$"
 out="rtdout-$$"
 daemon_pid=""
+pids=""
 cleanup() {
     rc=$?
     set +e
@@ -101,12 +103,16 @@ start() {
     mkfifo "$run/$1.in"
     setpriv --reuid="$2" --regid="$2" --init-groups -- \
         "$client" "$run/rt/control.sock" <"$run/$1.in" >"$run/$1.out" 2>&1 &
-    eval "${1}_pid=\$!"
+    pids="$pids $!"
 }
 # say NAME COMMAND EXPECTED: send one command, wait for the reply line.
 say() {
     n=$(wc -l <"$run/$1.out")
-    eval "printf '%s\n' \"\$2\" >&\$${1}_fd"
+    case $1 in
+    a) printf '%s\n' "$2" >&7 ;;
+    b) printf '%s\n' "$2" >&8 ;;
+    *) printf '%s\n' "$2" >&9 ;;
+    esac
     i=0
     while [ "$(wc -l <"$run/$1.out")" -le "$n" ]; do
         i=$((i + 1))
@@ -118,13 +124,10 @@ say() {
 }
 start a "$in1"
 exec 7>"$run/a.in"
-a_fd=7
 start b "$in2"
 exec 8>"$run/b.in"
-b_fd=8
 start c "$out"
 exec 9>"$run/c.in"
-c_fd=9
 
 say a "open shared 1 0 3" "ok shared=1"
 say a "attached" "attached 1"
@@ -154,5 +157,6 @@ awk -v u="$(uid "$out")" '$2 == u { f = 1 } END { exit !f }' "$run/stats.txt" &&
 awk '$1 == "shared" && $6 == 3 && $7 == 3 { f = 1 } END { exit !f }' "$run/stats.txt" ||
     fail "upstream 'shared' does not show 3 deposits and 3 grants"
 exec 7>&- 8>&- 9>&-
-wait "$a_pid" "$b_pid" "$c_pid" || true
+# shellcheck disable=SC2086 # a list of pids
+wait $pids || true
 echo "service_users: members of retryd share the budget; an outsider is refused and goes local: ok"

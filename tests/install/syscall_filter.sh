@@ -79,4 +79,4 @@ if [ -n "$denied" ]; then
     echo "SystemCallFilter of $unit denies what retryd needs:$denied" >&2
     exit 1
 fi
-echo "SystemCallFilter of $unit: all $(echo $NEEDED | wc -w) system calls retryd makes are allowed ($(wc -l <"$tmp/allowed") allowed in all)"
+echo "SystemCallFilter of $unit: all $(echo "$NEEDED" | wc -w) system calls retryd makes are allowed ($(wc -l <"$tmp/allowed") allowed in all)"

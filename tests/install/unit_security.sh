@@ -1,4 +1,5 @@
 #!/bin/sh
+# shellcheck disable=SC2015 # "A && B || fail": fail when either fails, as meant
 # SPDX-License-Identifier: MIT
 # (b) The installed unit is least-privilege: its offline exposure score
 # (systemd-analyze security --offline=true) is at most 2.0, every system
