@@ -9,7 +9,8 @@
 #    one budget: what the first deposits, the second withdraws;
 #  - a process of a user outside the group is refused (it cannot reach the
 #    0750 directory) and falls back to a budget of its own: it is not
-#    attached, and the daemon's statistics show neither it nor its tokens.
+#    attached, retryd_host_share_status() says not-authorised, and the
+#    daemon's statistics show neither it nor its tokens.
 # Throwaway users are made with useradd and removed at the end; the retryd
 # user and group stay (they are what an install makes).
 # usage: service_users.sh <build dir> <test client> <scratch dir>
@@ -131,12 +132,15 @@ exec 9>"$run/c.in"
 
 say a "open shared 1 0 3" "ok shared=1"
 say a "attached" "attached 1"
+say a "status" "status shared"
 say a "deposit 3" "ok"
 say b "open shared 1 0 3" "ok shared=1"
 say b "attached" "attached 1"
+say b "status" "status shared"
 say b "withdraw 5" "granted 3 denied 2"
 say c "open shared 1 0 3" "ok shared=0"
 say c "attached" "attached 0"
+say c "status" "status not-authorised"
 say c "deposit 2" "ok"
 say c "withdraw 5" "granted 2 denied 3"
 

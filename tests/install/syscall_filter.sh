@@ -15,18 +15,19 @@ command -v systemd-analyze >/dev/null 2>&1 || {
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-# What the daemon calls: traced with strace -f over a start, an attach, a
-# stats read, a drain, a reload, a stop and an adoption (glibc's and
-# liburcu's calls included), plus what the design relies on.
+# What the daemon and its segment keeper call: traced with strace -f over a
+# start, an attach, a stats read, a drain, a reload, a stop and a restart
+# (glibc's and liburcu's calls included), plus what the design relies on.
 NEEDED="
-accept4 access arch_prctl bind brk chmod chown clone3 close connect
-epoll_create1 epoll_ctl epoll_wait epoll_pwait eventfd2 execve exit exit_group
-fchmod fchown fcntl flock fstat ftruncate futex getegid geteuid getgid getpid
-getrandom getsockopt getuid listen lseek madvise membarrier memfd_create
-mkdir mmap mprotect munmap newfstatat openat pidfd_open poll ppoll pread64
-prlimit64 read recvfrom recvmsg rseq rt_sigaction rt_sigprocmask sendmsg
-sendto set_robust_list set_tid_address setsockopt signalfd4 socket statx
-timerfd_create timerfd_settime umask unlink write
+accept4 access arch_prctl bind brk chmod chown clock_nanosleep clone clone3
+close close_range connect dup2 epoll_create1 epoll_ctl epoll_pwait epoll_wait
+eventfd2 execve exit exit_group fallocate fchmod fchown fcntl flock fstat
+ftruncate futex getegid geteuid getgid getpid getrandom getsockopt getuid
+listen lseek madvise membarrier memfd_create mkdir mmap mprotect munmap
+newfstatat openat pidfd_open pipe2 poll ppoll prctl pread64 prlimit64 read
+readlink recvfrom recvmsg rename rseq rt_sigaction rt_sigprocmask sendmsg
+sendto set_robust_list set_tid_address setsid setsockopt signalfd4 socket
+statx symlink timerfd_create timerfd_settime umask unlink wait4 write
 "
 
 # expand NAME: one system call per line; @groups recursively.

@@ -48,6 +48,7 @@ grep -q '^ProtectSystem=strict$' "$unit" || fail "ProtectSystem= is not strict"
 grep -q '^RuntimeDirectory=retryd$' "$unit" && grep -q '^RuntimeDirectoryMode=0750$' "$unit" &&
     grep -q '^RuntimeDirectoryPreserve=yes$' "$unit" ||
     fail "/run/retryd is not a 0750 runtime directory kept across restarts"
+grep -q '^KillMode=process$' "$unit" || fail "a stop would kill the segment's keeper"
 grep -q '^Type=notify$' "$unit" && grep -q '^NotifyAccess=main$' "$unit" &&
     grep -q '^WatchdogSec=' "$unit" || fail "not Type=notify with a watchdog"
 
