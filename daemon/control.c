@@ -210,12 +210,16 @@ static void conn_close(server *d, conn *c)
     conn_free(d, c);
 }
 
-/* Watch for input unless closing, for output while replies wait. */
+/* Watch for output while replies wait, else for input (unless closing).
+ * No request is read while a reply waits: a peer that does not read its
+ * replies stops being served once the kernel's buffer is full, costs no
+ * work, and is closed at CONTROL_WRITE_TIMEOUT_MS; CONTROL_OUTPUT_MAX is
+ * the backstop. */
 static void conn_watch(server *d, conn *c)
 {
     uint32_t want = c->closing ? 0 : EPOLLIN | EPOLLRDHUP;
     if (c->out_off < c->out_len)
-        want |= EPOLLOUT;
+        want = EPOLLOUT;
     if (want == c->events)
         return;
     struct epoll_event ev = {.events = want, .data.ptr = &c->w};
@@ -833,7 +837,8 @@ static int conn_input(server *d, conn *c)
 void control_ready(server *d, conn *c, uint32_t events)
 {
     int r = 0;
-    if (!c->closing && (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)))
+    if (!c->closing && c->out_off == c->out_len &&
+        (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)))
         r = conn_input(d, c);
     if (r == -2 || c->overflow) {
         conn_close(d, c);

@@ -82,13 +82,16 @@ static int listen_at(const char *path, bool has_group, gid_t group)
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return -1;
+    /* The longest backlog the kernel allows (net.core.somaxconn): a
+     * connect storm must outrun the accept loop longer before a client's
+     * connect finds the queue full. */
     memcpy(sa.sun_path, path, strlen(path) + 1);
     unlink(path); /* a stale socket of a previous daemon; we hold the lock */
     mode_t old = umask(0117); /* born 0660: never a moment more open */
     int r = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
     umask(old);
     if (r < 0 || (has_group && chown(path, (uid_t)-1, group) < 0) ||
-        chmod(path, 0660) < 0 || listen(fd, 128) < 0) {
+        chmod(path, 0660) < 0 || listen(fd, SOMAXCONN) < 0) {
         log_err("cannot listen on %s: %s", path, strerror(errno));
         close(fd);
         return -1;
