@@ -83,8 +83,17 @@ sed "s#^runtime_dir = .*#runtime_dir = $run/rt#" "$p/etc/retryd/retryd.conf" >"$
 chmod 0644 "$run/retryd.conf"
 as retryd "$p/bin/retryd" --config "$run/retryd.conf" --check-config >/dev/null ||
     fail "the configuration does not pass --check-config as retryd"
-# Not through as(): $! must be the daemon itself (setpriv execs it).
-setpriv --reuid=retryd --regid=retryd --init-groups -- \
+# As much of the unit's sandbox as a plain root shell gives: no new
+# privileges, no capabilities, and (where unshare works) its own network
+# and IPC namespaces, as PrivateNetwork= and PrivateIPC= make them: the
+# clients, in the host's namespaces, still reach its path-named sockets.
+# Not through as(): $! must be the daemon itself (unshare and setpriv exec).
+sandbox=""
+if command -v unshare >/dev/null 2>&1 && unshare --net --ipc true 2>/dev/null; then
+    sandbox="unshare --net --ipc --"
+fi
+$sandbox setpriv --reuid=retryd --regid=retryd --init-groups --no-new-privs \
+    --bounding-set=-all --inh-caps=-all -- \
     "$p/bin/retryd" --config "$run/retryd.conf" </dev/null >/dev/null 2>"$run/daemon.log" &
 daemon_pid=$!
 i=0
@@ -163,4 +172,4 @@ awk '$1 == "shared" && $6 == 3 && $7 == 3 { f = 1 } END { exit !f }' "$run/stats
 exec 7>&- 8>&- 9>&-
 # shellcheck disable=SC2086 # a list of pids
 wait $pids || true
-echo "service_users: members of retryd share the budget; an outsider is refused and goes local: ok"
+echo "service_users: members of retryd share the budget; an outsider is refused and goes local: ok${sandbox:+ (daemon in its own network and IPC namespaces)}"
