@@ -30,7 +30,7 @@ say() { echo "install: $*" >&2; }
 say "building in $build"
 "$root/deploy/build.sh" "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DCMAKE_INSTALL_SYSCONFDIR="$sysconfdir" \
-    -DRETRYD_BUILD_TESTS=OFF -DRETRYD_BUILD_BENCH=OFF
+    -DRETRYD_BUILD_TESTS=OFF -DRETRYD_BUILD_BENCH=OFF -DRETRYD_BUILD_EXAMPLES=OFF
 
 # 2. The files (docs/daemon.md lists them).
 say "installing into $prefix"
