@@ -421,6 +421,8 @@ static void conn_open(server *d, int fd, const struct ucred *cr)
                 .uid = cr->uid,
                 .slot = -1,
                 .pass_fd = -1};
+    int sndbuf = CONTROL_SNDBUF;
+    setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf));
     struct epoll_event ev = {.events = c->events, .data.ptr = &c->w};
     if (epoll_ctl(d->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
         close(fd);

@@ -45,6 +45,11 @@
 /* Reply bytes queued for one connection; a peer that lets more pile up by
  * not reading is closed. Replies are a few hundred bytes. */
 #define CONTROL_OUTPUT_MAX (16u * 1024)
+/* The kernel's send buffer of a control connection (it doubles it): a few
+ * replies a peer has not read, not the default's ~270, so one that never
+ * reads is stopped (no request is read while a reply waits) after a few
+ * round trips instead of hundreds. */
+#define CONTROL_SNDBUF 4096
 /* A refused (unauthorised) peer's descriptor is kept, half-closed and never
  * read, at most this long and at most this many at once, so that the peer
  * can read why before its first request fails on a closed socket. */
