@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -43,7 +44,18 @@ static const char *const base_config = "process_capacity = 8\n" POT_CONFIG;
 
 #include "daemon_fixture.h"
 
-TestSuite(sockets, .init = daemon_setup, .fini = daemon_teardown,
+/* One attack at a time, whatever criterion's --jobs: two at once on two
+ * cores would measure the scheduler, not the daemon. The lock goes with
+ * the test's process. */
+static void attack_setup(void)
+{
+    int fd = open("/tmp/retryd-test-socket-attacks.lock",
+                  O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    cr_assert(fd >= 0 && flock(fd, LOCK_EX) == 0, "lock: %s", strerror(errno));
+    daemon_setup();
+}
+
+TestSuite(sockets, .init = attack_setup, .fini = daemon_teardown,
           .timeout = 120);
 
 /* The legitimate client's attaches per attack, and the bound on their
