@@ -329,12 +329,23 @@ static conn *pick_victim(const server *d, bool any_uid, uid_t uid,
 }
 
 /*
+ * Whether taking one connection from a holder of @p held to give it to one
+ * of @p mine makes the shares fairer: the holder keeps at least as many
+ * as the newcomer gets. A holder of nothing always gets its first. Holders
+ * a connection apart never evict each other: that would only churn.
+ */
+static bool fairer(unsigned held, unsigned mine)
+{
+    return held >= mine + 2 || (mine == 0 && held >= 1);
+}
+
+/*
  * Whether a new connection of @p uid and @p pid may be served, evicting
  * one when that is fair: when its user holds CONTROL_PER_UID_MAX, the
  * oldest idle one of the user's process holding the most; when the pool
  * is full, the oldest idle one of the user holding the most. Eviction is
- * done only from a holder with more than the newcomer's, so any number of
- * connections of one user cannot keep another user out. NULL, or why not.
+ * done only when fairer(), so any number of connections of one user
+ * cannot keep another user out. NULL, or why not.
  */
 static const char *admit(server *d, uid_t uid, pid_t pid)
 {
@@ -347,11 +358,11 @@ static const char *admit(server *d, uid_t uid, pid_t pid)
         return "too many connections from this process";
     if (mine_uid >= CONTROL_PER_UID_MAX) {
         victim = pick_victim(d, false, uid, &held);
-        if (victim == NULL || held <= mine_pid)
+        if (victim == NULL || !fairer(held, mine_pid))
             return "too many connections from this user";
     } else if (d->n_unattached >= DAEMON_SPARE_CONNECTIONS) {
         victim = pick_victim(d, true, 0, &held);
-        if (victim == NULL || held <= mine_uid)
+        if (victim == NULL || !fairer(held, mine_uid))
             return "too many connections";
     } else {
         return NULL;
