@@ -95,6 +95,9 @@ struct retryd_multi {
     bool closing;     /* freeing or failing: no submit */
     bool timer_failed, serving, serve_again;
     size_t in_flight;
+    /* Transfers in the curl multi now, and the most there ever were: the
+     * idle connections libcurl may keep (keep_connections). */
+    size_t transfers, max_transfers;
     retryd_call *all;
     call_list done;
     retryd_call **heap; /* a binary min-heap on due */
@@ -313,6 +316,24 @@ static void end_attempt(retryd_multi *m, retryd_call *k, int rc)
     serve_queues(m);
 }
 
+/*
+ * libcurl keeps idle connections for four times the transfers in its multi
+ * at the moment one is given back, so the end of a burst would close the
+ * connections the burst opened, and the next burst open them again. The
+ * multi keeps as many as it ever ran transfers at once (at least
+ * libcurl's easy default, 5), as the blocking executor's pooled handles
+ * each keep theirs.
+ */
+static void keep_connections(retryd_multi *m)
+{
+    if (++m->transfers <= m->max_transfers)
+        return;
+    m->max_transfers = m->transfers;
+    if (m->max_transfers > 5)
+        curl_multi_setopt(m->curl, CURLMOPT_MAXCONNECTS,
+                          (long)m->max_transfers);
+}
+
 /* With a permit and handle @p h: the body, the handle's options, and the
  * handle into the curl multi, whose loop runs the transfer. */
 static void begin_transfer(retryd_multi *m, retryd_call *k, easy *h)
@@ -322,8 +343,10 @@ static void begin_transfer(retryd_multi *m, retryd_call *k, easy *h)
     k->state = S_TRANSFER;
     if (retryd__attempt_begin(&k->c) &&
         (rc = retryd__transfer_setup(&k->c, h, k->c.attempt_ns)) == CURLE_OK) {
-        if (curl_multi_add_handle(m->curl, h->curl) == CURLM_OK)
+        if (curl_multi_add_handle(m->curl, h->curl) == CURLM_OK) {
+            keep_connections(m);
             return;
+        }
         rc = CURLE_OUT_OF_MEMORY;
         retryd__transfer_done(&k->c, h, &retryd__attempt_current(&k->c)->a, rc);
     }
@@ -459,6 +482,7 @@ static void stop(retryd_multi *m, retryd_call *k)
     }
     easy *h = k->h;
     curl_multi_remove_handle(m->curl, h->curl);
+    m->transfers--;
     k->c.trace.cancelled = true;
     retryd__transfer_done(&k->c, h, &retryd__attempt_current(&k->c)->a,
                           CURLE_ABORTED_BY_CALLBACK);
@@ -521,7 +545,19 @@ static int curl_action(retryd_multi *m, int fd, int events)
     return mc == CURLM_OK ? 0 : RETRYD_ECURL;
 }
 
-/* Finished transfers: each attempt ends, is decided, and moves on. */
+/* Completions due, each run once, outside every libcurl call. */
+static bool deliver(retryd_multi *m)
+{
+    bool moved = m->done.head != NULL;
+    for (retryd_call *k; (k = m->done.head) != NULL;) {
+        list_unlink(&m->done, k);
+        complete(m, k);
+    }
+    return moved;
+}
+
+/* Finished transfers: each attempt ends, is decided, and moves on; a
+ * call it finished completes. */
 static bool read_messages(retryd_multi *m)
 {
     bool moved = false;
@@ -537,8 +573,13 @@ static bool read_messages(retryd_multi *m)
         easy *e = (easy *)(void *)priv;
         retryd_call *k = of_call(e->call);
         curl_multi_remove_handle(m->curl, h);
+        m->transfers--;
         retryd__transfer_done(&k->c, e, &retryd__attempt_current(&k->c)->a, rc);
         end_attempt(m, k, rc);
+        /* Its completion at once: the caller usually frees the result
+         * there, so results do not pile up (and out of malloc's
+         * per-thread cache) while the other messages are read. */
+        deliver(m);
         moved = true;
     }
     return moved;
@@ -561,17 +602,6 @@ static bool expire(retryd_multi *m, int64_t now)
     if (m->n_waiting > 0 && m->poll_due <= now) {
         m->poll_due = now + PERMIT_POLL_NS;
         serve_queues(m);
-    }
-    return moved;
-}
-
-/* Completions due, each run once, outside every libcurl call. */
-static bool deliver(retryd_multi *m)
-{
-    bool moved = m->done.head != NULL;
-    for (retryd_call *k; (k = m->done.head) != NULL;) {
-        list_unlink(&m->done, k);
-        complete(m, k);
     }
     return moved;
 }
@@ -783,6 +813,7 @@ int retryd_multi_new(retryd_client *client, const retryd_multi_opts *opts,
     m->timer = o.timer;
     m->timer_ctx = o.timer_ctx;
     m->curl_due = m->told = -1;
+    curl_multi_setopt(m->curl, CURLMOPT_MAXCONNECTS, 5L); /* keep_connections */
     curl_multi_setopt(m->curl, CURLMOPT_SOCKETFUNCTION, on_socket);
     curl_multi_setopt(m->curl, CURLMOPT_SOCKETDATA, m);
     curl_multi_setopt(m->curl, CURLMOPT_TIMERFUNCTION, on_curl_timer);
@@ -863,7 +894,8 @@ int retryd_multi_submit(retryd_multi *m, retryd_profile *p,
     if (ret_call != NULL)
         *ret_call = k;
     start_attempt(m, k);
-    sync_timer(m);
+    if (!m->servicing) /* else service() tells the timer once, at its end */
+        sync_timer(m);
     return 0;
 }
 

@@ -281,6 +281,31 @@ Test(multi, a_completion_submits_the_next_on_a_kept_connection)
     retryd_profile_free(c.p);
 }
 
+/* libcurl alone keeps idle connections for four times the transfers still
+ * running, so the end of a burst would close most of what it opened. */
+Test(multi, a_burst_keeps_its_connections_for_the_next)
+{
+    static job j[2][30];
+    retryd_profile *p = profile((retryd_profile_opts){0});
+    retryd_multi *m = new_multi();
+    for (int burst = 0; burst < 2; burst++) {
+        for (int i = 0; i < 30; i++) {
+            char id[16];
+            snprintf(id, sizeof(id), "b%d-%d", burst, i);
+            submit(m, p, &j[burst][i], id, "/hold?ms=50", "GET",
+                   RETRYD_IDEMPOTENCY_SAFE);
+        }
+        cr_assert_eq(retryd_multi_run(m, 20 * S), 0);
+        for (int i = 0; i < 30; i++) {
+            cr_expect_eq(retryd_result_status(j[burst][i].r), 200);
+            retryd_result_free(j[burst][i].r);
+        }
+    }
+    cr_expect_eq(testsrv_conns(srv), 30, "the second burst reused the first's");
+    retryd_multi_free(m);
+    retryd_profile_free(p);
+}
+
 static int open_never(void *ctx, retryd_body_reader *ret)
 {
     (void)ctx, (void)ret;
