@@ -42,49 +42,30 @@
  * connection in every run: a retry, a libcurl re-send or a lost keep-alive
  * connection fails the benchmark instead of skewing it.
  *
- * By default the benchmark and nginx share one CPU (see place()): each
- * request is then two context switches on that CPU. On separate CPUs each
- * request wakes an idle CPU twice, which in a virtual machine costs tens
- * to hundreds of microseconds and swamps what is measured here.
- *
- * nginx runs with master_process off: one process that serves (the same
- * event loop and HTTP code as a worker's), is signalled and reaped
- * directly, and dies with us (PR_SET_PDEATHSIG). It also never changes
- * user: as root, a master's workers would switch to "nobody", which cannot
- * read the 0700 temporary directory the static file lives in.
+ * By default the benchmark and nginx share one CPU: each request is then
+ * two context switches on that CPU (bench_nginx.h: bench_place). nginx,
+ * its configuration and its counters are bench_nginx.c's, shared with
+ * bench_async.
  *
  * usage: bench_executor [requests-per-run] [runs] [path] [cpus]
  *        path: /ok (default, 2-byte body) or /static/1k (1 KiB file)
- *        cpus: same (default), split or none; see place()
+ *        cpus: same (default), split or none; see bench_place()
  */
-#include <arpa/inet.h>
-#include <errno.h>
-#include <fcntl.h>
-#include <netinet/in.h>
-#include <sched.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <unistd.h>
+#include <time.h>
 
 #include <curl/curl.h>
 
 #include "bench_common.h"
+#include "bench_nginx.h"
 #include "bench_proc.h"
 #include "harness.h"
 #include "retryd/client.h"
 
-#ifndef NGINX_PATH
-#define NGINX_PATH "/usr/sbin/nginx"
-#endif
-
 #define MAX_RUNS 64
-#define BIND_TRIES 5 /* fresh ports when nginx cannot bind */
-#define STATIC_BYTES 1024
 #define TARGET_RATIO 0.97
 #define BLOCK 500 /* requests a variant makes before the next one's turn */
 
@@ -97,25 +78,17 @@ static const char *const labels[N_VARIANTS] = {
     [V_DAEMON] = "retryd_execute, daemon budget",
 };
 
-/* Where the write callback of the raw and stub_status handles appends the
- * body. */
-typedef struct sink {
-    char *buf;
-    size_t len, cap;
-} sink;
-
 typedef struct bench {
     rd_daemon d;       /* its directory holds nginx's files too */
     char url[128];     /* http://127.0.0.1:port/path */
     char base_url[64]; /* http://127.0.0.1:port */
     char path[64];
-    int port;
-    pid_t nginx_pid; /* 0 when not running */
-    CURL *raw;       /* the baseline */
-    CURL *raw_same;  /* the baseline doing the executor's job */
-    sink hdr;        /* raw_same's response header lines */
-    CURL *status;    /* stub_status queries, its own connection */
-    sink sk;
+    bench_nginx ng; /* in d's directory */
+    CURL *raw;      /* the baseline */
+    CURL *raw_same; /* the baseline doing the executor's job */
+    bench_sink hdr; /* raw_same's response header lines */
+    CURL *status;   /* stub_status queries, its own connection */
+    bench_sink sk;  /* the bodies of the raw and stub_status handles */
     retryd_client *client[2]; /* local, daemon */
     retryd_profile *profile[2];
     size_t body_len; /* what every answer must carry */
@@ -127,214 +100,13 @@ const char bench_prog[] = "bench_executor";
 static int g_cpu_self = -1, g_cpu_nginx = -1;
 static const char *g_pin = "same";
 
-/* --- nginx ---------------------------------------------------------------- */
-
-/* Runs the calling thread (or a child about to exec) on @p cpu alone. */
-static int pin(int cpu)
-{
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(cpu, &set);
-    return sched_setaffinity(0, sizeof(set), &set);
-}
-
-static bool file_contains(const char *path, const char *needle)
-{
-    char buf[8192];
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return false;
-    ssize_t n = read(fd, buf, sizeof(buf) - 1);
-    (void)close(fd); /* read-only */
-    if (n <= 0)
-        return false;
-    buf[n] = '\0';
-    return strstr(buf, needle) != NULL;
-}
-
-/* Every path nginx would otherwise take from its compiled-in defaults
- * (/var/lib/nginx/..., /run/nginx.pid, /var/lock/nginx.lock) points into
- * the directory, so it needs nothing outside it. */
-static int write_nginx_config(const bench *b, const char *path)
-{
-    const char *d = b->d.dir;
-    char text[2048];
-    int n = snprintf(text, sizeof(text),
-                     "daemon off;\n"
-                     "master_process off;\n"
-                     "worker_processes 1;\n"
-                     "error_log %s/error.log warn;\n"
-                     "pid %s/nginx.pid;\n"
-                     "lock_file %s/nginx.lock;\n"
-                     "events { worker_connections 64; }\n"
-                     "http {\n"
-                     "    access_log off;\n"
-                     "    keepalive_requests 1000000;\n"
-                     "    keepalive_timeout 60s;\n"
-                     "    default_type application/octet-stream;\n"
-                     "    client_body_temp_path %s/tmp/body;\n"
-                     "    proxy_temp_path %s/tmp/proxy;\n"
-                     "    fastcgi_temp_path %s/tmp/fastcgi;\n"
-                     "    uwsgi_temp_path %s/tmp/uwsgi;\n"
-                     "    scgi_temp_path %s/tmp/scgi;\n"
-                     "    server {\n"
-                     "        listen 127.0.0.1:%d;\n"
-                     "        location /ok { return 200 \"ok\"; }\n"
-                     "        location /static/ { root %s; }\n"
-                     "        location = /status { stub_status; }\n"
-                     "    }\n"
-                     "}\n",
-                     d, d, d, d, d, d, d, d, b->port, d);
-    if (n < 0 || (size_t)n >= sizeof(text))
-        return bench_fail("nginx configuration too long");
-    return bench_write_file(path, text, (size_t)n);
-}
-
-static int connect_once(int port)
-{
-    struct sockaddr_in sa = {.sin_family = AF_INET,
-                             .sin_port = htons((uint16_t)port),
-                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return -1;
-    int r = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
-    (void)close(fd); /* a probe */
-    return r;
-}
-
-/* The pid nginx wrote to its pid file, or -1. It writes it only once it
- * listens, so it tells our nginx from anything else on the port. */
-static pid_t pid_file(const bench *b)
-{
-    char path[128], buf[32];
-    snprintf(path, sizeof(path), "%s/nginx.pid", b->d.dir);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    ssize_t n = read(fd, buf, sizeof(buf) - 1);
-    (void)close(fd); /* read-only */
-    if (n <= 0)
-        return -1;
-    buf[n] = '\0';
-    return (pid_t)atol(buf);
-}
-
-/* 1: our nginx is accepting; 0: it exited (its status in *status); -1:
- * timeout or error. */
-static int wait_nginx(bench *b, int *status)
-{
-    int64_t deadline = bench_now_ms() + BENCH_START_TIMEOUT_MS;
-    while (bench_now_ms() < deadline && !bench_stop) {
-        pid_t r = waitpid(b->nginx_pid, status, WNOHANG);
-        if (r == b->nginx_pid) {
-            b->nginx_pid = 0;
-            return 0;
-        }
-        if (r < 0)
-            return bench_fail_errno("waitpid");
-        if (pid_file(b) == b->nginx_pid && connect_once(b->port) == 0)
-            return 1;
-        bench_sleep_ms(5);
-    }
-    return bench_fail(bench_stop ? "interrupted"
-                                 : "nginx did not accept within 10 s");
-}
-
-static int start_nginx(bench *b)
-{
-    char conf[128], log[128], stderr_log[128], pid_path[128];
-    static const char *const sub[] = {"tmp", "static"};
-    char static_body[STATIC_BYTES], path[128];
-
-    for (size_t i = 0; i < sizeof(sub) / sizeof(sub[0]); i++) {
-        snprintf(path, sizeof(path), "%s/%s", b->d.dir, sub[i]);
-        if (mkdir(path, 0700) < 0)
-            return bench_fail_errno(path);
-    }
-    for (size_t i = 0; i < sizeof(static_body); i++)
-        static_body[i] = (char)('a' + i % 26);
-    snprintf(path, sizeof(path), "%s/static/1k", b->d.dir);
-    if (bench_write_file(path, static_body, sizeof(static_body)) < 0)
-        return -1;
-    if (access(NGINX_PATH, X_OK) < 0)
-        return bench_fail_errno(NGINX_PATH " (Debian: apt-get install nginx)");
-    snprintf(conf, sizeof(conf), "%s/nginx.conf", b->d.dir);
-    snprintf(log, sizeof(log), "%s/error.log", b->d.dir);
-    snprintf(stderr_log, sizeof(stderr_log), "%s/nginx.stderr", b->d.dir);
-    snprintf(pid_path, sizeof(pid_path), "%s/nginx.pid", b->d.dir);
-    for (int attempt = 1; attempt <= BIND_TRIES; attempt++) {
-        int status = 0;
-        if ((b->port = bench_free_port()) < 0)
-            return bench_fail_errno("no free TCP port");
-        if (write_nginx_config(b, conf) < 0)
-            return -1;
-        /* Fresh logs and pid file: the ones to look at are this
-         * attempt's. */
-        if ((unlink(log) < 0 && errno != ENOENT) ||
-            (unlink(stderr_log) < 0 && errno != ENOENT) ||
-            (unlink(pid_path) < 0 && errno != ENOENT))
-            return bench_fail_errno("unlink");
-        pid_t parent = getpid();
-        pid_t pid = fork();
-        if (pid < 0)
-            return bench_fail_errno("fork");
-        if (pid == 0) {
-            bench_child_prepare(parent, SIGTERM, stderr_log);
-            if (g_cpu_nginx >= 0 && pin(g_cpu_nginx) < 0)
-                _exit(127);
-            /* -p: the prefix; -e: the error log before the configuration
-             * is read (the compiled-in one is stderr). */
-            execl(NGINX_PATH, "nginx", "-p", b->d.dir, "-c", conf, "-e", log,
-                  (char *)NULL);
-            fprintf(stderr, "exec %s: %s\n", NGINX_PATH, strerror(errno));
-            _exit(127);
-        }
-        b->nginx_pid = pid;
-        int r = wait_nginx(b, &status);
-        if (r == 1)
-            return 0;
-        if (r == 0 && (file_contains(log, "Address already in use") ||
-                       file_contains(stderr_log, "Address already in use"))) {
-            fprintf(stderr, "%s: port %d was taken, trying another\n",
-                    bench_prog, b->port);
-            continue;
-        }
-        if (r == 0)
-            bench_fail("nginx exited at start");
-        bench_print_tail(stderr_log);
-        bench_print_tail(log);
-        return -1;
-    }
-    return bench_fail("nginx could not bind a free port");
-}
-
 /* --- raw libcurl ---------------------------------------------------------- */
-
-static size_t on_body(char *data, size_t size, size_t n, void *ctx)
-{
-    sink *s = ctx;
-    size_t len = size * n;
-    if (s->len + len > s->cap) {
-        size_t cap = s->cap ? s->cap : 4096;
-        while (cap < s->len + len)
-            cap *= 2;
-        char *nb = realloc(s->buf, cap);
-        if (nb == NULL)
-            return 0;
-        s->buf = nb;
-        s->cap = cap;
-    }
-    memcpy(s->buf + s->len, data, len);
-    s->len += len;
-    return len;
-}
 
 /* raw_same's header callback: every line kept, as the executor keeps the
  * response's headers for its result. */
 static size_t on_header(char *data, size_t size, size_t n, void *ctx)
 {
-    return on_body(data, size, n, ctx);
+    return bench_sink_write(data, size, n, ctx);
 }
 
 /* The options of a baseline handle, set once. */
@@ -345,7 +117,7 @@ static void raw_options(bench *b, CURL *h)
      * libcurl swaps SIGPIPE's handler around every transfer. */
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(h, CURLOPT_PROXY, ""); /* as the executor: no proxy */
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, bench_sink_write);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, &b->sk);
     if (h == b->raw_same) {
         /* What any careful caller adds, and the executor does: a bound on
@@ -440,18 +212,7 @@ static int request(bench *b, enum variant v)
 /* nginx's own counters: connections accepted, requests served. */
 static int nginx_counters(bench *b, long *accepts, long *requests)
 {
-    long code = 0, handled;
-    char nul[1] = {'\0'};
-    b->sk.len = 0;
-    CURLcode rc = curl_easy_perform(b->status);
-    curl_easy_getinfo(b->status, CURLINFO_RESPONSE_CODE, &code);
-    if (rc != CURLE_OK || code != 200 || on_body(nul, 1, 1, &b->sk) != 1)
-        return bench_fail("stub_status query failed");
-    const char *p = strstr(b->sk.buf, "requests\n");
-    if (p == NULL ||
-        sscanf(p + 9, " %ld %ld %ld", accepts, &handled, requests) != 3)
-        return bench_fail("stub_status answer not understood");
-    return 0;
+    return bench_nginx_counters(b->status, &b->sk, accepts, requests);
 }
 
 /* This thread's CPU time, user and system: not nginx's, and not the time
@@ -511,13 +272,16 @@ static int setup(bench *b)
     if (rd_daemon_init(&b->d, NULL) < 0)
         return bench_fail_errno("the temporary directory");
     /* The servers first: they inherit no connection of ours. */
-    if (start_nginx(b) < 0)
+    b->ng = (bench_nginx){
+        .dir = b->d.dir, .worker_connections = 64, .cpu = g_cpu_nginx};
+    if (bench_nginx_start(&b->ng) < 0)
         return -1;
     if (rd_daemon_start(&b->d) < 0) {
         bench_print_tail(b->d.log);
         return bench_fail("retryd did not become ready");
     }
-    snprintf(b->base_url, sizeof(b->base_url), "http://127.0.0.1:%d", b->port);
+    snprintf(b->base_url, sizeof(b->base_url), "http://127.0.0.1:%d",
+             b->ng.port);
     snprintf(b->url, sizeof(b->url), "%s%s", b->base_url, b->path);
     snprintf(probe, sizeof(probe), "%s/status", b->base_url);
     b->raw = curl_easy_init();
@@ -529,7 +293,7 @@ static int setup(bench *b)
     curl_easy_setopt(b->status, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(b->status, CURLOPT_TIMEOUT_MS, 10000L);
     curl_easy_setopt(b->status, CURLOPT_PROXY, "");
-    curl_easy_setopt(b->status, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(b->status, CURLOPT_WRITEFUNCTION, bench_sink_write);
     curl_easy_setopt(b->status, CURLOPT_WRITEDATA, &b->sk);
     if (nginx_counters(b, &accepts, &requests) < 0)
         return -1;
@@ -562,8 +326,7 @@ static int teardown(bench *b)
     curl_easy_cleanup(b->status);
     free(b->sk.buf);
     free(b->hdr.buf);
-    /* SIGQUIT: nginx's graceful shutdown. */
-    if (bench_stop_child(&b->nginx_pid, SIGQUIT, "nginx") < 0)
+    if (bench_nginx_stop(&b->ng) < 0)
         rc = -1;
     if (b->d.pid > 0 && rd_daemon_stop(&b->d, SIGTERM) != 0)
         rc = bench_fail("retryd did not stop cleanly");
@@ -591,7 +354,7 @@ static void report(const bench *b, long n, int runs, double rps[][MAX_RUNS],
            n, b->path, b->body_len, runs);
     printf("  nginx on 127.0.0.1:%d, one keep-alive connection per variant, "
            "libcurl %s\n",
-           b->port, curl_version_info(CURLVERSION_NOW)->version);
+           b->ng.port, curl_version_info(CURLVERSION_NOW)->version);
     if (g_cpu_self < 0)
         printf("  cpus: none (not pinned)\n");
     else
@@ -620,28 +383,6 @@ static void report(const bench *b, long n, int runs, double rps[][MAX_RUNS],
            "and no new connection.)\n");
 }
 
-/* "same": the benchmark and nginx on one CPU, so that every request is a
- * context switch on that CPU; "split": one CPU each, so that every request
- * wakes the other CPU; "none": wherever the scheduler puts them. */
-static int place(void)
-{
-    cpu_set_t set;
-    int cpus[2], n = 0;
-
-    if (strcmp(g_pin, "none") == 0)
-        return 0;
-    if (sched_getaffinity(0, sizeof(set), &set) < 0)
-        return bench_fail_errno("sched_getaffinity");
-    for (int c = 0; c < CPU_SETSIZE && n < 2; c++)
-        if (CPU_ISSET(c, &set))
-            cpus[n++] = c;
-    if (strcmp(g_pin, "split") == 0 && n < 2)
-        return bench_fail("\"split\" needs two CPUs");
-    g_cpu_self = cpus[0];
-    g_cpu_nginx = strcmp(g_pin, "split") == 0 ? cpus[1] : cpus[0];
-    return pin(g_cpu_self) < 0 ? bench_fail_errno("sched_setaffinity") : 0;
-}
-
 int main(int argc, char **argv)
 {
     static double rps[N_VARIANTS][MAX_RUNS], cpu_us[N_VARIANTS][MAX_RUNS];
@@ -654,8 +395,7 @@ int main(int argc, char **argv)
         (argc > 2 && !bench_parse_long(argv[2], 1, MAX_RUNS, &runs)) ||
         (argc > 3 && (argv[3][0] != '/' || strlen(argv[3]) >= sizeof(b.path) ||
                       strpbrk(argv[3], " \t\r\n") != NULL)) ||
-        (argc > 4 && strcmp(argv[4], "same") != 0 &&
-         strcmp(argv[4], "split") != 0 && strcmp(argv[4], "none") != 0)) {
+        (argc > 4 && !bench_place_mode_ok(argv[4]))) {
         fprintf(stderr, "usage: bench_executor [requests-per-run>0] "
                         "[runs 1..64] [path: /ok or /static/1k] "
                         "[cpus: same|split|none]\n");
@@ -665,7 +405,8 @@ int main(int argc, char **argv)
         snprintf(b.path, sizeof(b.path), "%s", argv[3]);
     if (argc > 4)
         g_pin = argv[4];
-    if (bench_install_signals() < 0 || place() < 0)
+    if (bench_install_signals() < 0 ||
+        bench_place(g_pin, &g_cpu_self, &g_cpu_nginx) < 0)
         return 1;
     /* Before any handle exists; retryd_client_new's own call is then a
      * no-op. */
