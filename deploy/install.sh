@@ -78,6 +78,8 @@ if [ -d /run/systemd/system ] && [ "$(ps -p 1 -o comm= 2>/dev/null)" = systemd ]
     $SUDO systemctl enable --now retryd.service
     say "retryd.service is $(systemctl is-active retryd.service || true)."
     say "check it with: retrydctl stats; journalctl -u retryd"
+    say "a running retryd keeps its old binary until: systemctl restart retryd"
+    say "(the balances survive a restart)"
 else
     cat >&2 <<MSG
 install: PID 1 is not systemd, so nothing was started. Start the daemon as
