@@ -3,7 +3,8 @@
 # and those of the gates (pmccabe: deploy/check-complexity.sh; abigail-tools:
 # tests/abi). libsystemd-dev: the daemon's sd_notify (readiness, reload,
 # watchdog) under retryd.service; systemd and groff-base: the install tests
-# (systemd-analyze security, systemd-sysusers; groff -man -ww on the manuals).
+# (systemd-analyze security, systemd-sysusers; groff -man -ww on the manuals;
+# strace: the system calls the installed daemon makes, against its filter).
 # Idempotent: when every package is already installed it runs no apt-get at all.
 set -eu
 
@@ -18,7 +19,7 @@ uuid-dev
 libnghttp2-dev libssl-dev
 clang libclang-rt-14-dev
 nginx redis-server
-libsystemd-dev systemd groff-base
+libsystemd-dev systemd groff-base strace
 pmccabe abigail-tools
 libuv1-dev
 "

@@ -3,11 +3,14 @@
 # Applies a unit's SystemCallFilter= lines in order, as systemd does (the
 # first line an allow list: later plain lines add to it, later ~ lines take
 # away), with every @group expanded by `systemd-analyze syscall-filter`,
-# and checks that each system call retryd makes stays allowed.
-# usage: syscall_filter.sh UNIT_FILE
+# and checks that each system call retryd makes stays allowed: those listed
+# below, and those named in TRACED (one a line: what unit_security.sh saw
+# the installed daemon do).
+# usage: syscall_filter.sh UNIT_FILE [TRACED]
 # exit 0 all allowed, 1 some denied (named), 77 no systemd-analyze.
 set -eu
 unit=$1
+traced=${2:-}
 command -v systemd-analyze >/dev/null 2>&1 || {
     echo "skip: systemd-analyze is not installed" >&2
     exit 77
@@ -72,6 +75,10 @@ while IFS= read -r line; do
     mv "$tmp/next" "$tmp/allowed"
 done <"$tmp/lines"
 
+if [ -n "$traced" ]; then
+    NEEDED="$NEEDED $(cat "$traced")"
+fi
+NEEDED=$(echo "$NEEDED" | tr ' ' '\n' | grep -v '^$' | sort -u)
 denied=""
 for s in $NEEDED; do
     grep -qx "$s" "$tmp/allowed" || denied="$denied $s"

@@ -39,8 +39,67 @@ awk -v s="$score" 'BEGIN { exit !(s <= 2.0) }' || {
     fail "exposure $score is above 2.0"
 }
 
-# What the daemon needs stays possible.
-"$src/tests/install/syscall_filter.sh" "$unit"
+# What the daemon needs stays possible. Where strace is installed, the
+# installed daemon (and its segment keeper) is traced through a start, an
+# attachment (retrydctl request attaches before it fails to connect), the
+# statistics, a drain, a reload, a stop and a restart that adopts the
+# segment, so a system call new code makes is checked too.
+traced=""
+if command -v strace >/dev/null 2>&1; then
+    rt=$(mktemp -d /tmp/retryd-trace.XXXXXX)
+    trap 'rm -rf "$rt"' EXIT
+    printf '[retryd]\nruntime_dir = %s/run\n' "$rt" >"$rt/retryd.conf"
+    libdir=$(dirname "$(find "$dest" -name 'libretryd.so.*.*' | head -n 1)")
+    ctl() { LD_LIBRARY_PATH="$libdir" "$dest/usr/local/bin/retrydctl" "$@"; }
+    # trace N: run the daemon under strace into trace.N, return when serving.
+    trace() {
+        rm -f "$rt/run/stats.sock"
+        strace -f -qq -o "$work/trace.$1" "$dest/usr/local/bin/retryd" \
+            --config "$rt/retryd.conf" </dev/null >/dev/null 2>>"$work/traced.log" &
+        strace_pid=$!
+        i=0
+        until [ -S "$rt/run/stats.sock" ]; do
+            i=$((i + 1))
+            [ $i -lt 100 ] || fail "the traced daemon did not start"
+            sleep 0.1
+        done
+        daemon_pid=$(ps -o pid= --ppid "$strace_pid" | head -n 1 | tr -d ' ')
+        [ -n "$daemon_pid" ] || fail "no traced daemon"
+    }
+    # stop: the daemon only; its keeper (traced too) keeps the segment for
+    # the next one, and goes when the runtime directory is removed.
+    stop() {
+        kill -TERM "$daemon_pid"
+        i=0
+        while kill -0 "$daemon_pid" 2>/dev/null; do
+            i=$((i + 1))
+            [ $i -lt 100 ] || fail "the traced daemon did not stop"
+            sleep 0.1
+        done
+        strace_pids="$strace_pids $strace_pid"
+    }
+    strace_pids=""
+    trace 1
+    ctl request --control-socket "$rt/run/control.sock" --max-attempts 1 -s \
+        http://127.0.0.1:9/ >/dev/null 2>&1 || true
+    ctl stats --processes --stats-socket "$rt/run/stats.sock" >/dev/null
+    ctl drain on --control-socket "$rt/run/control.sock" >/dev/null
+    kill -HUP "$daemon_pid"
+    sleep 0.3
+    stop
+    trace 2
+    stop
+    rm -rf "$rt" # the keeper exits, and with it the tracers
+    # shellcheck disable=SC2086 # a list of pids
+    wait $strace_pids || true
+    grep -q 'adopted segment' "$work/traced.log" || fail "the restart did not adopt the segment"
+    cat "$work"/trace.* | sed -E 's/^[0-9]+ +//; s/^<\.\.\. ([a-z0-9_]+) resumed.*/\1(/' |
+        grep -oE '^[a-z0-9_]+\(' | tr -d '(' | sort -u >"$work/traced.txt"
+    traced="$work/traced.txt"
+    echo "traced: $(wc -l <"$traced") distinct system calls"
+fi
+# shellcheck disable=SC2086 # no argument when nothing was traced
+"$src/tests/install/syscall_filter.sh" "$unit" $traced
 grep -q '^PrivateUsers=' "$unit" && fail "PrivateUsers= hides peers' uids from SO_PEERCRED"
 grep -q '^ProtectProc=' "$unit" && fail "ProtectProc= would hide clients' /proc/<pid>/stat"
 grep -q '^RestrictAddressFamilies=.*AF_UNIX' "$unit" || fail "AF_UNIX not allowed"
