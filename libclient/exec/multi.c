@@ -434,7 +434,8 @@ static void serve_queue(retryd_multi *m, size_t i)
  * at once gives its permit back from inside, and asks again. */
 static void serve_queues(retryd_multi *m)
 {
-    if (m->n_waiting == 0)
+    /* Closing: a queued call is about to be completed, not started. */
+    if (m->n_waiting == 0 || m->closing)
         return;
     if (m->serving) {
         m->serve_again = true;
@@ -906,7 +907,8 @@ int retryd_multi_cancel(retryd_multi *m, retryd_call *k)
     if (k == NULL || k->m != m)
         return RETRYD_ENOENT;
     abort_call(m, k, RETRYD_ECANCELED);
-    sync_timer(m);
+    if (!m->servicing) /* else service() tells the timer at its end */
+        sync_timer(m);
     return 0;
 }
 
