@@ -302,30 +302,61 @@ static unsigned count_unattached(const server *d, bool any_uid, uid_t uid,
     return n;
 }
 
+/* A holder of unattached connections: a user or a process. */
+typedef struct holder {
+    uint32_t id;
+    unsigned n;
+    conn *oldest; /* its least recently active connection */
+} holder;
+
+/*
+ * The biggest holder of unattached connections, by user (@p by_uid) or by
+ * process, among @p uid's (every user's when @p any_uid); ties go to the
+ * one whose oldest is least recently active. One pass over the pool (the
+ * idle queue runs from least to most recently active) with a table of at
+ * most DAEMON_SPARE_CONNECTIONS holders: it runs for every admission
+ * under a connect storm, so it must stay cheap.
+ */
+static holder biggest(const server *d, bool any_uid, uid_t uid, bool by_uid)
+{
+    holder h[DAEMON_SPARE_CONNECTIONS], best = {0};
+    size_t n = 0;
+    for (conn *c = d->timers[CONN_T_IDLE].head; c; c = c->t[CONN_T_IDLE].next) {
+        if (!any_uid && c->uid != uid)
+            continue;
+        uint32_t id = by_uid ? (uint32_t)c->uid : (uint32_t)c->pid;
+        size_t i = 0;
+        while (i < n && h[i].id != id)
+            i++;
+        if (i == n && n == DAEMON_SPARE_CONNECTIONS)
+            continue;
+        if (i == n)
+            h[n++] = (holder){.id = id, .oldest = c};
+        h[i].n++;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (h[i].n > best.n)
+            best = h[i];
+    return best;
+}
+
 /*
  * The connection to evict among @p uid's unattached ones (any uid's when
- * @p any_uid): of the holder (the uid, then within it the pid) with the
- * most, its least recently active; ties go to the least recently active.
- * *ret_held is that holder's count.
+ * @p any_uid: then of the user with the most): the least recently active
+ * one of the process with the most. *ret_held is the count of the holder
+ * the choice was made among (the user when @p any_uid, else the process).
  */
 static conn *pick_victim(const server *d, bool any_uid, uid_t uid,
                          unsigned *ret_held)
 {
-    conn *best = NULL;
-    unsigned best_uid = 0, best_pid = 0;
-    for (conn *c = d->timers[CONN_T_IDLE].head; c; c = c->t[CONN_T_IDLE].next) {
-        if (!any_uid && c->uid != uid)
-            continue;
-        unsigned nu = count_unattached(d, false, c->uid, true, 0);
-        unsigned np = count_unattached(d, false, c->uid, false, c->pid);
-        if (nu > best_uid || (nu == best_uid && np > best_pid)) {
-            best = c;
-            best_uid = nu;
-            best_pid = np;
-        }
+    if (any_uid) {
+        holder u = biggest(d, true, 0, true);
+        *ret_held = u.n;
+        return u.n > 0 ? biggest(d, false, (uid_t)u.id, false).oldest : NULL;
     }
-    *ret_held = any_uid ? best_uid : best_pid;
-    return best;
+    holder p = biggest(d, false, uid, false);
+    *ret_held = p.n;
+    return p.oldest;
 }
 
 /*
