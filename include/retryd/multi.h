@@ -81,9 +81,10 @@ typedef struct retryd_call retryd_call;
 
 /**
  * Watch @p fd for @p what (RETRYD_POLL_*), replacing what it was watched
- * for. @p socketp is what the caller attached with retryd_multi_assign(),
- * or NULL. Return 0; -1 tells libcurl the descriptor cannot be watched,
- * and libcurl fails the transfers (as CURLMOPT_SOCKETFUNCTION).
+ * for. @p socketp is what the caller attached with retryd_multi_assign()
+ * (still the caller's), or NULL. Return 0; -1 says the descriptor cannot
+ * be watched, and libcurl then aborts every transfer in progress, as
+ * CURLMOPT_SOCKETFUNCTION documents.
  */
 typedef int (*retryd_socket_fn)(void *ctx, int fd, int what, void *socketp);
 
