@@ -164,8 +164,8 @@ RETRYD_EXPORT void retryd_multi_free(retryd_multi *m);
  *                  multi owns it, and it is gone once @p done returned.
  * @return 0, RETRYD_EINVAL (bad request, as retryd_execute(); no @p done;
  *         a profile of another client; from inside a socket or timer
- *         callback), RETRYD_EOPTS, RETRYD_ENOMEM. On failure @p done is
- *         never called.
+ *         callback; while the multi is being freed), RETRYD_EOPTS,
+ *         RETRYD_ENOMEM. On failure @p done is never called.
  */
 RETRYD_EXPORT int retryd_multi_submit(retryd_multi *m, retryd_profile *profile,
                                       const retryd_request *req,
@@ -177,7 +177,8 @@ RETRYD_EXPORT int retryd_multi_submit(retryd_multi *m, retryd_profile *profile,
  * (its attempt is recorded with what it proved: see retryd_done_fn), a
  * backoff or bulkhead wait ends, and @p done is called from inside this
  * call with RETRYD_ECANCELED (or, for a request that had finished and
- * whose completion was pending, as it finished).
+ * whose completion was pending, as it finished); @p call (the multi's) is
+ * gone once this returns 0.
  * @return 0; RETRYD_ENOENT when @p call is not in flight in @p m;
  *         RETRYD_EINVAL from inside a socket or timer callback.
  */
