@@ -545,9 +545,12 @@ void control_expire(server *d)
     for (int k = 0; k < CONN_TIMERS; k++) {
         conn *c;
         while ((c = d->timers[k].head) != NULL && c->t[k].due_ns <= now) {
-            log_limited(LOG_INFO,
-                        "control connection of pid %d uid %u closed: %s",
-                        (int)c->pid, (unsigned)c->uid, timer_name[k]);
+            /* One rate limit per deadline: a flood of one kind must not
+             * hide the others. */
+            static log_limit sites[CONN_TIMERS];
+            log_limited_msg(&sites[k], LOG_INFO,
+                            "control connection of pid %d uid %u closed: %s",
+                            (int)c->pid, (unsigned)c->uid, timer_name[k]);
             conn_close(d, c);
         }
     }
