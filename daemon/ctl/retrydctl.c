@@ -6,6 +6,7 @@
 
 #include "ctl.h"
 #include "ctl_client.h"
+#include "ctl_status.h"
 
 typedef struct subcommand {
     const char *name;
@@ -23,6 +24,8 @@ static const subcommand subcommands[] = {
     {"upstreams", ctl_upstreams_main, "registered upstreams and parameters"},
     {"drain", ctl_drain_main, "host-wide draining: drain on|off"},
     {"retire", ctl_retire_main, "retire an upstream's slot: retire NAME"},
+    {"status", ctl_status_main,
+     "whether this process shares the budget, why not"},
 };
 
 bool ctl_parse_long(const char *s, long lo, long hi, long *ret)
