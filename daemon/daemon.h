@@ -16,7 +16,7 @@
 #include "owner.h"
 #include "registry.h"
 
-#define RETRYD_DAEMON_VERSION "0.1.0"
+#define RETRYD_DAEMON_VERSION "0.2.0"
 
 /*
  * What a peer of the control socket may hold (docs/daemon.md, "Limits").
