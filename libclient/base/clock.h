@@ -33,4 +33,11 @@ static inline int64_t retryd__now_ns(void)
     return (int64_t)retryd__clock_monotonic_ns();
 }
 
+/* @p t + @p d for a duration d >= 0, saturating at INT64_MAX: a caller's
+ * "no deadline" (INT64_MAX) must not overflow into the past. */
+static inline int64_t retryd__add_sat(int64_t t, int64_t d)
+{
+    return d > INT64_MAX - t ? INT64_MAX : t + d;
+}
+
 #endif

@@ -125,7 +125,8 @@ STEP int attempt_open(call *c)
     c->attempt_ns =
         left < c->p->attempt_timeout_ns ? left : c->p->attempt_timeout_ns;
     c->permit_deadline =
-        c->p->bulkhead_wait_ns && start + c->p->bulkhead_wait_ns < c->deadline
+        c->p->bulkhead_wait_ns &&
+                retryd__add_sat(start, c->p->bulkhead_wait_ns) < c->deadline
             ? start + c->p->bulkhead_wait_ns
             : c->deadline;
     attempt_reset(c);
@@ -362,8 +363,8 @@ STEP int call_init(call *c, retryd_profile *p, const retryd_request *req)
     c->auth = NULL;
     c->refresh_used = c->force_http11 = c->delivered = c->cancelled = false;
     c->now = retryd__now_ns();
-    c->deadline =
-        c->now + (req->deadline_ns ? req->deadline_ns : DEFAULT_DEADLINE_NS);
+    c->deadline = retryd__add_sat(
+        c->now, req->deadline_ns ? req->deadline_ns : DEFAULT_DEADLINE_NS);
     c->body_open = false;
     retryd__hdrs_init(&c->resp, c->hdr_first, sizeof(c->hdr_first),
                       c->hdr_off_first,

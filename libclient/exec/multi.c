@@ -947,7 +947,8 @@ int retryd_multi_run(retryd_multi *m, int64_t timeout_ns)
 {
     if (m == NULL || m->socket != NULL || m->in_cb || m->servicing)
         return RETRYD_EINVAL;
-    int64_t end = timeout_ns < 0 ? -1 : retryd__now_ns() + timeout_ns;
+    int64_t end =
+        timeout_ns < 0 ? -1 : retryd__add_sat(retryd__now_ns(), timeout_ns);
     int r = service(m);
     while (r == 0 && m->in_flight > 0) {
         int64_t now = retryd__now_ns();

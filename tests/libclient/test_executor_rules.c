@@ -966,3 +966,25 @@ Test(executor_rules, a_reader_without_its_size_fails_the_attempt_unsent)
     retryd_body_free(body);
     retryd_profile_free(p);
 }
+
+/* "No deadline" spelled INT64_MAX must not overflow into the past (UBSan
+ * checks the arithmetic in the sanitizer build); a negative one is refused. */
+Test(executor_rules, extreme_deadlines_neither_overflow_nor_pass)
+{
+    retryd_profile *p =
+        profile((retryd_profile_opts){.bulkhead_wait_ns = INT64_MAX});
+    retryd_result *r =
+        run(p, (retryd_request){.path = "/ok?id=dmax",
+                                .deadline_ns = INT64_MAX,
+                                .idempotency = RETRYD_IDEMPOTENCY_SAFE});
+    cr_expect_eq(retryd_result_outcome(r), RETRYD_OUTCOME_RESPONSE);
+    cr_expect_eq(retryd_result_status(r), 200);
+    retryd_result_free(r);
+    retryd_request q = {
+        .sz = sizeof(q), .path = "/ok?id=dmin", .deadline_ns = INT64_MIN};
+    r = NULL;
+    cr_expect_eq(retryd_execute(p, &q, &r), RETRYD_EINVAL);
+    cr_expect_null(r);
+    cr_expect_eq(testsrv_count(srv, "dmin"), 0);
+    retryd_profile_free(p);
+}
