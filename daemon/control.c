@@ -231,24 +231,8 @@ static void conn_watch(server *d, conn *c)
  * the first of these bytes. */
 static ssize_t send_part(conn *c, size_t end, bool with_fd)
 {
-    union {
-        struct cmsghdr h;
-        char space[CMSG_SPACE(sizeof(int))];
-    } ctl;
-    struct iovec iov = {.iov_base = c->out + c->out_off,
-                        .iov_len = end - c->out_off};
-    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
-    if (with_fd) {
-        memset(&ctl, 0, sizeof(ctl));
-        mh.msg_control = ctl.space;
-        mh.msg_controllen = sizeof(ctl.space);
-        struct cmsghdr *h = CMSG_FIRSTHDR(&mh);
-        h->cmsg_level = SOL_SOCKET;
-        h->cmsg_type = SCM_RIGHTS;
-        h->cmsg_len = CMSG_LEN(sizeof(int));
-        memcpy(CMSG_DATA(h), &c->pass_fd, sizeof(int));
-    }
-    return sendmsg(c->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+    return retryd__send_with_fd(c->fd, c->out + c->out_off, end - c->out_off,
+                                with_fd ? c->pass_fd : -1);
 }
 
 /*

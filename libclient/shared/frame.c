@@ -70,6 +70,27 @@ static int errno_to_retryd(int e)
     }
 }
 
+ssize_t retryd__send_with_fd(int fd, const void *buf, size_t len, int pass_fd)
+{
+    union {
+        struct cmsghdr h;
+        char space[CMSG_SPACE(sizeof(int))];
+    } ctl;
+    struct iovec iov = {.iov_base = (void *)(uintptr_t)buf, .iov_len = len};
+    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+    if (pass_fd >= 0) {
+        memset(&ctl, 0, sizeof(ctl));
+        mh.msg_control = ctl.space;
+        mh.msg_controllen = sizeof(ctl.space);
+        struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN(sizeof(int));
+        memcpy(CMSG_DATA(c), &pass_fd, sizeof(int));
+    }
+    return sendmsg(fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
 int retryd__frame_send(int fd, const ProtobufCMessage *msg, int pass_fd,
                        int timeout_ms)
 {
@@ -89,24 +110,9 @@ int retryd__frame_send(int fd, const ProtobufCMessage *msg, int pass_fd,
     size_t total = RETRYD_FRAME_HEADER + n, sent = 0;
     int r = 0;
     while (sent < total) {
-        union {
-            struct cmsghdr h;
-            char space[CMSG_SPACE(sizeof(int))];
-        } ctl;
-        struct iovec iov = {.iov_base = buf + sent, .iov_len = total - sent};
-        struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
         /* The descriptor rides on the first byte only. */
-        if (pass_fd >= 0 && sent == 0) {
-            memset(&ctl, 0, sizeof(ctl));
-            mh.msg_control = ctl.space;
-            mh.msg_controllen = sizeof(ctl.space);
-            struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-            c->cmsg_level = SOL_SOCKET;
-            c->cmsg_type = SCM_RIGHTS;
-            c->cmsg_len = CMSG_LEN(sizeof(int));
-            memcpy(CMSG_DATA(c), &pass_fd, sizeof(int));
-        }
-        ssize_t w = sendmsg(fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+        ssize_t w = retryd__send_with_fd(fd, buf + sent, total - sent,
+                                         sent == 0 ? pass_fd : -1);
         if (w > 0) {
             sent += (size_t)w;
             continue;

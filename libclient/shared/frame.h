@@ -8,6 +8,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include <protobuf-c/protobuf-c.h>
 
@@ -40,6 +41,11 @@ int retryd__frame_decode(const uint8_t *buf, size_t len, size_t cap,
  * RETRYD_FRAME_REPLY_MAX), RETRYD_ENOMEM, RETRYD_ETIMEDOUT, RETRYD_ENOTCONN
  * (the peer went away) or RETRYD_EIO.
  */
+/* One non-blocking send of @p len bytes, with @p pass_fd (>= 0) passed
+ * over SCM_RIGHTS on them; what sendmsg() returns. Never SIGPIPE. The
+ * framed sender and the daemon's reply queue both send through it. */
+ssize_t retryd__send_with_fd(int fd, const void *buf, size_t len, int pass_fd);
+
 int retryd__frame_send(int fd, const ProtobufCMessage *msg, int pass_fd,
                        int timeout_ms);
 
