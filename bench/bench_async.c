@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Requests per second through the asynchronous executor (retryd_multi)
  * beside raw curl_multi, the same requests with the same concurrency on

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Nanoseconds per host-budget operation, retryd_upstream_withdraw and
  * retryd_upstream_deposit (into a bucket below its cap, and into a full

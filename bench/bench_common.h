@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Small helpers shared by the benchmarks: a clock and a median. */
 #ifndef RETRYD_BENCH_COMMON_H
 #define RETRYD_BENCH_COMMON_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Nanoseconds per decision, beside the cost of an empty call loop measured
  * in the same run: the loop calls, through a function pointer the compiler

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Requests per second through the executor (retryd_execute) beside raw
  * libcurl, against the same keep-alive loopback server in the same run,

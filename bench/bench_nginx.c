@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The benchmarks' loopback nginx, CPU placement and nginx's counters; see
  * bench_nginx.h. */
 #include "bench_nginx.h"

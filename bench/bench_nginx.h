@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The loopback nginx the HTTP benchmarks (bench_executor, bench_async)
  * measure against, and what goes with it: where the benchmark and nginx

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Process and environment helpers of the benchmarks; see bench_proc.h. */
 #include "bench_proc.h"
 

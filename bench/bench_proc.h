@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Process and environment helpers of the benchmarks that start servers
  * (bench_budget, bench_executor): messages, a stop flag set by signals,

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # Instructions per executor request outside libcurl, counted by callgrind:
 # retryd_execute's inclusive count minus what curl_easy_perform cost when
 # called from retryd's transfer, divided by the requests. Deterministic, so

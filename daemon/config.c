@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Configuration: libinih reads the INI syntax; this file checks every
  * value against its range and names the file, line and key of the first

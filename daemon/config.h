@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The daemon's configuration file (INI, parsed with libinih). See
  * deploy/retryd.conf for every key with its default; docs/daemon.md says

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The control socket: hello, attach, register, drain, retire.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * retryd's state, shared by its parts. The main thread runs the event loop
  * (control socket, pidfds, signals, heartbeat) and is the only writer of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The segment keeper. A memfd lives only while something holds it, and the
  * daemon must be able to die (kill -9) without taking the host's balances

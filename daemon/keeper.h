@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The segment keeper: a small process that holds the sealed segment memfd
  * while no daemon runs, so a restarted daemon (SIGTERM or kill -9) adopts

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Logging to stderr with levels. Under systemd (JOURNAL_STREAM set) each
  * line starts with a syslog priority "<N>", which journald turns into the

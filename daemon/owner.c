@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #include "owner.h"
 
 #include <errno.h>

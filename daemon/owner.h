@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The daemon's side of the segment: creating or adopting it, allocating
  * and retiring upstream slots, allocating process slots and folding a gone

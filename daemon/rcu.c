@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #include "rcu.h"
 
 #if defined(__SANITIZE_THREAD__)

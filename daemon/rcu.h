@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * RCU in the daemon: liburcu's memb flavour, plus the happens-before edges
  * RCU guarantees, spelled out for the thread sanitizer. liburcu 0.13 is not

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The daemon's name-to-slot registry: an RCU hash table (liburcu cds_lfht,
  * memb flavour). Readers (the stats thread, the control handlers) look up

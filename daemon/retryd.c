@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * retryd: the host daemon. It owns the budget segment, registers upstreams,
  * notices dead clients (socket hang-up, pidfd), serves statistics and the

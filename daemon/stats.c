@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The stats socket, served by its own thread. It reads (the registry, the
  * configuration, the segment) inside RCU read-side sections and never

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Upstream registration: by name, idempotent, with parameters from the
  * client, the configuration or the defaults. Also what startup (adopting a

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # Installs missing Debian packages, then configures and builds retryd with
 # warnings as errors.
 # usage: deploy/build.sh [build-dir] [extra cmake arguments...]

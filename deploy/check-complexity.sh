@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # The complexity gate (docs/gates.md): fails when a function of the
 # production C code (libclient/ and daemon/, daemon/ctl/ included; not the
 # tests, the benchmarks or generated code) is over 80 lines or over 20 in

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # Fails when a tracked C file differs from .clang-format's layout.
 # usage: deploy/check-format.sh [--fix]
 set -eu

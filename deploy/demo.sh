@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: MIT
 # The main job on an embedded default: a retryd daemon, a local upstream
 # (nginx on loopback) that is failing, and four client processes (each a
 # shell loop of `retrydctl request`) calling it at once. Every process pays

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # Builds the libFuzzer fuzzers (tests/fuzz) with clang, ASan and UBSan, and
 # runs each briefly over its seed corpus (what CI runs). Inputs a fuzzer
 # finds stay in the build tree's corpus copy; a crash fails the run and

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # Installs the Debian packages retryd needs to build, test and benchmark,
 # and those of the gates (pmccabe: deploy/check-complexity.sh; abigail-tools:
 # tests/abi). libsystemd-dev: the daemon's sd_notify (readiness, reload,

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # Runs the whole test suite: installs missing packages, builds with warnings
 # as errors, runs ctest. With --sanitizers it then does the same for an
 # address+undefined build and a thread build (what CI runs).

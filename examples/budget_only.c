@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * budget_only: a service that keeps its own HTTP stack and takes from
  * retryd only the host budget and the retry decision.

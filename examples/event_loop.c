@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * event_loop: an event-loop service on libuv, with many requests in
  * flight on one thread through retryd's asynchronous executor

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * prefork: a pre-fork service whose workers share one host budget.
  *

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # request.sh: a payment from a shell, through `retrydctl request`, with
 # each of its three answers handled and an ambiguous one reconciled.
 #

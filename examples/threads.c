@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * threads: a multi-threaded service on retryd's executor.
  *

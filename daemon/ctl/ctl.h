@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* retrydctl: the operator's command-line tool. One file per subcommand. */
 #ifndef RETRYD_CTL_H
 #define RETRYD_CTL_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* retrydctl: talking to the daemon's sockets. */
 #ifndef RETRYD_CTL_CLIENT_H
 #define RETRYD_CTL_CLIENT_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * retrydctl decide: run the decision engine on facts given as options and
  * print the decision with the rule that made it. It is the engine's window

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * retrydctl request: one HTTP request through libretryd and the host
  * budget, from a shell, typed as with curl (ctl_request_opts.c). Like

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * retrydctl request, shared by its two files: the options as curl users
  * type them (ctl_request_opts.c), and the request, its redirects and its

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * retrydctl request's options, with curl's meaning wherever curl has the
  * option: a curl user's command line should do here what it does there,

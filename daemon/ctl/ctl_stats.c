@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * retrydctl stats | upstreams | drain | retire: the operator's window on
  * the daemon. Statistics come from the stats socket (which cannot change

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * retrydctl status: attach as any service would and say whether this
  * process shares the host budget, and if not why (retryd_host_share_status).

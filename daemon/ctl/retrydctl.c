@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* retrydctl: dispatch to a subcommand. */
 #include <errno.h>
 #include <stdio.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * retryd: backoff between attempts, and the Retry-After header.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * retryd: request bodies and whether they can be sent again.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * retryd: the bridge between the host budget and the decision engine.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* retryd: shared definitions of the public API (export macro, error codes). */
 #ifndef RETRYD_COMMON_H
 #define RETRYD_COMMON_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * retryd: the asynchronous executor, driven by the caller's event loop.
  *

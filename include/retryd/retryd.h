@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* retryd: the whole public API. Include this, link libretryd. */
 #ifndef RETRYD_RETRYD_H
 #define RETRYD_RETRYD_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The library's and the daemon's clocks, in nanoseconds. Both are vDSO
  * reads of a few nanoseconds; neither enters the kernel.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Durations as people write them in configuration and on command lines. */
 #include <string.h>
 

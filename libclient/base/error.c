@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Error strings: one table, generated from the X-macro in common.h. */
 #include <string.h>
 

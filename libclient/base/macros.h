@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Small internal macros shared by libretryd and the daemon. */
 #ifndef RETRYD_MACROS_H
 #define RETRYD_MACROS_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Growable structs: the checks of base/macros.h (docs/abi.md). */
 #include <stdint.h>
 #include <string.h>

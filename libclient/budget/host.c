@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Attaching a process to the host budget: the control connection, the
  * segment mapping, the process slot, and what happens at fork().

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The client side of the host budget: the attachment (mapping + process
  * slot + control connection), the upstream handles and their bindings to

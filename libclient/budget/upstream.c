@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Upstream handles: the public budget operations.
  *

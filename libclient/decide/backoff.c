@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Backoff between attempts, and the default random source.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The body-kind algebra of the specification's replayability table. */
 #include "retryd/body.h"
 

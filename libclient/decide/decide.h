@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The decide layer's internal parts, shared between its files. */
 #ifndef RETRYD_DECIDE_H
 #define RETRYD_DECIDE_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The retry-eligibility engine. Read docs/decision.md first: it states the
  * order of the rules, the status table and the choices made where the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Stable names of the decision's enumerations. They appear in logs, in the
  * CLI's output and in its options, so they never change once published.

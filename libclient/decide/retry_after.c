@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Retry-After (RFC 9110, section 10.2.3):
  *

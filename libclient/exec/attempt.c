@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The attempt state machine (attempt.h) and retryd_execute, its blocking
  * driver. Read docs/evidence.md first, then docs/async.md.

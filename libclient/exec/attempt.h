@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The attempt state machine (attempt.c), one implementation for both
  * executors. A request is a `call`; each attempt goes through the same

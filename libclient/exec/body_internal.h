@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Opening a body for one attempt; internal to libretryd. */
 #ifndef RETRYD_BODY_INTERNAL_H
 #define RETRYD_BODY_INTERNAL_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Request bodies: the kinds of the specification's replayability table,
  * each able to produce one byte stream per attempt (or, for a one-shot

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * One request, internal to the executor, whichever driver runs it: the
  * attempt state machine (attempt.c) owns it and keeps the attempt log in

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Evidence from libcurl's stages. The principle: NOT_SENT needs a proof
  * that the request did not leave (or was not processed); everything else

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * What one attempt proves about whether the server received the request,
  * from the stages libcurl reported while it ran. docs/evidence.md has the

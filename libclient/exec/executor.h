@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The executor's shared structs: the client, a profile with its bulkhead
  * and pool, a pooled easy handle, and the result. Only types (and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #include "exec/headers.h"
 
 #include <stdlib.h>

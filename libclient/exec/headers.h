@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Response headers in one arena: "name\0value\0" records in a single
  * growing buffer, with their offsets. Both start in the caller's storage

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * retryd_multi: the asynchronous driver of the attempt state machine
  * (attempt.h), over curl multi. Read docs/async.md first.

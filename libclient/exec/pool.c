@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The bulkhead and the pool of easy handles of a profile. A permit bounds
  * the attempts in flight in this process; a pooled handle keeps its

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A profile's bulkhead and its pool of easy handles (pool.c). Its own
  * header rather than executor.h, so that the transfer, which includes the

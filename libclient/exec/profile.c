@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The executor's long-lived objects: the client (libcurl's global state and
  * the host budget) and profiles (options with their defaults, the budget

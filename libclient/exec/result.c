@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Results: the outcome of a request, its response and its attempt log. */
 #include <stdlib.h>
 #include <string.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * One attempt's transfer: what happens on a pooled easy handle between
  * taking it and giving it back. Read docs/evidence.md first: the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * One attempt's transfer on a pooled easy handle: the handle's options,
  * libcurl's callbacks and curl_easy_perform. It knows nothing of the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Request validation, apart from the attempt loop: it looks only at what
  * the caller passed, so it is read without libcurl or a call in mind. A

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Checks on a caller's request before anything is sent. A pure function of
  * the request: no libcurl, no call state.

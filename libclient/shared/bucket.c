@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The bucket. Invariants, under any interleaving of any number of
  * processes and threads:

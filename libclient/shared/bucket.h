@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Token-bucket arithmetic on one upstream slot: lock-free, integer fixed
  * point (micro-tokens), all-or-nothing withdrawals. The same code runs on a

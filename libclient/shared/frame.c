@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Framing of the daemon's sockets; see frame.h. */
 #include "shared/frame.h"
 

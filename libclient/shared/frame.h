@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Frames on the daemon's Unix sockets: a 4-byte big-endian length, then one
  * protobuf-c message. The length is checked against a cap before anything

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The segment's layout and its validation. Every process that maps the
  * segment goes through retryd__segment_view() before it dereferences

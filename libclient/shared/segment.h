@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The host segment: its layout, and the checks every reader makes before
  * trusting it. Internal to retryd; shared by libretryd and the daemon.

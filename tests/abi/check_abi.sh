@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # The ABI gate. usage: check_abi.sh LIBRETRYD_SO SOURCE_ROOT [--update]
 #  1. every RETRYD_EXPORT declaration in include/retryd is in
 #     libclient/libretryd.map and the other way round, and the built library

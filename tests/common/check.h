@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A minimal harness for tests that must also run under the thread
  * sanitizer, where criterion cannot (its BoxFort arena maps fixed addresses

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Test helper: a long-lived child process driven line by line. */
 #ifndef RETRYD_TEST_CHILD_H
 #define RETRYD_TEST_CHILD_H

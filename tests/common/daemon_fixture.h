@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * What the daemon suites share: per test, a real retryd started from the
  * suite's base_config (define `static const char *const base_config`

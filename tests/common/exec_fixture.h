@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * What the executor suites share: per test, a test server and a client
  * whose budgets are process-local (budgets are tested apart), and a budget

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Test harness: a real retryd in a private temporary directory, started
  * and stopped by the test. Readiness is the daemon's own word (--notify-fd),

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * What the hostile-neighbour suites share: raw connections that an
  * attacker process holds without criterion (they run in forked children,

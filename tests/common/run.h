@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Test helper: run a program as a real child process and capture it. */
 #ifndef RETRYD_TEST_RUN_H
 #define RETRYD_TEST_RUN_H

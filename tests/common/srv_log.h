@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Test helper: reading a test server's execution log (the LOG control
  * command of srv_control.c). */
 #ifndef RETRYD_TEST_SRV_LOG_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* An out-of-tree program using the installed libretryd. */
 #include <retryd/retryd.h>
 #include <stdio.h>

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # Installs the build into a scratch prefix, then builds and runs a consumer
 # against it the two ways users do: find_package(retryd) and pkg-config, each
 # with the shared and the static library.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The daemon under concurrent load, as a plain program so the thread
  * sanitizer build runs it too (the daemon's stats thread reads the RCU

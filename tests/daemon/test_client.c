@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * retryd-test-client: a real client process the integration tests drive
  * through stdin, one command per line, one reply line each. It uses only

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* retryd --check-config: a good file passes; each mistake is reported with
  * the file, the line and the key, and the exit code says "configuration". */
 #include <stdio.h>

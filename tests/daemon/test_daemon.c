@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A real retryd in a temporary directory, real client processes, and the
  * operator's CLI: attach, register, stats in three formats, drain, reload,

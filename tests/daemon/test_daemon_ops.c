@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * What docs/daemon.md promises operators, against a real retryd: one daemon
  * per runtime directory, a stats socket that cannot change a budget, slots

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The executor with a real retryd: retries are paid from the host budget,
  * the host-wide draining flag stops them, and the per-process statistics

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The client's process slot against a real retryd: what the library writes
  * into it, and that it stops writing into it once the daemon may have given

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* retrydctl decide, run as a real process: the options reach the engine and
  * the decision and its rule come back, as text and as JSON. */
 #include <stdio.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * retrydctl request from a shell's point of view: the body on stdout, the
  * outcome on stderr, exit codes 0 / 1 / 2 for response / failure /

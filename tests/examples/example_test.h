@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * What the tests of examples/ share. Each test is a plain program
  * (check.h: it also runs where criterion cannot) that starts a fault

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * examples/budget_only.c (its own libcurl stack, retryd's budget and
  * decision) against a fault server and a real retryd: the exit codes of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * examples/event_loop.c (libuv and the asynchronous executor) against a
  * fault server: every request ends as expected, and the held reads were

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * examples/prefork.c against a fault server and a real retryd: four
  * worker processes, each with a client of its own, spend from one bucket.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * examples/request.sh (a payment through `retrydctl request`) against a
  * fault server: each of its exits, the reconciliation of an ambiguous

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * examples/threads.c against a fault server and a real retryd: every
  * request ends as its table says, the payments without a key executed

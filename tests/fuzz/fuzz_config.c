@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * libFuzzer: the input is a configuration file. It is written to a memfd
  * and config_load() reads it back through /proc/self/fd/N, as it would

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * libFuzzer: the input is the byte stream of one connection. Frames are
  * decoded from it as the daemon's connection buffer does (control.c,

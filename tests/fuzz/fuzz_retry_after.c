@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * libFuzzer: the input is a Retry-After field value from a server we do not
  * control, parsed at a few moments (the RFC 850 two-digit year depends on

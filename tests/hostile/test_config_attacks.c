@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Hostile and broken configuration files, run through the real daemon
  * (retryd --check-config, and a running daemon's SIGHUP reload): each is a

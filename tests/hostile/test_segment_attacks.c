@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The hostile-neighbour suite, the segment part (docs/reliability.md):
  * what an attached process can do to the shared segment it was handed,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Attacks on the daemon's sockets by hostile or buggy processes on the
  * host, each run with real attacker processes against a real retryd

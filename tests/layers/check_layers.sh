@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # The layer gate (docs/architecture.md, docs/gates.md): the arrows between
 # libretryd's layers, checked on what the compiler produced and on the
 # sources, so a forbidden call fails even where CMake would let it link.

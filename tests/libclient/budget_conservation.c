@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Conservation across real processes: 4 forked processes x 2 threads, a
  * million operations per thread, on shared buckets under a shared

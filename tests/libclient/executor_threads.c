@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Many threads share one profile (its handle pool, its bulkhead of two
  * permits, its budget) against the real fault server. A plain program, so

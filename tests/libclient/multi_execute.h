@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * retryd_execute() through the asynchronous executor, for suites written
  * against the blocking one. tests/CMakeLists.txt compiles such a suite a

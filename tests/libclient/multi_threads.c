@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Two asynchronous executors on two threads share one profile (its handle
  * pool, its bulkhead of three permits, its budget) with a third thread

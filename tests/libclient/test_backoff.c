@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Backoff: the bounds of both jitters and their distribution. (The random
  * source's per-thread state is tested by thread_random.c.) */
 #include <criterion/criterion.h>

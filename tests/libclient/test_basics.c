@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Error codes, names, the body-kind algebra, durations and frames. */
 #include <fcntl.h>
 #include <stdio.h>

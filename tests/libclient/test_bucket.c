@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The bucket's arithmetic on one slot, with a simulated clock: deposits,
  * withdrawals, floor refill, the cap, and generations.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * One test per rule of the decision order and per row of the status table
  * (docs/decision.md). Each test changes one fact from a baseline that would

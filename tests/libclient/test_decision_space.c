@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The whole fact space, enumerated: evidence x status class x replayability
  * x idempotency x attempt (first, middle, exhausted) x budget empty x

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The evidence mapping of docs/evidence.md, row by row, on hand-made
  * traces: what each stage proves, and that nothing is upgraded to NOT_SENT

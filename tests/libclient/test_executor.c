@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The executor against a real fault-injecting HTTP/1.1 server: for every
  * fault x idempotency (safe, idempotent, non-idempotent, keyed) x body kind,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The executor over HTTP/2 (h2c with prior knowledge, and h2 over TLS)
  * against the real HTTP/2 fault server: refused streams and GOAWAY are

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The executor's rules one at a time, against the real fault server:
  * libcurl's silent re-send on a dead keep-alive connection (and the veto),

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The asynchronous executor's own rules, against the real fault server
  * (the fault x idempotency x body matrix, the executor's rules and the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * The asynchronous executor inside a caller's event loop: a poll() loop
  * written here drives it through the socket and timer callbacks, as a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Retry-After: the RFC 9110 forms, the RFC's own examples, and input that
  * must mean "absent". */
 #include <stdlib.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A corrupted segment is an error, never a crash: every header field a
  * reader relies on is validated against the mapping. And the rules both

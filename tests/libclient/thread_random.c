@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The default random source keeps one generator per thread: two threads
  * draw different sequences and share no state (the thread sanitizer build
  * runs this too). */

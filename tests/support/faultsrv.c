@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* retryd-faultsrv: a fault-injecting HTTP/1.1 server for retryd's tests.
  *
  * The client library must classify, per failed attempt, what is proven

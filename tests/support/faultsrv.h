@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Internals of retryd-faultsrv, the fault-injecting HTTP/1.1 server the
  * tests run as a child process (see faultsrv.c). What it shares with the
  * HTTP/2 server (startup, counters, control protocol, plain-socket I/O,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* HTTP/1.1 side of retryd-faultsrv: request parsing, responses and the
  * fault modes selected by the request path.
  *

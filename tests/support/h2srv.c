@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* retryd-h2srv: a fault-injecting HTTP/2 server for retryd's tests.
  *
  * The client library must classify, per failed attempt, what is proven

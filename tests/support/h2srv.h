@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Internals shared by the source files of retryd-h2srv, the
  * fault-injecting HTTP/2 server the tests run as a child process (the
  * HTTP/2 counterpart of retryd-faultsrv; see h2srv.c for what it does).

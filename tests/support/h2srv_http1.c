@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* HTTP/1.1 fallback of retryd-h2srv.
  *
  * Only there so that a client's downgrade can complete: after

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Connection I/O for retryd-h2srv: cleartext or TLS, always non-blocking.
  *
  * Every wait is a srv_poll() (srv_io.c), which also watches the server's

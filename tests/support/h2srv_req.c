@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Requests and modes of retryd-h2srv, independent of the protocol: the
  * request id, query parameters, which path does what, and the response a
  * mode answers with. The HTTP/2 session (h2srv_session.c) and the HTTP/1.1

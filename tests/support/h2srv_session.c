@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* One HTTP connection of retryd-h2srv: TLS handshake or h2c sniffing,
  * then an HTTP/2 session driven by nghttp2 (or the HTTP/1.1 fallback).
  *

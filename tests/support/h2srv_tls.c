@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* TLS for retryd-h2srv: a self-signed certificate made at startup, in
  * memory, and the server context with ALPN.
  *

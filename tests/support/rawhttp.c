@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* rawhttp: see rawhttp.h. */
 #include "rawhttp.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* rawhttp: a deliberately dumb HTTP/1.1 client on plain sockets, for tests
  * that must see exactly what a server sends (status lines, interim 1xx,
  * FIN versus RST) without libcurl interpreting it.

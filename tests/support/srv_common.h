@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* What retryd's two fault-injecting test servers share: retryd-faultsrv
  * (HTTP/1.1) and retryd-h2srv (HTTP/2). Both have the same startup contract
  * (testsrv.h) and the same control protocol (srv_control.c), so that one

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Counters of the test servers and their control protocol.
  *
  * Everything a test asserts on ("how often did the server execute request

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Connection I/O shared by the test servers.
  *
  * Sockets are non-blocking and every wait is a poll() that also watches

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Startup, accept loop and shutdown of the test servers: the part of the
  * startup contract (testsrv.h) that both implement the same way.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Requests as the test servers share them, whatever the protocol: the
  * common fields (struct srv_request) and the header fields that fill
  * them, query parameters (a path's configuration: /ok?len=N,

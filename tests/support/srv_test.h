@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Helpers shared by the test servers' own tests (test_faultsrv.c,
  * test_h2srv.c): both run their server through testsrv.h, compare LOG
  * checksums, and insist that the server exits cleanly after every test.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Tests of retryd-faultsrv, through testsrv and raw sockets (rawhttp, no
  * libcurl: the server is the reference the client tests rely on, so it is
  * checked byte by byte). Each test runs in its own process with its own

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Tests of retryd-h2srv, driven by real libcurl (the client retryd uses)
  * over cleartext HTTP/2 with prior knowledge (suite h2c) and HTTP/2 over
  * TLS with ALPN (suite tls), plus the --http11-only server (suite

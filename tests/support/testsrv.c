@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* testsrv: test servers as child processes, and their control port.
  * See testsrv.h for the contract with the server. */
 #include "testsrv.h"

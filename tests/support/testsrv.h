@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* testsrv: run a test server (retryd-faultsrv, or the HTTP/2 test server)
  * as a real child process and talk to its control port.
  *
