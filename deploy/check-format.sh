@@ -1,6 +1,7 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
-# Fails when a tracked C file differs from .clang-format's layout.
+# Fails when a tracked C file differs from .clang-format's layout, or when a
+# tracked source, script or build file lacks its SPDX licence line.
 # usage: deploy/check-format.sh [--fix]
 set -eu
 cd "$(dirname "$0")/.."
@@ -13,3 +14,12 @@ if [ "${1:-}" = "--fix" ]; then
 fi
 # shellcheck disable=SC2086
 clang-format --dry-run --Werror $files
+missing=$(git ls-files '*.c' '*.h' '*.sh' '*.proto' '*.in' 'CMakeLists.txt' \
+    '*.cmake' | while read -r f; do
+    [ -f "$f" ] && ! grep -q 'SPDX-License-Identifier:' "$f" && echo "$f"
+done)
+if [ -n "$missing" ]; then
+    echo "check-format: no SPDX-License-Identifier line in:" >&2
+    echo "$missing" >&2
+    exit 1
+fi
