@@ -16,7 +16,9 @@ fi
 clang-format --dry-run --Werror $files
 missing=$(git ls-files '*.c' '*.h' '*.sh' '*.proto' '*.in' 'CMakeLists.txt' \
     '*.cmake' | while read -r f; do
-    [ -f "$f" ] && ! grep -q 'SPDX-License-Identifier:' "$f" && echo "$f"
+    if [ -f "$f" ] && ! grep -q 'SPDX-License-Identifier:' "$f"; then
+        echo "$f"
+    fi
 done)
 if [ -n "$missing" ]; then
     echo "check-format: no SPDX-License-Identifier line in:" >&2
