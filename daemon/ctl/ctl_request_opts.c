@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "ctl.h"
+#include "ctl_opts.h"
 #include "ctl_request.h"
 
 enum {
@@ -414,9 +415,7 @@ int req_parse(int argc, char **argv, req_args *a)
             if (opt == O_HELP)
                 req_usage(stdout);
             else
-                printf("retrydctl request (retryd) %d.%d.%d\n",
-                       RETRYD_VERSION_MAJOR, RETRYD_VERSION_MINOR,
-                       RETRYD_VERSION_PATCH);
+                ctl_print_version(stdout);
             return REQ_DONE;
         }
         if (opt == '?')
