@@ -23,6 +23,8 @@ static const subcommand subcommands[] = {
      "one HTTP request through the library and the host budget"},
     {"stats", ctl_stats_main,
      "budgets and counters per upstream (--json, --prometheus, --processes)"},
+    {"top", ctl_top_main,
+     "a live view: rates per upstream and per program (--batch)"},
     {"upstreams", ctl_upstreams_main, "registered upstreams and parameters"},
     {"drain", ctl_drain_main, "host-wide draining: drain on|off"},
     {"retire", ctl_retire_main, "retire an upstream's slot: retire NAME"},
