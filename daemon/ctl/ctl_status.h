@@ -16,5 +16,6 @@ int ctl_share_probe(const char *control, const char *client,
 const char *ctl_share_advice(retryd_share_status s);
 
 int ctl_status_main(int argc, char **argv);
+int ctl_doctor_main(int argc, char **argv);
 
 #endif

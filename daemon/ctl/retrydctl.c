@@ -30,6 +30,8 @@ static const subcommand subcommands[] = {
     {"retire", ctl_retire_main, "retire an upstream's slot: retire NAME"},
     {"status", ctl_status_main,
      "whether this process shares the budget, why not (one line)"},
+    {"doctor", ctl_doctor_main,
+     "whether this identity would share the budget, what to change"},
     {"help", NULL, "help [COMMAND]: this list, or a command's --help"},
 };
 
