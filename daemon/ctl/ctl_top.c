@@ -7,8 +7,8 @@
  * over the monotonic time measured between them; the first frame has none.
  *
  * One renderer writes a frame line by line to a sink: stdout in --batch
- * mode (plain text, frames separated by a blank line), an ncurses screen
- * when stdout is a terminal.
+ * mode (plain text, frames separated by a blank line, the only blank lines
+ * there are), an ncurses screen when stdout is a terminal.
  */
 #include <curses.h>
 #include <errno.h>
@@ -344,16 +344,19 @@ static void process_rows(const top_sink *o, const top_frame *f)
     }
 }
 
-/* The whole frame, line by line. */
+/* The whole frame, line by line, without a blank line: in batch mode a
+ * blank line is the end of a frame. */
 static void render(const top_sink *o, const top_frame *f)
 {
     print_header(o, f);
-    emitf(o, "%s", "");
     upstream_title(o);
     for (size_t i = 0; i < f->cur->n_upstreams; i++)
         upstream_row(o, f, f->cur->upstreams[i]);
-    emitf(o, "%s", "");
+    if (f->cur->n_upstreams == 0)
+        emitf(o, "(no upstream registered)");
     process_rows(o, f);
+    if (f->cur->n_processes == 0)
+        emitf(o, "(no process attached)");
 }
 
 /* --- options ------------------------------------------------------------- */
@@ -506,17 +509,18 @@ static int top_batch(const top_opts *o)
     char err[CTL_ERR_MAX];
 
     for (long i = 0; o->iterations == 0 || i < o->iterations; i++) {
-        if (i > 0) {
+        if (i > 0)
             sleep_until(st.cur_at + o->delay);
-            printf("\n");
-        }
         if (sample(&st, &o->s, err, sizeof(err)) < 0) {
-            fflush(stdout);
             fprintf(stderr, "retrydctl top: %s\n", err);
             return CTL_EXIT_ERROR;
         }
         top_frame f = frame_of(&st);
         render(&sink, &f);
+        /* The separator goes out with its frame: a reader that sees the
+         * blank line knows the frame is whole. */
+        if (o->iterations == 0 || i + 1 < o->iterations)
+            printf("\n");
         fflush(stdout);
     }
     state_drop(&st);
