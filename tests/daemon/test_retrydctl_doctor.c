@@ -28,8 +28,7 @@ static const char *const base_config =
 
 #include "daemon_fixture.h"
 
-TestSuite(doctor, .init = daemon_setup, .fini = daemon_teardown,
-          .timeout = 60);
+TestSuite(doctor, .init = daemon_setup, .fini = daemon_teardown, .timeout = 60);
 
 #define SHARES "verdict: this identity shares the host budget\n"
 #define NOT_SHARING "verdict: this identity would NOT share the host budget: "
@@ -60,13 +59,13 @@ static int doctor_as_nobody(const char *a, const char *b)
         if (setgroups(0, NULL) < 0 || setgid(65534) < 0 || setuid(65534) < 0)
             _exit(99);
         int rc = rd_ctl(&D, &r, "doctor", NULL);
-        int bad = rc != 1                   ? 10
+        int bad = rc != 1                    ? 10
                   : strstr(r.out, a) == NULL ? 11
                   : strstr(r.out, b) == NULL ? 12
                                              : 0;
         if (bad)
-            fprintf(stderr, "doctor exit %d, wanted '%s' and '%s':\n%s%s\n",
-                    rc, a, b, r.out, r.err);
+            fprintf(stderr, "doctor exit %d, wanted '%s' and '%s':\n%s%s\n", rc,
+                    a, b, r.out, r.err);
         _exit(bad);
     }
     return rd_reap(pid, 30000);
@@ -90,15 +89,13 @@ static void group_fix(char *buf, size_t len)
 
 Test(doctor, a_user_the_daemon_serves_shares)
 {
-    cr_assert_eq(rd_ctl(&D, &res, "doctor", NULL), 0, "%s%s", res.out,
-                 res.err);
+    cr_assert_eq(rd_ctl(&D, &res, "doctor", NULL), 0, "%s%s", res.out, res.err);
     cr_expect(strstr(res.out, SHARES) != NULL, "%s", res.out);
     cr_expect(strstr(res.out, "FAIL") == NULL, "%s", res.out);
     cr_expect(strstr(res.out, "ok    the daemon answers hello: retryd ") !=
                   NULL,
               "%s", res.out);
-    cr_expect(strstr(res.out, "ok    segment accepted") != NULL, "%s",
-              res.out);
+    cr_expect(strstr(res.out, "ok    segment accepted") != NULL, "%s", res.out);
     cr_expect(strstr(res.out, "ok    a free process slot") != NULL, "%s",
               res.out);
     cr_expect(strstr(res.out, D.control) != NULL, "names the socket");
@@ -107,12 +104,9 @@ Test(doctor, a_user_the_daemon_serves_shares)
 Test(doctor, no_daemon_is_told_to_start_one)
 {
     rd_daemon_stop(&D, SIGTERM);
-    cr_assert_eq(rd_ctl(&D, &res, "doctor", NULL), 1, "%s%s", res.out,
-                 res.err);
-    cr_expect(strstr(res.out, NOT_SHARING "no daemon") != NULL, "%s",
-              res.out);
-    cr_expect(strstr(res.out, "systemctl start retryd") != NULL, "%s",
-              res.out);
+    cr_assert_eq(rd_ctl(&D, &res, "doctor", NULL), 1, "%s%s", res.out, res.err);
+    cr_expect(strstr(res.out, NOT_SHARING "no daemon") != NULL, "%s", res.out);
+    cr_expect(strstr(res.out, "systemctl start retryd") != NULL, "%s", res.out);
 }
 
 Test(doctor, a_socket_path_with_nothing_there_is_no_daemon)
@@ -123,8 +117,7 @@ Test(doctor, a_socket_path_with_nothing_there_is_no_daemon)
                     unconst("--control-socket"), path, NULL};
     cr_assert_eq(run_program(argv, 20000, &res), 0);
     cr_expect_eq(res.exit_code, 1, "%s", res.out);
-    cr_expect(strstr(res.out, NOT_SHARING "no daemon") != NULL, "%s",
-              res.out);
+    cr_expect(strstr(res.out, NOT_SHARING "no daemon") != NULL, "%s", res.out);
     cr_expect(strstr(res.out, "(--control-socket)") != NULL, "%s", res.out);
 }
 
@@ -164,11 +157,9 @@ Test(doctor, no_free_process_slot_is_told_process_capacity)
     child c;
     start_client(&c);
     ask(&c, "status", "status shared");
-    cr_assert_eq(rd_ctl(&D, &res, "doctor", NULL), 1, "%s%s", res.out,
-                 res.err);
-    cr_expect(strstr(res.out, NOT_SHARING "no free process slot") != NULL,
-              "%s", res.out);
-    cr_expect(strstr(res.out, "raise process_capacity") != NULL, "%s",
+    cr_assert_eq(rd_ctl(&D, &res, "doctor", NULL), 1, "%s%s", res.out, res.err);
+    cr_expect(strstr(res.out, NOT_SHARING "no free process slot") != NULL, "%s",
               res.out);
+    cr_expect(strstr(res.out, "raise process_capacity") != NULL, "%s", res.out);
     child_stop(&c);
 }

@@ -50,11 +50,16 @@ static char *unconst(const char *s)
 
 static void top_start(top_proc *p, const char *delay, const char *iterations)
 {
-    char *argv[] = {unconst(RETRYDCTL_PATH), unconst("top"),
-                    unconst("--batch"),      unconst("--iterations"),
-                    unconst(iterations),     unconst("--delay"),
-                    unconst(delay),          unconst("--stats-socket"),
-                    D.stats,                 NULL};
+    char *argv[] = {unconst(RETRYDCTL_PATH),
+                    unconst("top"),
+                    unconst("--batch"),
+                    unconst("--iterations"),
+                    unconst(iterations),
+                    unconst("--delay"),
+                    unconst(delay),
+                    unconst("--stats-socket"),
+                    D.stats,
+                    NULL};
     int fds[2];
     memset(p, 0, sizeof(*p));
     cr_assert_eq(pipe2(fds, O_CLOEXEC), 0);
@@ -122,19 +127,17 @@ static const char *row(const char *frame, const char *key)
 /* The upstream row's DEPOSITS total and its DEP/s cell (a number, or the
  * dash). */
 static void upstream_cells(const char *frame, const char *name,
-                           unsigned long *deposits, char *rate, size_t len)
+                           unsigned long *deposits, char rate[32])
 {
     const char *l = row(frame, name);
-    char fmt[32];
     cr_assert(l != NULL, "no row for %s in %s", name, frame);
-    snprintf(fmt, sizeof(fmt), "%%*s %%*s %%lu %%%zus", len - 1);
-    cr_assert_eq(sscanf(l, fmt, deposits, rate), 2, "%.200s", l);
+    cr_assert_eq(sscanf(l, "%*s %*s %lu %31s", deposits, rate), 2, "%.200s", l);
 }
 
 Test(top, batch_frames_show_the_deposits_made_between_them_as_a_rate)
 {
     child c;
-    char pid_key[32], reply[64];
+    char pid_key[80], reply[64];
     start_client(&c);
     ask(&c, "open payments", "ok shared=1");
     cr_assert_eq(child_ask(&c, "pid", reply, sizeof(reply), ASK_MS), 0);
@@ -158,18 +161,19 @@ Test(top, batch_frames_show_the_deposits_made_between_them_as_a_rate)
         sep[1] = '\0';
         const char *f1 = p.buf, *f2 = sep + 2;
         cr_assert(strstr(f2, "\n\n") == NULL, "more than two frames: %s", f2);
-        cr_assert(strncmp(f1, "retryd ", 7) == 0 && strncmp(f2, "retryd ", 7) == 0,
+        cr_assert(strncmp(f1, "retryd ", 7) == 0 &&
+                      strncmp(f2, "retryd ", 7) == 0,
                   "%s\n--\n%s", f1, f2);
 
         unsigned long d1, d2;
         char r1[32], r2[32];
-        upstream_cells(f1, "payments", &d1, r1, sizeof(r1));
-        upstream_cells(f2, "payments", &d2, r2, sizeof(r2));
+        upstream_cells(f1, "payments", &d1, r1);
+        upstream_cells(f2, "payments", &d2, r2);
         cr_expect_str_eq(r1, DASH, "the first frame has no rate: %s", f1);
         if (d2 == d1)
             continue; /* no deposit between the samples: run again */
-        cr_expect_gt(strtod(r2, NULL), 0, "%lu deposits, rate %s: %s",
-                     d2 - d1, r2, f2);
+        cr_expect_gt(strtod(r2, NULL), 0, "%lu deposits, rate %s: %s", d2 - d1,
+                     r2, f2);
 
         /* Per program: the client (its name once the daemon reports one,
          * else its pid) with a deposit rate too. */
@@ -180,14 +184,14 @@ Test(top, batch_frames_show_the_deposits_made_between_them_as_a_rate)
         unsigned procs;
         unsigned long total;
         char rate[32];
-        cr_assert_eq(sscanf(pr + NAME_W, "%u %lu %31s", &procs, &total, rate), 3,
-                     "%s", pr);
+        cr_assert_eq(sscanf(pr + NAME_W, "%u %lu %31s", &procs, &total, rate),
+                     3, "%s", pr);
         cr_expect_eq(procs, 1u);
         cr_expect_gt(strtod(rate, NULL), 0, "%s", pr);
         child_stop(&c);
         return;
     }
-    cr_fail("in 5 runs no deposit landed between top's two samples");
+    cr_assert_fail("in 5 runs no deposit landed between top's two samples");
 }
 
 Test(top, no_daemon_is_exit_70_with_the_reason)
