@@ -48,9 +48,9 @@ static void restart_with(const char *extra)
 }
 
 /* `retrydctl doctor` as user and group nobody, in a child: 0 when it
- * exits 1 and its output holds both @p a and @p b, else a code saying
- * what differed (its output on stderr). */
-static int doctor_as_nobody(const char *a, const char *b)
+ * exits @p code and its output holds both @p a and @p b, else a code
+ * saying what differed (its output on stderr). */
+static int doctor_as_nobody_exits(int code, const char *a, const char *b)
 {
     pid_t pid = fork();
     cr_assert(pid >= 0);
@@ -59,7 +59,7 @@ static int doctor_as_nobody(const char *a, const char *b)
         if (setgroups(0, NULL) < 0 || setgid(65534) < 0 || setuid(65534) < 0)
             _exit(99);
         int rc = rd_ctl(&D, &r, "doctor", NULL);
-        int bad = rc != 1                    ? 10
+        int bad = rc != code                 ? 10
                   : strstr(r.out, a) == NULL ? 11
                   : strstr(r.out, b) == NULL ? 12
                                              : 0;
@@ -69,6 +69,12 @@ static int doctor_as_nobody(const char *a, const char *b)
         _exit(bad);
     }
     return rd_reap(pid, 30000);
+}
+
+/* doctor as nobody says it does not share (exit 1), with @p a and @p b. */
+static int doctor_as_nobody(const char *a, const char *b)
+{
+    return doctor_as_nobody_exits(1, a, b);
 }
 
 static void need_root(void)
@@ -99,6 +105,16 @@ Test(doctor, a_user_the_daemon_serves_shares)
     cr_expect(strstr(res.out, "ok    a free process slot") != NULL, "%s",
               res.out);
     cr_expect(strstr(res.out, D.control) != NULL, "names the socket");
+}
+
+Test(doctor, a_user_in_the_socket_group_shares_without_root)
+{
+    need_root();
+    if (getgrnam("nogroup") == NULL)
+        cr_skip_test("no group 'nogroup' on this machine");
+    /* nogroup is nobody's group; allow_groups defaults to it. */
+    restart_with("group = nogroup\n");
+    cr_expect_eq(doctor_as_nobody_exits(0, "uid 65534 (nobody)", SHARES), 0);
 }
 
 Test(doctor, no_daemon_is_told_to_start_one)
