@@ -114,6 +114,17 @@ static void rate_cell(line_buf *b, int width, bool have, uint64_t cur,
     cell(b, width, text);
 }
 
+/* @p in with every byte outside printable ASCII as '?': a process picks
+ * its own program name (prctl PR_SET_NAME), and must not get escape codes
+ * onto an operator's terminal through top. */
+static void printable(const char *in, char *out, size_t len)
+{
+    size_t n = 0;
+    for (; in[n] && n + 1 < len; n++)
+        out[n] = in[n] >= 0x20 && in[n] < 0x7f ? in[n] : '?';
+    out[n] = '\0';
+}
+
 static uint64_t at(const uint64_t *v, size_t n, size_t i)
 {
     return i < n ? v[i] : 0; /* a short array from an older daemon */
@@ -221,10 +232,11 @@ static void upstream_row(const top_sink *o, const top_frame *f,
     const Retryd__UpstreamStats *p = prev_upstream(f, u->name);
     const Retryd__Counters *c = u->counters, *pc = p ? p->counters : NULL;
     line_buf b = {.len = 0};
-    char text[48];
+    char text[128];
     bool have = pc != NULL;
 
-    cell(&b, -TOP_NAME_W, u->name);
+    printable(u->name, text, sizeof(text));
+    cell(&b, -TOP_NAME_W, text);
     snprintf(text, sizeof(text), "%.1f/%.1f", (double)u->balance_micro / 1e6,
              (double)u->params->cap_micro / 1e6);
     cell(&b, 15, text);
@@ -281,7 +293,7 @@ static top_group *group_of(top_group *g, size_t *n,
 {
     char key[64];
     if (p->program && *p->program)
-        snprintf(key, sizeof(key), "%s", p->program);
+        printable(p->program, key, sizeof(key));
     else
         snprintf(key, sizeof(key), "pid %u", p->pid);
     for (size_t i = 0; i < *n; i++)
