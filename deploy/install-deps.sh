@@ -6,6 +6,7 @@
 # watchdog) under retryd.service; systemd and groff-base: the install tests
 # (systemd-analyze security, systemd-sysusers; groff -man -ww on the manuals;
 # strace: the system calls the installed daemon makes, against its filter).
+# libncurses-dev: retrydctl top's live screen.
 # Idempotent: when every package is already installed it runs no apt-get at all.
 set -eu
 
@@ -23,6 +24,7 @@ nginx redis-server
 libsystemd-dev systemd groff-base strace
 pmccabe abigail-tools
 libuv1-dev
+libncurses-dev
 "
 
 missing=""

@@ -17,5 +17,6 @@ bool ctl_parse_long(const char *s, long lo, long hi, long *ret);
 
 int ctl_decide_main(int argc, char **argv);
 int ctl_request_main(int argc, char **argv);
+int ctl_top_main(int argc, char **argv);
 
 #endif /* RETRYD_CTL_H */

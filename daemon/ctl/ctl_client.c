@@ -15,42 +15,42 @@
 
 #define CTL_TIMEOUT_MS 5000
 
-void ctl_sockets_from_args(int *argc, char **argv, ctl_sockets *ret)
+void ctl_sockets_init(ctl_sockets *ret)
 {
     const char *c = getenv(RETRYD_CONTROL_SOCKET_ENV);
     const char *s = getenv(CTL_STATS_SOCKET_ENV);
-    int out = 1;
 
     ret->control = c && *c ? c : RETRYD_DEFAULT_CONTROL_SOCKET;
     ret->stats = s && *s ? s : CTL_DEFAULT_STATS_SOCKET;
-    for (int i = 1; i < *argc; i++) {
-        if (strcmp(argv[i], "--control-socket") == 0 && i + 1 < *argc)
-            ret->control = argv[++i];
-        else if (strcmp(argv[i], "--stats-socket") == 0 && i + 1 < *argc)
-            ret->stats = argv[++i];
-        else
-            argv[out++] = argv[i];
-    }
-    argv[out] = NULL;
-    *argc = out;
 }
 
-static int connect_to(const char *path)
+/* A connected socket, or -errno with the reason in @p err. */
+static int connect_to(const char *path, char *err, size_t len)
 {
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
     if (strlen(path) >= sizeof(sa.sun_path)) {
-        fprintf(stderr, "retrydctl: socket path too long: %s\n", path);
-        return -1;
+        snprintf(err, len, "socket path too long: %s", path);
+        return -ENAMETOOLONG;
     }
     memcpy(sa.sun_path, path, strlen(path) + 1);
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-        fprintf(stderr, "retrydctl: cannot connect to %s: %s\n", path,
-                strerror(errno));
+        int e = errno;
+        snprintf(err, len, "cannot connect to %s: %s", path, strerror(e));
         if (fd >= 0)
             close(fd);
-        return -1;
+        return -e;
     }
+    return fd;
+}
+
+/* connect_to, saying why it failed on stderr. */
+static int connect_loud(const char *path)
+{
+    char err[CTL_ERR_MAX];
+    int fd = connect_to(path, err, sizeof(err));
+    if (fd < 0)
+        fprintf(stderr, "retrydctl: %s\n", err);
     return fd;
 }
 
@@ -72,14 +72,34 @@ static bool reply_complete(const Retryd__StatsReply *r)
     return true;
 }
 
-int ctl_fetch_stats(const ctl_sockets *s, bool processes,
-                    Retryd__StatsReply **ret)
+/* The reply's own verdict: 0, or its error with the reason in @p err
+ * (the reply freed). */
+static int reply_verdict(Retryd__StatsReply **ret, char *err, size_t len)
+{
+    int r;
+    if (!reply_complete(*ret)) {
+        snprintf(err, len, "stats: incomplete reply");
+        retryd__stats_reply__free_unpacked(*ret, NULL);
+        return RETRYD_EPROTO;
+    }
+    if ((*ret)->error < 0) {
+        snprintf(err, len, "stats: %s (%s)", retryd_strerror((*ret)->error),
+                 (*ret)->message ? (*ret)->message : "");
+        r = (*ret)->error;
+        retryd__stats_reply__free_unpacked(*ret, NULL);
+        return r;
+    }
+    return 0;
+}
+
+int ctl_fetch_stats_quiet(const ctl_sockets *s, bool processes,
+                          Retryd__StatsReply **ret, char *err, size_t len)
 {
     Retryd__StatsRequest req;
     retryd__stats_request__init(&req);
     uint8_t *body;
-    size_t len;
-    int fd = connect_to(s->stats), r;
+    size_t blen;
+    int fd = connect_to(s->stats, err, len), r;
 
     if (fd < 0)
         return RETRYD_ENOTCONN;
@@ -87,32 +107,29 @@ int ctl_fetch_stats(const ctl_sockets *s, bool processes,
     r = retryd__frame_send(fd, &req.base, -1, CTL_TIMEOUT_MS);
     if (r == 0)
         r = retryd__frame_recv(fd, RETRYD_FRAME_REPLY_MAX, CTL_TIMEOUT_MS,
-                               &body, &len, NULL);
+                               &body, &blen, NULL);
     close(fd);
     if (r < 0) {
-        fprintf(stderr, "retrydctl: stats: %s\n", retryd_strerror(r));
+        snprintf(err, len, "stats: %s", retryd_strerror(r));
         return r;
     }
-    *ret = retryd__stats_reply__unpack(NULL, len, body);
+    *ret = retryd__stats_reply__unpack(NULL, blen, body);
     free(body);
     if (*ret == NULL) {
-        fprintf(stderr, "retrydctl: stats: malformed reply\n");
+        snprintf(err, len, "stats: malformed reply");
         return RETRYD_EPROTO;
     }
-    if (!reply_complete(*ret)) {
-        fprintf(stderr, "retrydctl: stats: incomplete reply\n");
-        retryd__stats_reply__free_unpacked(*ret, NULL);
-        return RETRYD_EPROTO;
-    }
-    if ((*ret)->error < 0) {
-        fprintf(stderr, "retrydctl: stats: %s (%s)\n",
-                retryd_strerror((*ret)->error),
-                (*ret)->message ? (*ret)->message : "");
-        r = (*ret)->error;
-        retryd__stats_reply__free_unpacked(*ret, NULL);
-        return r;
-    }
-    return 0;
+    return reply_verdict(ret, err, len);
+}
+
+int ctl_fetch_stats(const ctl_sockets *s, bool processes,
+                    Retryd__StatsReply **ret)
+{
+    char err[CTL_ERR_MAX];
+    int r = ctl_fetch_stats_quiet(s, processes, ret, err, sizeof(err));
+    if (r < 0)
+        fprintf(stderr, "retrydctl: %s\n", err);
+    return r;
 }
 
 /* The daemon's verdict on a request; prints its reason. */
@@ -144,7 +161,7 @@ int ctl_control(const ctl_sockets *s, const Retryd__ControlRequest *req)
     retryd__hello__init(&hello);
     Retryd__ControlRequest hreq;
     retryd__control_request__init(&hreq);
-    int fd = connect_to(s->control), r;
+    int fd = connect_loud(s->control), r;
 
     if (fd < 0)
         return RETRYD_ENOTCONN;
@@ -156,5 +173,38 @@ int ctl_control(const ctl_sockets *s, const Retryd__ControlRequest *req)
     if (r == 0)
         r = ask(fd, req);
     close(fd);
+    return r;
+}
+
+int ctl_hello(const char *control, char *version, size_t vlen, char *err,
+              size_t len)
+{
+    Retryd__Hello hello;
+    retryd__hello__init(&hello);
+    Retryd__ControlRequest hreq;
+    retryd__control_request__init(&hreq);
+    Retryd__ControlReply *rep;
+    int fd = connect_to(control, err, len), r;
+
+    if (fd < 0)
+        return fd == -EACCES || fd == -EPERM ? RETRYD_EPERM : RETRYD_ENOTCONN;
+    hello.protocol_version = RETRYD_PROTOCOL_VERSION;
+    hello.client = "retrydctl doctor";
+    hreq.body_case = RETRYD__CONTROL_REQUEST__BODY_HELLO;
+    hreq.hello = &hello;
+    r = retryd__control_exchange(fd, &hreq, CTL_TIMEOUT_MS, &rep, NULL);
+    close(fd);
+    if (r < 0) {
+        snprintf(err, len, "no answer to hello: %s", retryd_strerror(r));
+        return r;
+    }
+    r = rep->error < 0 ? rep->error : 0;
+    snprintf(err, len, "%s%s%s", r < 0 ? retryd_strerror(r) : "",
+             rep->message && *rep->message ? ": " : "",
+             rep->message ? rep->message : "");
+    if (rep->body_case == RETRYD__CONTROL_REPLY__BODY_HELLO && rep->hello &&
+        rep->hello->daemon_version)
+        snprintf(version, vlen, "%s", rep->hello->daemon_version);
+    retryd__control_reply__free_unpacked(rep, NULL);
     return r;
 }

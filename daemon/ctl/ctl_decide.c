@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "ctl.h"
+#include "ctl_opts.h"
 #include "retryd/retryd.h"
 
 typedef struct cli_budget {
@@ -92,6 +93,7 @@ static void usage(FILE *out)
         "  --seed N             seed the jitter, for reproducible output\n"
         "output:\n"
         "  --json               one JSON object instead of text\n"
+        "  -h, --help           this help; --version: the version\n"
         "durations: 250ms, 5s, 1.5s, 2m, 100us\n");
 }
 
@@ -119,6 +121,7 @@ enum {
     OPT_SEED,
     OPT_JSON,
     OPT_HELP,
+    OPT_VERSION,
 };
 
 static const struct option options[] = {
@@ -145,12 +148,13 @@ static const struct option options[] = {
     {"seed", required_argument, NULL, OPT_SEED},
     {"json", no_argument, NULL, OPT_JSON},
     {"help", no_argument, NULL, OPT_HELP},
+    {"version", no_argument, NULL, OPT_VERSION},
     {NULL, 0, NULL, 0},
 };
 /* options[opt - OPT_EVIDENCE] is the option opt: one entry per OPT_, in the
  * enum's order, and the terminator. */
 _Static_assert(sizeof(options) / sizeof(options[0]) ==
-                   OPT_HELP - OPT_EVIDENCE + 2,
+                   OPT_VERSION - OPT_EVIDENCE + 2,
                "one options[] entry per OPT_ value");
 
 static int bad(const char *opt, const char *value)
@@ -351,6 +355,10 @@ static int parse_args(int argc, char **argv, decide_args *a)
     while ((opt = getopt_long(argc, argv, "h", options, NULL)) != -1) {
         if (opt == 'h' || opt == OPT_HELP) {
             usage(stdout);
+            return CTL_EXIT_OK;
+        }
+        if (opt == OPT_VERSION) {
+            ctl_print_version(stdout);
             return CTL_EXIT_OK;
         }
         if (opt == '?')

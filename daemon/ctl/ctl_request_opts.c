@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "ctl.h"
+#include "ctl_opts.h"
 #include "ctl_request.h"
 
 enum {
@@ -127,6 +128,7 @@ void req_usage(FILE *out)
         "      --http2 | --h2c      HTTP/2 over TLS, or cleartext HTTP/2\n"
         "      --trace              the attempt log on stderr (part of -v)\n"
         "      --control-socket P   the retryd daemon to share budgets with\n"
+        "  -h, --help               this help; --version: the version\n"
         "exit: 0 response, 1 failure, 2 ambiguous, 22 -f and a status >=\n"
         "      400, 47 too many redirects, 64 usage, 70 error\n",
         out);
@@ -408,15 +410,13 @@ int req_parse(int argc, char **argv, req_args *a)
     a->idem = RETRYD_IDEMPOTENCY_NON_IDEMPOTENT;
     a->max_redirs = REQ_DEFAULT_MAX_REDIRS;
     optind = 1;
-    while ((opt = getopt_long(argc, argv, "X:H:d:GIio:sSvfLu:k", options,
+    while ((opt = getopt_long(argc, argv, "X:H:d:GIio:sSvfLu:kh", options,
                               NULL)) != -1) {
-        if (opt == O_HELP || opt == O_VERSION) {
-            if (opt == O_HELP)
+        if (opt == O_HELP || opt == 'h' || opt == O_VERSION) {
+            if (opt != O_VERSION)
                 req_usage(stdout);
             else
-                printf("retrydctl request (retryd) %d.%d.%d\n",
-                       RETRYD_VERSION_MAJOR, RETRYD_VERSION_MINOR,
-                       RETRYD_VERSION_PATCH);
+                ctl_print_version(stdout);
             return REQ_DONE;
         }
         if (opt == '?')

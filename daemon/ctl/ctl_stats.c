@@ -10,6 +10,7 @@
 
 #include "ctl.h"
 #include "ctl_client.h"
+#include "ctl_opts.h"
 #include "retryd/decision.h"
 
 static double tokens(uint64_t micro)
@@ -361,27 +362,49 @@ static void print_prometheus(const Retryd__StatsReply *r)
 
 /* --- subcommands --------------------------------------------------------- */
 
+static const struct option stats_options[] = {
+    CTL_COMMON_OPTIONS,
+    {"json", no_argument, NULL, 'j'},
+    {"prometheus", no_argument, NULL, 'P'},
+    {"processes", no_argument, NULL, 'p'},
+    {NULL, 0, NULL, 0},
+};
+
+static const ctl_cmd stats_cmd = {
+    "stats",
+    "usage: retrydctl stats [--json | --prometheus] [--processes] [options]\n"
+    "Budgets and counters per upstream, from the stats socket (which cannot\n"
+    "change anything).\n\n"
+    "  -j, --json             one JSON object (processes included)\n"
+    "  -P, --prometheus       Prometheus text exposition\n"
+    "  -p, --processes        the attached processes too\n" CTL_COMMON_HELP,
+    "hjPp",
+    stats_options,
+};
+
 int ctl_stats_main(int argc, char **argv)
 {
     ctl_sockets s;
     Retryd__StatsReply *r;
     enum { TABLE, JSON, PROMETHEUS } fmt = TABLE;
     bool processes = false;
+    int opt, code;
 
-    ctl_sockets_from_args(&argc, argv, &s);
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--json") == 0)
+    ctl_sockets_init(&s);
+    optind = 0;
+    while ((opt = ctl_getopt(&stats_cmd, argc, argv, &s, &code)) >= 0) {
+        if (opt == 'j')
             fmt = JSON;
-        else if (strcmp(argv[i], "--prometheus") == 0)
+        else if (opt == 'P')
             fmt = PROMETHEUS;
-        else if (strcmp(argv[i], "--processes") == 0)
+        else
             processes = true;
-        else {
-            fprintf(stderr, "usage: retrydctl stats [--json | --prometheus] "
-                            "[--processes] [--stats-socket PATH]\n");
-            return CTL_EXIT_USAGE;
-        }
     }
+    if (opt == CTL_GETOPT_EXIT)
+        return code;
+    if (optind < argc)
+        return ctl_usage_error(&stats_cmd, "unexpected argument '%s'",
+                               argv[optind]);
     if (ctl_fetch_stats(&s, processes || fmt != TABLE, &r) < 0)
         return CTL_EXIT_ERROR;
     if (fmt == JSON)
@@ -394,16 +417,43 @@ int ctl_stats_main(int argc, char **argv)
     return CTL_EXIT_OK;
 }
 
+/* The common options and nothing else, for the commands without their
+ * own. */
+static const struct option common_options[] = {
+    CTL_COMMON_OPTIONS,
+    {NULL, 0, NULL, 0},
+};
+
+/* Parses a command that has only the common options: -1 to go on (the
+ * operands from optind), or the exit code. */
+static int parse_common(const ctl_cmd *c, int argc, char **argv, ctl_sockets *s)
+{
+    int code;
+    ctl_sockets_init(s);
+    optind = 0;
+    return ctl_getopt(c, argc, argv, s, &code) == CTL_GETOPT_EXIT ? code : -1;
+}
+
+static const ctl_cmd upstreams_cmd = {
+    "upstreams",
+    "usage: retrydctl upstreams [options]\n"
+    "The registered upstreams: slot, generation, parameters and "
+    "balance.\n\n" CTL_COMMON_HELP,
+    "h",
+    common_options,
+};
+
 int ctl_upstreams_main(int argc, char **argv)
 {
     ctl_sockets s;
     Retryd__StatsReply *r;
+    int code = parse_common(&upstreams_cmd, argc, argv, &s);
 
-    ctl_sockets_from_args(&argc, argv, &s);
-    if (argc != 1) {
-        fprintf(stderr, "usage: retrydctl upstreams [--stats-socket PATH]\n");
-        return CTL_EXIT_USAGE;
-    }
+    if (code >= 0)
+        return code;
+    if (optind < argc)
+        return ctl_usage_error(&upstreams_cmd, "unexpected argument '%s'",
+                               argv[optind]);
     if (ctl_fetch_stats(&s, false, &r) < 0)
         return CTL_EXIT_ERROR;
     printf("%-24s %5s %5s %8s %8s %8s %10s\n", "UPSTREAM", "SLOT", "GEN",
@@ -419,6 +469,16 @@ int ctl_upstreams_main(int argc, char **argv)
     return CTL_EXIT_OK;
 }
 
+static const ctl_cmd drain_cmd = {
+    "drain",
+    "usage: retrydctl drain on|off [options]\n"
+    "Host-wide draining: while on, every process's decisions deny retries.\n"
+    "Needs the control socket (the daemon's group or allow "
+    "lists).\n\n" CTL_COMMON_HELP,
+    "h",
+    common_options,
+};
+
 int ctl_drain_main(int argc, char **argv)
 {
     ctl_sockets s;
@@ -426,14 +486,14 @@ int ctl_drain_main(int argc, char **argv)
     retryd__drain__init(&dr);
     Retryd__ControlRequest req;
     retryd__control_request__init(&req);
+    int code = parse_common(&drain_cmd, argc, argv, &s);
 
-    ctl_sockets_from_args(&argc, argv, &s);
-    if (argc != 2 || (strcmp(argv[1], "on") && strcmp(argv[1], "off"))) {
-        fprintf(stderr, "usage: retrydctl drain on|off [--control-socket "
-                        "PATH]\n");
-        return CTL_EXIT_USAGE;
-    }
-    dr.on = strcmp(argv[1], "on") == 0;
+    if (code >= 0)
+        return code;
+    if (argc - optind != 1 ||
+        (strcmp(argv[optind], "on") && strcmp(argv[optind], "off")))
+        return ctl_usage_error(&drain_cmd, "say 'on' or 'off'");
+    dr.on = strcmp(argv[optind], "on") == 0;
     req.body_case = RETRYD__CONTROL_REQUEST__BODY_DRAIN;
     req.drain = &dr;
     if (ctl_control(&s, &req) < 0)
@@ -442,6 +502,16 @@ int ctl_drain_main(int argc, char **argv)
     return CTL_EXIT_OK;
 }
 
+static const ctl_cmd retire_cmd = {
+    "retire",
+    "usage: retrydctl retire [options] [--] NAME\n"
+    "Retire upstream NAME's slot: its bucket and counters go, and the next\n"
+    "process to open NAME registers it afresh. A NAME that starts with '-'\n"
+    "follows '--'.\n\n" CTL_COMMON_HELP,
+    "h",
+    common_options,
+};
+
 int ctl_retire_main(int argc, char **argv)
 {
     ctl_sockets s;
@@ -449,18 +519,17 @@ int ctl_retire_main(int argc, char **argv)
     retryd__retire__init(&rt);
     Retryd__ControlRequest req;
     retryd__control_request__init(&req);
+    int code = parse_common(&retire_cmd, argc, argv, &s);
 
-    ctl_sockets_from_args(&argc, argv, &s);
-    if (argc != 2) {
-        fprintf(stderr, "usage: retrydctl retire NAME [--control-socket "
-                        "PATH]\n");
-        return CTL_EXIT_USAGE;
-    }
-    rt.name = argv[1];
+    if (code >= 0)
+        return code;
+    if (argc - optind != 1)
+        return ctl_usage_error(&retire_cmd, "name one upstream");
+    rt.name = argv[optind];
     req.body_case = RETRYD__CONTROL_REQUEST__BODY_RETIRE;
     req.retire = &rt;
     if (ctl_control(&s, &req) < 0)
         return CTL_EXIT_ERROR;
-    printf("retired %s\n", argv[1]);
+    printf("retired %s\n", rt.name);
     return CTL_EXIT_OK;
 }

@@ -4,7 +4,8 @@
  * process shares the host budget, and if not why (retryd_host_share_status).
  * The question an operator asks when a service "runs local": the answer is
  * the library's own, from the same checks a service makes, under this
- * user's credentials.
+ * user's credentials. retrydctl doctor (ctl_doctor.c) is the long form:
+ * it uses the same probe and says what to change.
  */
 #include "ctl_status.h"
 
@@ -13,10 +14,11 @@
 
 #include "ctl.h"
 #include "ctl_client.h"
+#include "ctl_opts.h"
 #include "retryd/budget.h"
 
 /* What to do about each reason, for the operator. */
-static const char *advice(retryd_share_status s)
+const char *ctl_share_advice(retryd_share_status s)
 {
     switch (s) {
     case RETRYD_SHARE_SHARED:
@@ -27,7 +29,7 @@ static const char *advice(retryd_share_status s)
         return "no daemon answers on the control socket: is retryd running?";
     case RETRYD_SHARE_NOT_AUTHORISED:
         return "this user is refused: see group, allow_users and "
-               "allow_groups in retryd.conf";
+               "allow_groups in retryd.conf (retrydctl doctor says which)";
     case RETRYD_SHARE_SEGMENT_NOT_SEALED:
     case RETRYD_SHARE_SEGMENT_BAD_SIZE:
     case RETRYD_SHARE_SEGMENT_BAD_HEADER:
@@ -45,25 +47,54 @@ static const char *advice(retryd_share_status s)
     }
 }
 
+int ctl_share_probe(const char *control, const char *client,
+                    retryd_share_status *ret)
+{
+    retryd_host_opts o = {
+        .sz = sizeof(o), .control_socket = control, .client_name = client};
+    retryd_host *h;
+    int r = retryd_host_open(&o, &h);
+    if (r < 0)
+        return r;
+    *ret = retryd_host_share_status(h);
+    retryd_host_close(h);
+    return 0;
+}
+
+static const struct option status_options[] = {
+    CTL_COMMON_OPTIONS,
+    {NULL, 0, NULL, 0},
+};
+
+static const ctl_cmd status_cmd = {
+    "status",
+    "usage: retrydctl status [options]\n"
+    "Attach as a service would and say in one line whether this process\n"
+    "shares the host budget, and if not why. Exit 0 shared, 70 not.\n"
+    "'retrydctl doctor' checks each step and says what to "
+    "change.\n\n" CTL_COMMON_HELP,
+    "h",
+    status_options,
+};
+
 int ctl_status_main(int argc, char **argv)
 {
     ctl_sockets s;
-    ctl_sockets_from_args(&argc, argv, &s);
-    if (argc > 1) {
-        fprintf(stderr, "usage: retrydctl status [--control-socket PATH]\n");
-        return strcmp(argv[1], "--help") == 0 ? CTL_EXIT_OK : CTL_EXIT_USAGE;
-    }
-    retryd_host_opts o = {.sz = sizeof(o),
-                          .control_socket = s.control,
-                          .client_name = "retrydctl status"};
-    retryd_host *h;
-    int r = retryd_host_open(&o, &h);
+    retryd_share_status st;
+    int code;
+
+    ctl_sockets_init(&s);
+    optind = 0;
+    if (ctl_getopt(&status_cmd, argc, argv, &s, &code) == CTL_GETOPT_EXIT)
+        return code;
+    if (optind < argc)
+        return ctl_usage_error(&status_cmd, "unexpected argument '%s'",
+                               argv[optind]);
+    int r = ctl_share_probe(s.control, "retrydctl status", &st);
     if (r < 0) {
         fprintf(stderr, "retrydctl: %s\n", retryd_strerror(r));
         return CTL_EXIT_ERROR;
     }
-    retryd_share_status st = retryd_host_share_status(h);
-    retryd_host_close(h);
-    printf("%s: %s\n", retryd_share_status_name(st), advice(st));
+    printf("%s: %s\n", retryd_share_status_name(st), ctl_share_advice(st));
     return st == RETRYD_SHARE_SHARED ? CTL_EXIT_OK : CTL_EXIT_ERROR;
 }
