@@ -9,9 +9,12 @@
  * interval; no ping while the daemon is stopped (SIGSTOP) and pings again
  * after SIGCONT; RELOADING=1 with a plausible MONOTONIC_USEC then READY=1
  * on SIGHUP, also when the new file is refused (STATUS= says why);
- * STOPPING=1 on SIGTERM. Every datagram's sender (SCM_CREDENTIALS) must be
- * the daemon's main pid, never its segment keeper. A plain program, so the
- * thread sanitizer build runs it too.
+ * STOPPING=1 on SIGTERM. First, a daemon whose WATCHDOG_PID names another
+ * process gets READY=1 out but never pings. Every datagram's sender
+ * (SCM_CREDENTIALS) must be the daemon's main pid, never its segment
+ * keeper's (the second daemon adopts the first one's keeper, which has
+ * outlived a daemon by then). A plain program, so the thread sanitizer
+ * build runs it too.
  */
 #include <errno.h>
 #include <poll.h>
@@ -65,8 +68,9 @@ static void bind_notify_socket(void)
 }
 
 /* The daemon, its environment as systemd gives it: NOTIFY_SOCKET,
- * WATCHDOG_USEC and WATCHDOG_PID (its own pid, known only in the child). */
-static void start_daemon(void)
+ * WATCHDOG_USEC and WATCHDOG_PID: its own pid (known only in the child),
+ * or @p watchdog_pid when that is not 0. */
+static void start_daemon(pid_t watchdog_pid)
 {
     pid_t pid = fork();
     CHECK(pid >= 0, "fork: %s", strerror(errno));
@@ -78,7 +82,8 @@ static void start_daemon(void)
         if (log != NULL)
             dup2(fileno(log), 1);
         snprintf(usec, sizeof(usec), "%llu", WATCHDOG_USEC);
-        snprintf(self, sizeof(self), "%ld", (long)getpid());
+        snprintf(self, sizeof(self), "%ld",
+                 (long)(watchdog_pid ? watchdog_pid : getpid()));
         setenv("NOTIFY_SOCKET", notify_path, 1);
         setenv("WATCHDOG_USEC", usec, 1);
         setenv("WATCHDOG_PID", self, 1);
@@ -305,11 +310,31 @@ static void check_stopping(void)
     printf("SIGTERM: STOPPING=1, exit 0\n");
 }
 
+/* WATCHDOG_PID naming another process (as a child of a watched service
+ * inherits it) means the watchdog is not this process's: READY=1 comes,
+ * pings never do. */
+static void check_foreign_watchdog_pid(void)
+{
+    char msg[2048];
+    start_daemon(getpid());
+    expect("READY=1", msg, sizeof(msg), WAIT_MS);
+    bool got = false;
+    long long left, deadline = rd_now_ms() + (long long)(WATCHDOG_USEC / 1000);
+    while (!got && (left = deadline - rd_now_ms()) > 0)
+        got =
+            receive(msg, sizeof(msg), (int)left) && has_line(msg, "WATCHDOG=1");
+    CHECK(!got, "WATCHDOG=1 with WATCHDOG_PID naming another process");
+    check_stopping();
+    printf("WATCHDOG_PID of another process: READY=1, no ping in %llu ms\n",
+           WATCHDOG_USEC / 1000);
+}
+
 int main(void)
 {
     CHECK(rd_daemon_init(&D, "[upstream pay]\nratio = 0.1\n") == 0, "init");
     bind_notify_socket();
-    start_daemon();
+    check_foreign_watchdog_pid();
+    start_daemon(0);
     check_ready();
     check_cadence();
     check_stop_cont();
