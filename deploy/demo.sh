@@ -77,7 +77,7 @@ why() {
 
 # --- the daemon: one budget for "inventory" -----------------------------
 ratio=0.1
-floor=1
+floor=0.1
 cap=5
 cat >"$work/retryd.conf" <<CONF
 [retryd]
@@ -153,7 +153,7 @@ done
 wait "${svc_pids[@]}"
 received=$(wc -l <"$work/nginx/logs/access.log")
 # The payment right away, while the budget is as the reads left it (the
-# floor refills it by 1 token a second); its answer is shown below.
+# floor refills it by $floor token a second); its answer is shown below.
 set +e
 "$ctl" request --non-idempotent -d amount=10 --upstream inventory \
     "http://127.0.0.1:$port/inventory/pay" >/dev/null 2>"$work/pay.err"
@@ -209,9 +209,17 @@ refilled=$(json_number refilled_tokens)
 discarded=$(json_number discarded_tokens)
 # NOT_SENT/SENT_NO_RESP/RESP/PARTIAL: attempts by evidence.
 responses=$(table_column 10 | cut -d/ -f3)
+attached=$(sed -n 's/.*attached processes \([0-9]*\).*/\1/p' "$work/table")
+checks=$(sed -n 's/^segment checks \([0-9]*\).*/\1/p' "$work/table")
+draining=$(sed -n 's/.*draining \([a-z]*\).*/\1/p' "$work/table")
 echo "### The daemon's counters for \"inventory\", after the reads and the payment:"
 cat "$work/table"
 echo
+echo "The header: the daemon's version, the segment's generation (its identity),"
+echo "the daemon's uptime, $attached processes attached now (each retrydctl attached for its"
+echo "one call and has left), host-wide draining: $draining. Segment checks $checks: the"
+echo "heartbeats so far (one a second) that looked for damage in the shared segment."
+echo "CAP, RATIO and FLOOR/s are the configuration above."
 echo "DEPOSITS $deposits: first attempts, the $reads reads and the payment (each deposits $ratio token)."
 echo "GRANTED $granted: retries paid a token; all were the reads' ($((received - reads)) in nginx's log)."
 echo "Why $granted: the bucket started with $floor token (a new budget gets one second of"
@@ -230,8 +238,12 @@ while read -r reason n; do
     fi
 done <"$work/reasons"
 echo "AMBIG $ambiguous: the payment. An ambiguous answer whose retry a rule had already"
-echo "refused counts under that rule's reason too, so the payment is in DENIED only"
-echo "when the budget stopped it."
+echo "refused counts under that rule's reason too:"
+if [ -n "$pay_reason" ]; then
+    echo "the payment is also one of the DENIED, under $pay_reason."
+else
+    echo "rule 9 refuses nothing of that kind, so the payment is not in DENIED."
+fi
 echo "The last column counts attempts by what is proven about each: $responses got"
 echo "a response, of the $sent requests nginx logged."
 echo
