@@ -30,11 +30,13 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# A loopback port nobody listens on (a refused connect proves it).
+# A loopback port nobody listens on (a refused connect proves it), below
+# Linux's default ephemeral range (32768-60999), where the source ports of
+# outgoing connections are bound without listening.
 free_port() {
     local p
     for _ in $(seq 50); do
-        p=$((20000 + RANDOM % 40000))
+        p=$((20000 + RANDOM % 12000))
         if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
             echo "$p"
             return
@@ -96,9 +98,12 @@ export RETRYD_CONTROL_SOCKET="$work/run/control.sock"
 export RETRYD_STATS_SOCKET="$work/run/stats.sock"
 
 # --- the upstream: nginx, failing with 503 on /inventory ----------------
-port=$(free_port)
-mkdir -p "$work/nginx/logs"
-cat >"$work/nginx/nginx.conf" <<CONF
+# start_nginx: nginx on a free port ($port); false when that port was
+# taken after all (nginx exits: another process bound it meanwhile).
+start_nginx() {
+    local ngx
+    port=$(free_port)
+    cat >"$work/nginx/nginx.conf" <<CONF
 daemon off;
 master_process off;
 pid $work/nginx/nginx.pid;
@@ -113,14 +118,27 @@ http {
     }
 }
 CONF
-/usr/sbin/nginx -p "$work/nginx" -c "$work/nginx/nginx.conf" \
-    -e "$work/nginx/logs/error.log" &
-pids+=($!)
-for _ in $(seq 200); do
-    listening "$port" && break
-    sleep 0.05
+    /usr/sbin/nginx -p "$work/nginx" -c "$work/nginx/nginx.conf" \
+        -e "$work/nginx/logs/error.log" 2>>"$work/nginx/logs/start.log" &
+    ngx=$!
+    pids+=("$ngx")
+    for _ in $(seq 200); do
+        listening "$port" && return 0
+        kill -0 "$ngx" 2>/dev/null || return 1
+        sleep 0.05
+    done
+    return 1
+}
+mkdir -p "$work/nginx/logs"
+started=0
+for _ in 1 2 3; do
+    if start_nginx; then
+        started=1
+        break
+    fi
 done
-listening "$port" || {
+[ "$started" = 1 ] || {
+    cat "$work/nginx/logs/start.log" >&2
     echo "nginx did not start" >&2
     exit 1
 }
