@@ -283,6 +283,9 @@ echo "ambiguous           $ambiguous (the payment: reconcile before replaying)"
 echo
 echo "### retrydctl top --batch --iterations 2 --delay 1"
 if "$ctl" top --help >/dev/null 2>&1; then
+    echo "(two frames a second apart, after the run: the totals are the ones above;"
+    echo " the first frame has no rates yet, and in the second every rate is 0"
+    echo " because no request runs any more)"
     "$ctl" top --batch --iterations 2 --delay 1
 else
     echo "(the top view needs a newer retrydctl: this one has no 'top' command)"
