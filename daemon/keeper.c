@@ -86,7 +86,13 @@ static _Noreturn void keeper_main(const char *link_path, const char *tmp_path)
 static _Noreturn void keeper_child(int memfd, int ready_fd, int null_fd,
                                    const char *link_path, const char *tmp_path)
 {
+    static char *no_environment[] = {NULL};
     sigset_t none;
+    /* No NOTIFY_SOCKET, WATCHDOG_USEC or anything else of the daemon's
+     * environment: the keeper outlives the daemon and must never speak to
+     * the service manager for it. A pointer store, async-signal-safe where
+     * unsetenv() (which takes the environment's lock) is not. */
+    environ = no_environment;
     sigemptyset(&none);
     (void)sigprocmask(SIG_SETMASK, &none, NULL); /* the daemon blocks some */
     signal(SIGTERM, SIG_DFL);

@@ -30,11 +30,17 @@
 #include "shared/bucket.h"
 #include "daemon.h"
 #include "log.h"
+#include "notify.h"
 #include "base/macros.h"
 #include "retryd/common.h"
 
 #define DEFAULT_CONFIG "/etc/retryd/retryd.conf"
 #define HEARTBEAT_MS 1000
+
+/* The timer ticks every HEARTBEAT_MS, or faster when the watchdog needs
+ * it (notify_tick_ns()); the heartbeat itself stays at HEARTBEAT_MS. */
+static uint64_t tick_ns;
+static uint64_t last_heartbeat_ns;
 
 /* --- the runtime directory and the sockets ------------------------------- */
 
@@ -134,18 +140,25 @@ static void adopt_processes(server *d)
              freed);
 }
 
-/* The heartbeat. No sweep for dead processes is needed: every active
- * process slot has a pidfd (adopt_processes() frees a slot it cannot
- * watch, attach_slot() one it could not start watching), and the kernel
- * reports each exit through it. */
+/* The heartbeat, and the watchdog's ping: both from this turn of the
+ * loop, so a loop that stops turning stops pinging and systemd kills it.
+ * No sweep for dead processes is needed: every active process slot has a
+ * pidfd (adopt_processes() frees a slot it cannot watch, attach_slot() one
+ * it could not start watching), and the kernel reports each exit through
+ * it. */
 static void on_timer(server *d)
 {
     uint64_t expirations;
     if (read(d->timer_fd, &expirations, sizeof(expirations)) < 0 &&
         errno != EAGAIN)
         log_warn("timer: %s", strerror(errno));
-    owner_heartbeat(&d->seg);
-    log_flush_suppressed();
+    uint64_t now = retryd__clock_monotonic_ns();
+    if (now - last_heartbeat_ns + tick_ns / 2 >= HEARTBEAT_MS * 1000000ull) {
+        last_heartbeat_ns = now;
+        owner_heartbeat(&d->seg);
+        log_flush_suppressed();
+    }
+    notify_watchdog(now, tick_ns);
 }
 
 static void on_pid_exit(server *d, uint32_t slot)
@@ -170,15 +183,16 @@ static void free_config_rcu(struct rcu_head *head)
     config_free(RETRYD_CONTAINER_OF(head, config, rcu));
 }
 
-static void reload(server *d)
+/* Returns 0, or -1 with @p err saying why the file was refused (the
+ * running configuration is kept). */
+static int reload(server *d, char *err, size_t err_len)
 {
-    char err[512];
     config *n;
     config *o = d->cfg;
 
-    if (config_load(o->path, &n, err, sizeof(err)) < 0) {
+    if (config_load(o->path, &n, err, err_len) < 0) {
         log_err("reload refused, keeping the running configuration: %s", err);
-        return;
+        return -1;
     }
     if (strcmp(n->runtime_dir, o->runtime_dir) != 0 ||
         strcmp(n->control_socket, o->control_socket) != 0 ||
@@ -203,6 +217,23 @@ static void reload(server *d)
     daemon_apply_config(d);
     rd_call_rcu(&o->rcu, free_config_rcu);
     log_info("configuration reloaded from %s", n->path);
+    return 0;
+}
+
+/* SIGHUP: RELOADING=1 before, READY=1 after, whether the new file was
+ * taken or refused (then STATUS= says the old one runs, and why). */
+static void reload_notified(server *d)
+{
+    char err[512], status[700];
+    notify_reloading();
+    if (reload(d, err, sizeof(err)) == 0)
+        snprintf(status, sizeof(status),
+                 "serving; configuration reloaded from %.600s", d->cfg->path);
+    else
+        snprintf(status, sizeof(status),
+                 "serving with the previous configuration; reload refused: %s",
+                 err);
+    notify_ready(status);
 }
 
 /* --- setup and the loop -------------------------------------------------- */
@@ -229,10 +260,11 @@ static int setup_signals_and_timer(server *d)
     signal(SIGPIPE, SIG_IGN);
     d->signal_fd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
     d->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
-    struct itimerspec its = {
-        .it_interval = {.tv_sec = HEARTBEAT_MS / 1000},
-        .it_value = {.tv_sec = HEARTBEAT_MS / 1000},
-    };
+    tick_ns = notify_tick_ns(HEARTBEAT_MS * 1000000ull);
+    last_heartbeat_ns = retryd__clock_monotonic_ns();
+    struct timespec tick = {.tv_sec = (time_t)(tick_ns / 1000000000),
+                            .tv_nsec = (long)(tick_ns % 1000000000)};
+    struct itimerspec its = {.it_interval = tick, .it_value = tick};
     if (d->signal_fd < 0 || d->timer_fd < 0 ||
         timerfd_settime(d->timer_fd, 0, &its, NULL) < 0)
         return -1;
@@ -291,8 +323,12 @@ static bool on_signal(server *d)
     bool stop = false;
     while (read(d->signal_fd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
         if (si.ssi_signo == SIGHUP) {
-            reload(d);
-        } else {
+            reload_notified(d);
+        } else if (!stop) {
+            char status[64];
+            snprintf(status, sizeof(status), "stopping on signal %u",
+                     si.ssi_signo);
+            notify_stopping(status);
             log_info("signal %u: stopping; the segment stays for the next "
                      "daemon",
                      si.ssi_signo);
@@ -302,9 +338,15 @@ static bool on_signal(server *d)
     return stop;
 }
 
-/* Tell whoever started us that the sockets accept connections. */
-static void notify_ready(int fd)
+/* Tell whoever started us that the sockets accept connections: the
+ * --notify-fd pipe, and the service manager (READY=1). */
+static void announce_ready(const server *d, int fd)
 {
+    char status[600];
+    snprintf(status, sizeof(status),
+             "serving %zu configured upstreams on %.512s", d->cfg->n_upstreams,
+             d->cfg->control_socket);
+    notify_ready(status);
     if (fd < 0)
         return;
     if (write(fd, "READY\n", 6) != 6)
@@ -319,7 +361,7 @@ static void run(server *d, int notify_fd)
 
     log_info("serving: control %s, stats %s", d->cfg->control_socket,
              d->cfg->stats_socket);
-    notify_ready(notify_fd);
+    announce_ready(d, notify_fd);
     while (!stop) {
         /* Woken by the next connection deadline at the latest. */
         int n = epoll_wait(d->epfd, evs, 64, control_next_timeout_ms(d));
@@ -327,6 +369,7 @@ static void run(server *d, int notify_fd)
             continue;
         if (n < 0) {
             log_err("epoll_wait: %s", strerror(errno));
+            notify_stopping("stopping: the event loop failed");
             break;
         }
         for (int i = 0; i < n && !stop; i++) {
@@ -476,6 +519,7 @@ int main(int argc, char **argv)
     daemon_signals(&stop_set);
     pthread_sigmask(SIG_BLOCK, &stop_set, NULL);
     urcu_memb_register_thread();
+    notify_init();
     int rc = setup(&d) == 0 ? 0 : 1;
     if (rc == 0)
         run(&d, notify_fd);

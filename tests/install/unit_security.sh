@@ -43,7 +43,10 @@ awk -v s="$score" 'BEGIN { exit !(s <= 2.0) }' || {
 # installed daemon (and its segment keeper) is traced through a start, an
 # attachment (retrydctl request attaches before it fails to connect), the
 # statistics, a drain, a reload, a stop and a restart that adopts the
-# segment, so a system call new code makes is checked too.
+# segment, so a system call new code makes is checked too. It runs with
+# NOTIFY_SOCKET and WATCHDOG_USEC set, as under the unit, so its
+# sd_notify calls are traced (nobody listens there: the sends fail, the
+# system calls are made all the same).
 traced=""
 if command -v strace >/dev/null 2>&1; then
     rt=$(mktemp -d /tmp/retryd-trace.XXXXXX)
@@ -54,7 +57,8 @@ if command -v strace >/dev/null 2>&1; then
     # trace N: run the daemon under strace into trace.N, return when serving.
     trace() {
         rm -f "$rt/run/stats.sock"
-        strace -f -qq -o "$work/trace.$1" "$dest/usr/local/bin/retryd" \
+        NOTIFY_SOCKET="$rt/notify.sock" WATCHDOG_USEC=3000000 \
+            strace -f -qq -o "$work/trace.$1" "$dest/usr/local/bin/retryd" \
             --config "$rt/retryd.conf" </dev/null >/dev/null 2>>"$work/traced.log" &
         strace_pid=$!
         i=0
