@@ -66,12 +66,15 @@ TestSuite(sockets, .init = attack_setup, .fini = daemon_teardown,
           .timeout = 120);
 
 /* The legitimate client's attaches per attack, and the bound on their
- * 99th percentile. Issue 8 asks for 10 ms; repeated runs on the 2-core
- * machine measured 9-14 ms under the connection floods (printed on every
- * run), so 10 ms would fail at random. The bound asserted is what the
- * daemon meets every time and the old one missed by two orders (a stalled
- * loop made attaches take 1000 ms and fall back local); the 10 ms target
- * stays open in docs/reliability.md. */
+ * 99th percentile. Issue 8 asks for 10 ms. On the 2-core development
+ * machine, shared with other engineers' builds and benchmarks, 15 runs of
+ * this suite (load average 3 to 10, docs/reliability.md) measured a median
+ * p99 of 0.5 to 3.2 ms per attack, and single runs up to 18 ms when the
+ * cores were busy elsewhere (the daemon uses ~30 ms of CPU per attack;
+ * the tail is time spent waiting for a core), so 10 ms would fail at
+ * random there. The bound asserted is the one met every time, which the
+ * old daemon missed by two orders (a stalled loop made attaches take
+ * 1000 ms and fall back local). */
 #define ATTACHES 100
 #define P99_BOUND_MS 50
 /* The daemon's limits (daemon/daemon.h), to bound what it may hold. */
