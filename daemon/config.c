@@ -12,6 +12,7 @@
 #include <grp.h>
 #include <pwd.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,10 +41,45 @@ static const char *const params_keys[] = {"ratio", "min_retries_per_sec",
                                           "cap"};
 #define N_PARAMS_KEYS 3
 
+/* --- limits: [retryd] keys a neighbour meets ------------------------------
+ * Each a decimal in a range, kept apart from daemon_keys (their own seen
+ * lines) so that the limits read as one group. 0 in the field until
+ * finish(): unset, so the default, which may follow another key. */
+typedef struct limit_key {
+    const char *key;
+    size_t off; /* of its uint32_t in config */
+    uint32_t lo, hi;
+} limit_key;
+
+#define LIMIT(name, lo, hi)                                                    \
+    {                                                                          \
+#name, offsetof(config, name), lo, hi                                  \
+    }
+static const limit_key limit_keys[] = {
+    LIMIT(process_slots_per_uid, 1, SEG_MAX_PROCESSES),
+    LIMIT(connections_unattached, 2, CONFIG_UNATTACHED_MAX),
+    LIMIT(connections_per_uid, 1, CONFIG_UNATTACHED_MAX),
+    LIMIT(connections_per_process, 1, CONFIG_UNATTACHED_MAX),
+    LIMIT(hello_timeout_ms, 10, 60000),
+    LIMIT(frame_timeout_ms, 10, 60000),
+    LIMIT(idle_timeout_ms, 100, 3600000),
+    LIMIT(write_timeout_ms, 10, 60000),
+    LIMIT(log_limit_lines, 1, 1000),
+    LIMIT(log_limit_interval_s, 1, 3600),
+};
+#undef LIMIT
+#define N_LIMIT_KEYS (sizeof(limit_keys) / sizeof(limit_keys[0]))
+enum {
+    LK_SLOTS_PER_UID,
+    LK_UNATTACHED,
+    LK_PER_UID,
+    LK_PER_PROCESS,
+};
+
 /* Where a section's header and each of its keys were first seen. */
 typedef struct seen_lines {
     int header;
-    int key[N_DAEMON_KEYS];
+    int key[N_DAEMON_KEYS > N_LIMIT_KEYS ? N_DAEMON_KEYS : N_LIMIT_KEYS];
 } seen_lines;
 
 typedef struct parse_state {
@@ -53,7 +89,7 @@ typedef struct parse_state {
     int error_line;  /* where st->error happened */
     size_t bytes;    /* read so far, against CONFIG_MAX_BYTES */
     int header_line; /* of the section header being read */
-    seen_lines seen_daemon, seen_defaults;
+    seen_lines seen_daemon, seen_defaults, seen_limits;
     seen_lines *seen_upstreams; /* parallel to cfg->upstreams */
     bool allow_groups_set;
     char error[384]; /* the handler's reason; the line comes from inih */
@@ -424,6 +460,93 @@ static int note_key(parse_state *st, const char *section, seen_lines *seen,
     return 1; /* an unknown key is its handler's to report */
 }
 
+static const char *const limit_names[] = {
+    "process_slots_per_uid",   "connections_unattached", "connections_per_uid",
+    "connections_per_process", "hello_timeout_ms",       "frame_timeout_ms",
+    "idle_timeout_ms",         "write_timeout_ms",       "log_limit_lines",
+    "log_limit_interval_s",
+};
+_Static_assert(sizeof(limit_names) / sizeof(limit_names[0]) == N_LIMIT_KEYS,
+               "a name per limit");
+
+static int limit_index(const char *key)
+{
+    for (size_t i = 0; i < N_LIMIT_KEYS; i++)
+        if (strcmp(limit_keys[i].key, key) == 0)
+            return (int)i;
+    return -1;
+}
+
+static uint32_t *limit_field(config *c, size_t i)
+{
+    return (uint32_t *)(void *)((char *)c + limit_keys[i].off);
+}
+
+static int limit_value(parse_state *st, const char *key, const char *v)
+{
+    size_t i = (size_t)limit_index(key);
+    const limit_key *k = &limit_keys[i];
+    if (!parse_u32(v, k->lo, k->hi, limit_field(st->cfg, i)))
+        return fail(st, SECTION_DAEMON, key, "'%s' is not in %u..%u", v, k->lo,
+                    k->hi);
+    return 1;
+}
+
+/* A limit above the one it is part of, or the default when unset. */
+static int limit_within(config *c, const parse_state *st, size_t i, size_t of,
+                        uint32_t dflt, char *err, size_t err_len)
+{
+    uint32_t *v = limit_field(c, i), max = *limit_field(c, of);
+    if (*v == 0) {
+        *v = dflt < max ? dflt : max;
+        return 0;
+    }
+    if (*v <= max)
+        return 0;
+    snprintf(err, err_len, "%s:%d: [%s] %s: %u is more than %s (%u)", c->path,
+             st->seen_limits.key[i], SECTION_DAEMON, limit_keys[i].key, *v,
+             limit_keys[of].key, max);
+    return RETRYD_ECONFIG;
+}
+
+/*
+ * The limits' defaults (today's constants; a share of the slots for one
+ * uid: half of process_capacity, but at least 16 or all of them), and the
+ * ones bounded by another: slots per uid by process_capacity, connections
+ * per process by those per uid, by those of the pool.
+ */
+static int limits_finish(config *c, const parse_state *st, char *err,
+                         size_t err_len)
+{
+    static const uint32_t dflt[N_LIMIT_KEYS] = {
+        0, 64, 0, 8, 1000, 1000, 10000, 2000, 5, 10,
+    };
+    for (size_t i = LK_PER_PROCESS + 1; i < N_LIMIT_KEYS; i++)
+        if (*limit_field(c, i) == 0)
+            *limit_field(c, i) = dflt[i];
+    if (c->connections_unattached == 0)
+        c->connections_unattached = dflt[LK_UNATTACHED];
+    uint32_t half = c->process_capacity / 2;
+    uint32_t slots = half > 16 ? half : 16;
+    uint32_t cap = c->process_capacity;
+    if (c->process_slots_per_uid == 0)
+        c->process_slots_per_uid = slots < cap ? slots : cap;
+    if (c->process_slots_per_uid > cap) {
+        snprintf(err, err_len,
+                 "%s:%d: [%s] process_slots_per_uid: %u is more than "
+                 "process_capacity (%u)",
+                 c->path, st->seen_limits.key[LK_SLOTS_PER_UID], SECTION_DAEMON,
+                 c->process_slots_per_uid, cap);
+        return RETRYD_ECONFIG;
+    }
+    if (limit_within(c, st, LK_PER_UID, LK_UNATTACHED,
+                     c->connections_unattached / 2, err, err_len) < 0 ||
+        limit_within(c, st, LK_PER_PROCESS, LK_PER_UID, dflt[LK_PER_PROCESS],
+                     err, err_len) < 0)
+        return RETRYD_ECONFIG;
+    return 0;
+}
+
 static upstream_conf *upstream_section(parse_state *st, const char *name,
                                        seen_lines **ret_seen)
 {
@@ -462,6 +585,10 @@ static int handler(void *user, const char *section, const char *key,
     parse_state *st = user;
 
     section = whole_section(st, section);
+    if (strcmp(section, SECTION_DAEMON) == 0 && limit_index(key) >= 0)
+        return note_key(st, section, &st->seen_limits, limit_names,
+                        N_LIMIT_KEYS, key) &&
+               limit_value(st, key, value);
     if (strcmp(section, SECTION_DAEMON) == 0)
         return note_key(st, section, &st->seen_daemon, daemon_keys,
                         N_DAEMON_KEYS, key) &&
@@ -589,7 +716,8 @@ static int finish(config *c, parse_state *st, char *err, size_t err_len)
                  c->path);
         return RETRYD_ECONFIG;
     }
-    if (check_distinct(c, st, err, err_len) < 0)
+    if (check_distinct(c, st, err, err_len) < 0 ||
+        limits_finish(c, st, err, err_len) < 0)
         return RETRYD_ECONFIG;
     if (c->n_upstreams > c->upstream_capacity) {
         snprintf(err, err_len,

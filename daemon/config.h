@@ -20,6 +20,8 @@
 #define CONFIG_MAX_IDS 32
 #define CONFIG_MAX_UPSTREAMS 4096
 #define CONFIG_SOCKET_MAX 108 /* sizeof(sun_path) */
+/* connections_unattached at most: admission keeps a table this long. */
+#define CONFIG_UNATTACHED_MAX 1024
 
 typedef struct budget_params {
     uint64_t ratio_micro;
@@ -51,6 +53,19 @@ typedef struct config {
     uint32_t process_capacity;
     int log_level;
     budget_params defaults;
+    /* Limits a neighbour meets (docs/daemon.md, "Limits and timeouts"):
+     * process slots of one uid, the control socket's connections without
+     * a slot and its deadlines, the rate limit of repetitive log lines. */
+    uint32_t process_slots_per_uid;
+    uint32_t connections_unattached;
+    uint32_t connections_per_uid;
+    uint32_t connections_per_process;
+    uint32_t hello_timeout_ms;
+    uint32_t frame_timeout_ms;
+    uint32_t idle_timeout_ms;
+    uint32_t write_timeout_ms;
+    uint32_t log_limit_lines;
+    uint32_t log_limit_interval_s;
     upstream_conf *upstreams;
     size_t n_upstreams;
     struct rcu_head rcu;

@@ -64,12 +64,24 @@ struct conn {
     char client[64];
 };
 
-static const uint64_t timer_ms[CONN_TIMERS] = {
-    [CONN_T_HELLO] = CONTROL_HELLO_TIMEOUT_MS,
-    [CONN_T_FRAME] = CONTROL_FRAME_TIMEOUT_MS,
-    [CONN_T_IDLE] = CONTROL_IDLE_TIMEOUT_MS,
-    [CONN_T_WRITE] = CONTROL_WRITE_TIMEOUT_MS,
-};
+/* A deadline's length, from the configuration (hello_timeout_ms, ...). A
+ * reload that changes one applies to deadlines started after it; until
+ * those started before are gone, a queue may be out of order by the
+ * change, so some expire that much late, none early. */
+static uint64_t timer_ms(const server *d, enum conn_timer k)
+{
+    const config *cfg = d->cfg;
+    switch (k) {
+    case CONN_T_HELLO:
+        return cfg->hello_timeout_ms;
+    case CONN_T_FRAME:
+        return cfg->frame_timeout_ms;
+    case CONN_T_IDLE:
+        return cfg->idle_timeout_ms;
+    default:
+        return cfg->write_timeout_ms;
+    }
+}
 
 static const char *const timer_name[CONN_TIMERS] = {
     [CONN_T_HELLO] = "no hello in time",
@@ -140,7 +152,7 @@ static void timer_start(server *d, conn *c, enum conn_timer k)
 {
     timer_stop(d, c, k);
     conn_queue *q = &d->timers[k];
-    c->t[k].due_ns = now_ns() + timer_ms[k] * 1000000u;
+    c->t[k].due_ns = now_ns() + timer_ms(d, k) * 1000000u;
     c->t[k].prev = q->tail;
     c->t[k].next = NULL;
     if (q->tail != NULL)
@@ -204,8 +216,8 @@ static void conn_close(server *d, conn *c)
     if (c->slot >= 0) {
         uint32_t slot = (uint32_t)c->slot;
         d->procs[slot].conn = NULL;
-        log_limited(LOG_INFO, "pid %d detached (process slot %u)", (int)c->pid,
-                    slot);
+        log_debug("pid %d uid %u detached (process slot %u)", (int)c->pid,
+                  (unsigned)c->uid, slot);
         daemon_release_process(d, slot);
     }
     conn_free(d, c);
@@ -299,12 +311,12 @@ typedef struct holder {
  * process, among @p uid's (every user's when @p any_uid); ties go to the
  * one whose oldest is least recently active. One pass over the pool (the
  * idle queue runs from least to most recently active) with a table of at
- * most DAEMON_SPARE_CONNECTIONS holders: it runs for every admission
+ * most connections_unattached holders: it runs for every admission
  * under a connect storm, so it must stay cheap.
  */
 static holder biggest(const server *d, bool any_uid, uid_t uid, bool by_uid)
 {
-    holder h[DAEMON_SPARE_CONNECTIONS], best = {0};
+    holder h[CONFIG_UNATTACHED_MAX], best = {0};
     size_t n = 0;
     for (conn *c = d->timers[CONN_T_IDLE].head; c; c = c->t[CONN_T_IDLE].next) {
         if (!any_uid && c->uid != uid)
@@ -313,7 +325,7 @@ static holder biggest(const server *d, bool any_uid, uid_t uid, bool by_uid)
         size_t i = 0;
         while (i < n && h[i].id != id)
             i++;
-        if (i == n && n == DAEMON_SPARE_CONNECTIONS)
+        if (i == n && n == CONFIG_UNATTACHED_MAX)
             continue;
         if (i == n)
             h[n++] = (holder){.id = id, .oldest = c};
@@ -357,7 +369,7 @@ static bool fairer(unsigned held, unsigned mine)
 
 /*
  * Whether a new connection of @p uid and @p pid may be served, evicting
- * one when that is fair: when its user holds CONTROL_PER_UID_MAX, the
+ * one when that is fair: when its user holds connections_per_uid, the
  * oldest idle one of the user's process holding the most; when the pool
  * is full, the oldest idle one of the user holding the most. Eviction is
  * done only when fairer(), so any number of connections of one user
@@ -370,13 +382,15 @@ static const char *admit(server *d, uid_t uid, pid_t pid)
     unsigned held;
     conn *victim;
 
-    if (mine_pid >= CONTROL_PER_PID_MAX)
+    const config *cfg = d->cfg;
+
+    if (mine_pid >= cfg->connections_per_process)
         return "too many connections from this process";
-    if (mine_uid >= CONTROL_PER_UID_MAX) {
+    if (mine_uid >= cfg->connections_per_uid) {
         victim = pick_victim(d, false, uid, &held);
         if (victim == NULL || !fairer(held, mine_pid))
             return "too many connections from this user";
-    } else if (d->n_unattached >= DAEMON_SPARE_CONNECTIONS) {
+    } else if (d->n_unattached >= cfg->connections_unattached) {
         victim = pick_victim(d, true, 0, &held);
         if (victim == NULL || !fairer(held, mine_uid))
             return "too many connections";
@@ -533,7 +547,7 @@ void control_expire(server *d)
             /* One rate limit per deadline: a flood of one kind must not
              * hide the others. */
             static log_limit sites[CONN_TIMERS];
-            log_limited_msg(&sites[k], LOG_INFO,
+            log_limited_msg(&sites[k], LOG_WARN,
                             "control connection of pid %d uid %u closed: %s",
                             (int)c->pid, (unsigned)c->uid, timer_name[k]);
             conn_close(d, c);
@@ -606,6 +620,8 @@ static int on_hello(server *d, conn *c, const Retryd__Hello *h)
     snprintf(c->client, sizeof(c->client), "%s", h->client ? h->client : "");
     c->greeted = true;
     timer_stop(d, c, CONN_T_HELLO);
+    log_debug("pid %d uid %u (%s) said hello", (int)c->pid, (unsigned)c->uid,
+              c->client[0] ? c->client : "?");
     hr.protocol_version = RETRYD_PROTOCOL_VERSION;
     hr.generation = d->seg.generation;
     hr.daemon_version = RETRYD_DAEMON_VERSION;
@@ -614,8 +630,21 @@ static int on_hello(server *d, conn *c, const Retryd__Hello *h)
     return reply(c, &rep, -1);
 }
 
+/* Process slots attached by user @p uid (the daemon's own copies). */
+static uint32_t slots_of_uid(const server *d, uid_t uid)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < d->seg.view.process_capacity; i++) {
+        const owner_proc *p = &d->seg.procs[i];
+        n += seg_ident_state(p->ident) == SEG_ACTIVE && p->uid == (uint64_t)uid;
+    }
+    return n;
+}
+
+/* A slot for @p c's process: its old one back, or a new one unless its
+ * user holds process_slots_per_uid (*ret_quota then) or all are taken. */
 static int attach_slot(server *d, conn *c, const Retryd__Attach *a,
-                       uint32_t *ret)
+                       uint32_t *ret, bool *ret_quota)
 {
     uint64_t start = retryd__process_start_time((uint64_t)c->pid);
     if (start == 0)
@@ -626,6 +655,12 @@ static int attach_slot(server *d, conn *c, const Retryd__Attach *a,
         d->procs[a->resume_slot].conn == NULL) {
         *ret = a->resume_slot;
         return 0;
+    }
+    uint32_t quota = d->cfg->process_slots_per_uid;
+    if (quota < d->seg.view.process_capacity &&
+        slots_of_uid(d, c->uid) >= quota) {
+        *ret_quota = true;
+        return RETRYD_EFULL;
     }
     int r = owner_process_alloc(&d->seg, c->pid, start, c->uid, ret);
     if (r < 0)
@@ -640,6 +675,37 @@ static int attach_slot(server *d, conn *c, const Retryd__Attach *a,
     return 0;
 }
 
+/* An attach refused: why, to the log (rate-limited, one site per reason)
+ * and to the peer. */
+static int attach_refused(server *d, conn *c, int r, bool quota)
+{
+    const char *who = c->client[0] ? c->client : "?";
+    if (quota) {
+        log_limited(LOG_WARN,
+                    "pid %d uid %u (%s) refused a process slot: its user "
+                    "holds %u, its quota (process_slots_per_uid); it spends "
+                    "from a local budget",
+                    (int)c->pid, (unsigned)c->uid, who,
+                    d->cfg->process_slots_per_uid);
+        return reply_error(c, r,
+                           "this user holds its quota of process slots "
+                           "(process_slots_per_uid)");
+    }
+    if (r == RETRYD_EFULL) {
+        log_limited(LOG_WARN,
+                    "pid %d uid %u (%s) refused a process slot: all %u are "
+                    "taken (raise process_capacity); it spends from a local "
+                    "budget",
+                    (int)c->pid, (unsigned)c->uid, who,
+                    d->seg.view.process_capacity);
+        return reply_error(c, r,
+                           "no free process slot (raise process_capacity)");
+    }
+    log_limited(LOG_WARN, "pid %d uid %u (%s) cannot attach: %s", (int)c->pid,
+                (unsigned)c->uid, who, retryd_strerror(r));
+    return reply_error(c, r, "cannot attach this process");
+}
+
 static int on_attach(server *d, conn *c, const Retryd__Attach *a)
 {
     Retryd__ControlReply rep;
@@ -647,31 +713,21 @@ static int on_attach(server *d, conn *c, const Retryd__Attach *a)
     Retryd__AttachReply ar;
     retryd__attach_reply__init(&ar);
     uint32_t slot;
+    bool quota = false;
 
     if (c->slot >= 0)
         return reply_error(c, RETRYD_EPROTO, "already attached");
-    int r = attach_slot(d, c, a, &slot);
-    if (r == RETRYD_EFULL)
-        log_limited(LOG_WARN,
-                    "pid %d uid %u (%s) refused a process slot: all %u are "
-                    "taken (raise process_capacity); it spends from a local "
-                    "budget",
-                    (int)c->pid, (unsigned)c->uid,
-                    c->client[0] ? c->client : "?",
-                    d->seg.view.process_capacity);
+    int r = attach_slot(d, c, a, &slot, &quota);
     if (r < 0)
-        return reply_error(c, r,
-                           r == RETRYD_EFULL ? "no free process slot (raise "
-                                               "process_capacity)"
-                                             : "cannot attach this process");
+        return attach_refused(d, c, r, quota);
     c->slot = (int32_t)slot;
     d->procs[slot].conn = c;
     /* Attached: its connection is how its hang-up is seen, so it leaves
      * the unattached pool and its idle deadline. */
     timer_stop(d, c, CONN_T_IDLE);
-    log_limited(LOG_INFO, "pid %d (%s) attached to process slot %u%s",
-                (int)c->pid, c->client[0] ? c->client : "?", slot,
-                a->resume ? " (resumed)" : "");
+    log_debug("pid %d uid %u (%s) attached to process slot %u%s", (int)c->pid,
+              (unsigned)c->uid, c->client[0] ? c->client : "?", slot,
+              a->resume ? " (resumed)" : "");
     ar.process_slot = slot;
     ar.generation = d->seg.generation;
     ar.layout_version = SEG_LAYOUT_VERSION;

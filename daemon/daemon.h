@@ -21,28 +21,16 @@
 
 /*
  * What a peer of the control socket may hold (docs/daemon.md, "Limits").
- * A connection that attached a process slot is bounded by the slots; every
- * other one ("unattached": handshaking, or greeted without a slot, as
- * retrydctl's) comes from a pool shared by all peers.
+ * A connection that attached a process slot is bounded by the slots (and
+ * process_slots_per_uid); every other one ("unattached": handshaking, or
+ * greeted without a slot, as retrydctl's) comes from a pool shared by all
+ * peers. The pool's size, its share per user and per process, and the
+ * hello, frame, idle and write deadlines are configuration keys
+ * (config.h); what follows is fixed.
  */
-/* Unattached connections, all peers together. */
-#define DAEMON_SPARE_CONNECTIONS 64
-/* Unattached connections of one user: half the pool, so another user
- * always finds room (and evicts from the biggest holder when it is full). */
-#define CONTROL_PER_UID_MAX (DAEMON_SPARE_CONNECTIONS / 2)
-/* Unattached connections of one process; a client needs one. */
-#define CONTROL_PER_PID_MAX 8
 /* Connections accepted per turn of the loop, so a connect storm cannot
  * hold it. */
 #define CONTROL_ACCEPT_BATCH 32
-/* Hello must arrive this soon after the connection is accepted. */
-#define CONTROL_HELLO_TIMEOUT_MS 1000
-/* A frame whose first byte arrived must be whole this soon (slowloris). */
-#define CONTROL_FRAME_TIMEOUT_MS 1000
-/* An unattached connection with no traffic for this long is closed. */
-#define CONTROL_IDLE_TIMEOUT_MS 10000
-/* Replies queued for a peer that read none of them for this long: closed. */
-#define CONTROL_WRITE_TIMEOUT_MS 2000
 /* Reply bytes queued for one connection; a peer that lets more pile up by
  * not reading is closed. Replies are a few hundred bytes. */
 #define CONTROL_OUTPUT_MAX (16u * 1024)
@@ -63,10 +51,10 @@ typedef struct conn conn;
  * has one length, so a queue is sorted by deadline when every push goes
  * to its tail: expiring looks at heads only, pushing is O(1). */
 enum conn_timer {
-    CONN_T_HELLO, /* not greeted yet: accepted + CONTROL_HELLO_TIMEOUT_MS */
-    CONN_T_FRAME, /* a frame begun: first byte + CONTROL_FRAME_TIMEOUT_MS */
-    CONN_T_IDLE,  /* unattached: last traffic + CONTROL_IDLE_TIMEOUT_MS */
-    CONN_T_WRITE, /* replies pending: last progress + CONTROL_WRITE_... */
+    CONN_T_HELLO, /* not greeted yet: accepted + hello_timeout_ms */
+    CONN_T_FRAME, /* a frame begun: first byte + frame_timeout_ms */
+    CONN_T_IDLE,  /* unattached: last traffic + idle_timeout_ms */
+    CONN_T_WRITE, /* replies pending: last progress + write_timeout_ms */
     CONN_TIMERS
 };
 

@@ -12,10 +12,18 @@
 #include "base/clock.h"
 
 static _Atomic int max_level = LOG_INFO;
+static _Atomic unsigned limit_lines = LOG_LIMIT_LINES;
+static _Atomic uint64_t limit_window_ns = LOG_LIMIT_WINDOW_MS * 1000000ull;
 
 void log_set_level(int level)
 {
     atomic_store(&max_level, level);
+}
+
+void log_set_limit(unsigned lines, uint64_t window_ms)
+{
+    atomic_store(&limit_lines, lines);
+    atomic_store(&limit_window_ns, window_ms * 1000000u);
 }
 
 int log_level_parse(const char *name)
@@ -76,8 +84,6 @@ void log_msg(int level, const char *fmt, ...)
 static pthread_mutex_t limit_lock = PTHREAD_MUTEX_INITIALIZER;
 static log_limit *limits; /* every site that has logged */
 
-#define LOG_LIMIT_WINDOW_NS ((uint64_t)LOG_LIMIT_WINDOW_MS * 1000000u)
-
 /* The window of @p l has ended: tell what it suppressed, start anew.
  * Under limit_lock. */
 static void window_roll(log_limit *l, uint64_t now)
@@ -85,8 +91,10 @@ static void window_roll(log_limit *l, uint64_t now)
     if (l->suppressed > 0 && l->level <= atomic_load(&max_level)) {
         char line[1024];
         snprintf(line, sizeof(line),
-                 "suppressed %u similar lines in %d s (\"%s\")", l->suppressed,
-                 LOG_LIMIT_WINDOW_MS / 1000, l->site);
+                 "suppressed %u similar lines in %llu s (\"%s\")",
+                 l->suppressed,
+                 (unsigned long long)((now - l->window_start_ns) / 1000000000u),
+                 l->site);
         emit(l->level, line);
     }
     l->window_start_ns = now;
@@ -111,9 +119,9 @@ void log_limited_msg(log_limit *l, int level, const char *fmt, ...)
         l->next = limits;
         limits = l;
     }
-    if (now - l->window_start_ns >= LOG_LIMIT_WINDOW_NS)
+    if (now - l->window_start_ns >= atomic_load(&limit_window_ns))
         window_roll(l, now);
-    bool print = l->lines < LOG_LIMIT_LINES;
+    bool print = l->lines < atomic_load(&limit_lines);
     if (print)
         l->lines++;
     else
@@ -133,7 +141,7 @@ void log_flush_suppressed(void)
     pthread_mutex_lock(&limit_lock);
     for (log_limit *l = limits; l != NULL; l = l->next)
         if (l->suppressed > 0 &&
-            now - l->window_start_ns >= LOG_LIMIT_WINDOW_NS)
+            now - l->window_start_ns >= atomic_load(&limit_window_ns))
             window_roll(l, now);
     pthread_mutex_unlock(&limit_lock);
 }

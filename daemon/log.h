@@ -5,10 +5,17 @@
  * entry's priority; elsewhere lines read "retryd: level: message".
  *
  * A line a peer can make the daemon repeat (a refused connection, a
- * refused slot, an attach or a hang-up) goes through log_limited(): at
- * most LOG_LIMIT_LINES lines per call site in each LOG_LIMIT_WINDOW_MS,
+ * refused slot, an eviction, damage, register/retire churn) goes through
+ * log_limited(): at most log_limit_lines lines per call site in each
+ * log_limit_interval_s (configuration keys; 5 lines per 10 s unless set),
  * then one "suppressed K similar lines" line for the window, so no peer
  * can fill the journal.
+ *
+ * What the levels mean (docs/daemon.md, "Logging"): err, the daemon cannot
+ * do its job; warning, a refusal, damage, a neighbour misbehaving, a
+ * fallback; info, lifecycle (start, reload, drain, an upstream registered
+ * or retired, stop); debug, each attach, detach, hello and stats
+ * connection.
  */
 #ifndef RETRYD_LOG_H
 #define RETRYD_LOG_H
@@ -17,7 +24,8 @@
 
 enum log_level { LOG_ERR = 3, LOG_WARN = 4, LOG_INFO = 6, LOG_DEBUG = 7 };
 
-/* Lines per call site per window; what is over is counted, then told. */
+/* Lines per call site per window unless log_set_limit() says otherwise;
+ * what is over is counted, then told. */
 #define LOG_LIMIT_LINES 5
 #define LOG_LIMIT_WINDOW_MS 10000
 
@@ -34,6 +42,9 @@ typedef struct log_limit {
 } log_limit;
 
 void log_set_level(int level);
+/* The rate limit: @p lines per call site in each @p window_ms (> 0). A
+ * window under way keeps its start. */
+void log_set_limit(unsigned lines, uint64_t window_ms);
 int log_level_parse(const char *name); /* -1 for an unknown name */
 void log_msg(int level, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));

@@ -244,6 +244,9 @@ static bool stats_allowed(const server *d, int fd)
                     "stats connection of pid %d uid %u refused: not "
                     "authorised (stats_group)",
                     (int)cr.pid, (unsigned)cr.uid);
+    else
+        log_debug("stats connection of pid %d uid %u", (int)cr.pid,
+                  (unsigned)cr.uid);
     return ok;
 }
 
@@ -290,7 +293,7 @@ static void serve_request(server *d, stats_conn *c)
     if (r == RETRYD_EFULL)
         reply_error(c, RETRYD_EFULL, "too many replies waiting; try again");
     else if (r < 0)
-        log_debug("stats reply not built: %s", retryd_strerror(r));
+        log_limited(LOG_WARN, "stats reply not built: %s", retryd_strerror(r));
 }
 
 /* One read toward the request: 1 when it is whole, 0 for more, < 0 to
@@ -432,7 +435,7 @@ static int expire(stats_loop *l)
     for (unsigned i = 0; i < STATS_CONNECTIONS_MAX; i++) {
         stats_conn *c = l->conns[i];
         if (c != NULL && c->due_ns <= now) {
-            log_limited(LOG_INFO, "stats connection closed: %s",
+            log_limited(LOG_WARN, "stats connection closed: %s",
                         c->replying ? "reply left unread"
                                     : "no request in time");
             conn_close(c);

@@ -48,9 +48,10 @@ int daemon_register(server *d, const char *name, const budget_params *given,
     const budget_params *p = given ? given : conf;
     r = owner_upstream_alloc(&d->seg, name, p, &e.slot, &e.generation);
     if (r < 0) {
-        log_err("cannot register upstream '%s': %s (raise "
-                "upstream_capacity)",
-                name, retryd_strerror(r));
+        log_limited(LOG_WARN,
+                    "cannot register upstream '%s': %s (raise "
+                    "upstream_capacity)",
+                    name, retryd_strerror(r));
         return r;
     }
     strcpy(e.name, name);
@@ -60,10 +61,12 @@ int daemon_register(server *d, const char *name, const budget_params *given,
         owner_upstream_retire(&d->seg, e.slot);
         return r;
     }
-    log_info("registered upstream '%s' in slot %u (ratio %.3f, floor %.3f/s, "
-             "cap %.1f)",
-             name, e.slot, (double)p->ratio_micro / 1e6,
-             (double)p->floor_micro_per_s / 1e6, (double)p->cap_micro / 1e6);
+    log_limited(
+        LOG_INFO,
+        "registered upstream '%s' in slot %u (ratio %.3f, floor %.3f/s, "
+        "cap %.1f)",
+        name, e.slot, (double)p->ratio_micro / 1e6,
+        (double)p->floor_micro_per_s / 1e6, (double)p->cap_micro / 1e6);
     *ret = e;
     return 0;
 }
@@ -77,7 +80,7 @@ int daemon_retire(server *d, const char *name)
         return RETRYD_ENOENT;
     /* Only this thread removes entries, so found stays valid here. */
     owner_upstream_retire(&d->seg, found->slot);
-    log_info("retired upstream '%s' (slot %u)", name, found->slot);
+    log_limited(LOG_INFO, "retired upstream '%s' (slot %u)", name, found->slot);
     return registry_remove(d->reg, found);
 }
 
@@ -90,8 +93,9 @@ static void update_params(server *d, reg_entry *found, const budget_params *p)
     e.params = *p;
     owner_upstream_set_params(&d->seg, e.slot, p);
     if (registry_replace(d->reg, found, &e) == 0)
-        log_info("upstream '%s': parameters updated from the configuration",
-                 e.name);
+        log_limited(LOG_INFO,
+                    "upstream '%s': parameters updated from the configuration",
+                    e.name);
 }
 
 /* The heartbeat retired slot @p slot (damage beyond repair): the registry
@@ -113,6 +117,8 @@ void daemon_apply_config(server *d)
     const config *c = d->cfg;
     d->seg.on_retired = forget_retired;
     d->seg.on_retired_arg = d;
+    /* At start and at every reload, as the log level is. */
+    log_set_limit(c->log_limit_lines, c->log_limit_interval_s * 1000ull);
     for (size_t i = 0; i < c->n_upstreams; i++) {
         const upstream_conf *u = &c->upstreams[i];
         rd_rcu_read_lock();
@@ -144,7 +150,7 @@ void daemon_adopt_upstreams(server *d)
             continue;
         reg_entry e = {.slot = i, .generation = seg_ident_generation(id)};
         if (!slot_name(s, e.name)) {
-            log_warn("slot %u holds a malformed name: retired", i);
+            log_limited(LOG_WARN, "slot %u holds a malformed name: retired", i);
             owner_upstream_retire(&d->seg, i);
             continue;
         }
@@ -154,9 +160,10 @@ void daemon_adopt_upstreams(server *d)
             .cap_micro = atomic_load(&s->cap_micro),
         };
         if (!budget_params_plausible(&e.params)) {
-            log_warn("upstream '%s' (slot %u) holds implausible parameters: "
-                     "retired",
-                     e.name, i);
+            log_limited(LOG_WARN,
+                        "upstream '%s' (slot %u) holds implausible parameters: "
+                        "retired",
+                        e.name, i);
             owner_upstream_retire(&d->seg, i);
             continue;
         }
@@ -164,22 +171,26 @@ void daemon_adopt_upstreams(server *d)
         unsigned damage =
             retryd__bucket_check(s, id, retryd__clock_coarse_ns(), &t);
         if (damage & BUCKET_BROKEN) {
-            log_warn("upstream '%s' (slot %u) holds a token word of another "
-                     "generation or an impossible balance: retired",
-                     e.name, i);
+            log_limited(LOG_WARN,
+                        "upstream '%s' (slot %u) holds a token word of another "
+                        "generation or an impossible balance: retired",
+                        e.name, i);
             owner_upstream_retire(&d->seg, i);
             continue;
         }
         if (damage & BUCKET_CLAMPED)
-            log_warn("upstream '%s' (slot %u): balance above the cap, "
-                     "clamped to it",
-                     e.name, i);
+            log_limited(LOG_WARN,
+                        "upstream '%s' (slot %u): balance above the cap, "
+                        "clamped to it",
+                        e.name, i);
         if (damage & BUCKET_REFILL_RESET)
-            log_warn("upstream '%s' (slot %u): refill time in the future, "
-                     "reset to now",
-                     e.name, i);
+            log_limited(LOG_WARN,
+                        "upstream '%s' (slot %u): refill time in the future, "
+                        "reset to now",
+                        e.name, i);
         if (registry_add(d->reg, &e) < 0) {
-            log_warn("slot %u repeats upstream '%s': retired", i, e.name);
+            log_limited(LOG_WARN, "slot %u repeats upstream '%s': retired", i,
+                        e.name);
             owner_upstream_retire(&d->seg, i);
         }
     }

@@ -12,6 +12,7 @@
  * process slot, so the child handler drops the attachment; the child
  * attaches anew on its next budget operation.
  */
+#include "base/clock.h"
 #include "base/macros.h"
 #include "budget/host.h"
 
@@ -147,9 +148,23 @@ static void atfork_register(void)
 
 /* --- the control connection ---------------------------------------------- */
 
+/* The pauses between connects to a full listen backlog: 1 ms, doubling to
+ * at most this. */
+#define CONNECT_PAUSE_MAX_NS (16u * 1000000u)
+
+/*
+ * Connect to the daemon's socket within @p timeout_ms. A Unix socket whose
+ * listen backlog is full fails a non-blocking connect with EAGAIN and,
+ * unlike TCP, leaves no connect in progress to wait for (polling that
+ * socket only says it is not connected): the connect is tried again after
+ * a short pause, until the deadline. A daemon that is busy, or was stopped
+ * a moment, then still has this process attach rather than fall back to a
+ * local budget at once.
+ */
 static int connect_unix(const char *path, int timeout_ms, int *ret_fd)
 {
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    uint64_t deadline, pause = 1000000;
     int fd, r;
 
     if (strlen(path) >= sizeof(sa.sun_path))
@@ -158,12 +173,20 @@ static int connect_unix(const char *path, int timeout_ms, int *ret_fd)
     fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0)
         return RETRYD_EIO;
-    r = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
-    if (r < 0 && errno == EAGAIN) {
-        /* A Unix socket whose backlog is full: wait for room. */
-        struct pollfd p = {.fd = fd, .events = POLLOUT};
-        r = poll(&p, 1, timeout_ms) == 1 ? 0 : -1;
-        errno = r < 0 ? ETIMEDOUT : 0;
+    deadline = retryd__clock_monotonic_ns() + (uint64_t)timeout_ms * 1000000u;
+    while ((r = connect(fd, (struct sockaddr *)&sa, sizeof(sa))) < 0 &&
+           (errno == EAGAIN || errno == EINTR)) {
+        uint64_t now = retryd__clock_monotonic_ns();
+        if (now >= deadline) {
+            errno = ETIMEDOUT;
+            break;
+        }
+        uint64_t ns = deadline - now < pause ? deadline - now : pause;
+        struct timespec ts = {(time_t)(ns / 1000000000u),
+                              (long)(ns % 1000000000u)};
+        nanosleep(&ts, NULL);
+        pause =
+            pause * 2 < CONNECT_PAUSE_MAX_NS ? pause * 2 : CONNECT_PAUSE_MAX_NS;
     }
     if (r < 0) {
         int e = errno;

@@ -22,6 +22,20 @@
 #include <time.h>
 #include <unistd.h>
 
+/* Write @p d's configuration as rd_daemon_write_config() does, but at log
+ * level @p level (the harness's is debug): a suite that counts the log's
+ * lines runs the daemon as an operator would. 0, or -errno. */
+static inline int rd_write_config_at(const char *config, const char *runtime,
+                                     const char *level, const char *extra)
+{
+    FILE *f = fopen(config, "we");
+    if (f == NULL)
+        return -errno;
+    fprintf(f, "[retryd]\nruntime_dir = %s\nlog_level = %s\n%s\n", runtime,
+            level, extra ? extra : "");
+    return fclose(f) == 0 ? 0 : -errno;
+}
+
 /* A stream connection to @p path, non-blocking when @p nonblock; the
  * descriptor, or a negative errno (EAGAIN: the listen backlog is full). */
 static inline int rd_raw_connect(const char *path, int nonblock)

@@ -208,3 +208,69 @@ Test(config_attacks, a_reload_onto_a_broken_file_keeps_the_running_one)
                  "the running cap, not 700: %s", res.out);
     rd_daemon_cleanup(&D);
 }
+
+/* The limits a neighbour meets are keys like any other: decimal, in
+ * range, set once; one bounded by another may not exceed it; and the
+ * defaults are the documented ones (--check-config passes without any). */
+Test(config_attacks, socket_and_log_limits_are_strict_keys)
+{
+    static const struct {
+        const char *key, *too_low, *too_high, *range;
+    } k[] = {
+        {"process_slots_per_uid", "0", "65537", "1..65536"},
+        {"connections_unattached", "1", "1025", "2..1024"},
+        {"connections_per_uid", "0", "1025", "1..1024"},
+        {"connections_per_process", "0", "1025", "1..1024"},
+        {"hello_timeout_ms", "9", "60001", "10..60000"},
+        {"frame_timeout_ms", "9", "60001", "10..60000"},
+        {"idle_timeout_ms", "99", "3600001", "100..3600000"},
+        {"write_timeout_ms", "9", "60001", "10..60000"},
+        {"log_limit_lines", "0", "1001", "1..1000"},
+        {"log_limit_interval_s", "0", "3601", "1..3600"},
+    };
+    /* Each range's upper end, which every key takes once. */
+    const char *ok;
+    char text[256], want[128];
+    for (size_t i = 0; i < sizeof(k) / sizeof(k[0]); i++) {
+        const char *bad[] = {k[i].too_low, k[i].too_high, "0x10", "-5", ""};
+        for (size_t b = 0; b < sizeof(bad) / sizeof(bad[0]); b++) {
+            snprintf(text, sizeof(text), "[retryd]\n%s = %s\n", k[i].key,
+                     bad[b]);
+            snprintf(want, sizeof(want), ":2: [retryd] %s: '%s' is not in %s",
+                     k[i].key, bad[b], k[i].range);
+            expect_refused(write_file("limit.conf", text), want);
+        }
+        ok = strstr(k[i].range, "..") + 2;
+        snprintf(text, sizeof(text), "[retryd]\n%s = %s\n%s = %s\n", k[i].key,
+                 ok, k[i].key, ok);
+        snprintf(want, sizeof(want),
+                 ":3: [retryd] %s: set twice (first at "
+                 "line 2)",
+                 k[i].key);
+        expect_refused(write_file("limit.conf", text), want);
+    }
+    expect_refused(write_file("limit.conf", "[retryd]\nprocess_capacity = 8\n"
+                                            "process_slots_per_uid = 9\n"),
+                   ":3: [retryd] process_slots_per_uid: 9 is more than "
+                   "process_capacity (8)");
+    expect_refused(write_file("limit.conf",
+                              "[retryd]\nconnections_per_uid = 40\n"
+                              "connections_unattached = 32\n"),
+                   ":2: [retryd] connections_per_uid: 40 is more than "
+                   "connections_unattached (32)");
+    expect_refused(write_file("limit.conf",
+                              "[retryd]\nconnections_per_process = 9\n"
+                              "connections_per_uid = 8\n"),
+                   ":2: [retryd] connections_per_process: 9 is more than "
+                   "connections_per_uid (8)");
+    check_config(
+        write_file("limit.conf",
+                   "[retryd]\nprocess_capacity = 4\nprocess_slots_per_uid = 4\n"
+                   "connections_unattached = 1024\nconnections_per_uid = 1\n"
+                   "connections_per_process = 1\nhello_timeout_ms = 60000\n"
+                   "frame_timeout_ms = 10\nidle_timeout_ms = 100\n"
+                   "write_timeout_ms = 10\nlog_limit_lines = 1000\n"
+                   "log_limit_interval_s = 3600\n"));
+    cr_expect_eq(res.exit_code, 0, "every key at an end of its range: %s",
+                 res.err);
+}
