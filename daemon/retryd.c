@@ -170,8 +170,8 @@ static void on_pid_exit(server *d, uint32_t slot)
     struct pollfd pf = {.fd = d->procs[slot].pidfd, .events = POLLIN};
     if (pf.fd < 0 || poll(&pf, 1, 0) != 1)
         return;
-    log_limited(LOG_INFO, "pid %llu exited: freeing process slot %u",
-                (unsigned long long)atomic_load(&p->pid), slot);
+    log_debug("pid %llu exited: freeing process slot %u",
+              (unsigned long long)atomic_load(&p->pid), slot);
     daemon_release_process(d, slot);
 }
 
@@ -191,7 +191,7 @@ static int reload(server *d, char *err, size_t err_len)
     config *o = d->cfg;
 
     if (config_load(o->path, &n, err, err_len) < 0) {
-        log_err("reload refused, keeping the running configuration: %s", err);
+        log_warn("reload refused, keeping the running configuration: %s", err);
         return -1;
     }
     if (strcmp(n->runtime_dir, o->runtime_dir) != 0 ||

@@ -40,7 +40,8 @@ const char *ctl_share_advice(retryd_share_status s)
         return "the daemon's segment layout differs from this library's: "
                "upgrade one of them";
     case RETRYD_SHARE_NO_PROCESS_SLOT:
-        return "every process slot is taken: raise process_capacity";
+        return "no process slot: every one is taken, or this user holds "
+               "its quota (raise process_capacity or process_slots_per_uid)";
     default:
         return "the daemon answered something else (another protocol "
                "version?)";
