@@ -414,10 +414,9 @@ int metrics_setup(server *d)
 static bool same_endpoint(const config *a, const config *b)
 {
     return a->has_metrics == b->has_metrics &&
-           (!a->has_metrics ||
-            (a->metrics_addr_len == b->metrics_addr_len &&
-             memcmp(&a->metrics_addr, &b->metrics_addr, a->metrics_addr_len) ==
-                 0));
+           (!a->has_metrics || (a->metrics_addr_len == b->metrics_addr_len &&
+                                memcmp(&a->metrics_addr, &b->metrics_addr,
+                                       a->metrics_addr_len) == 0));
 }
 
 void metrics_reload(server *d, const config *old, config *new)

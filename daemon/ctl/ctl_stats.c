@@ -126,15 +126,15 @@ static void print_table(const Retryd__StatsReply *r)
     }
     if (r->n_processes == 0)
         return;
-    printf("\n%-8s %-15s %-6s %-6s %10s %9s %8s %6s\n", "PID", "PROGRAM", "UID",
-           "SLOT", "DEPOSITS", "GRANTED", "DENIED", "AMBIG");
+    printf("\n%-8s %-6s %-6s %10s %9s %8s %6s  %s\n", "PID", "UID", "SLOT",
+           "DEPOSITS", "GRANTED", "DENIED", "AMBIG", "PROGRAM");
     for (size_t i = 0; i < r->n_processes; i++) {
         const Retryd__ProcessStats *p = r->processes[i];
-        printf("%-8u %-15s %-6u %-6u %10" PRIu64 " %9" PRIu64 " %8" PRIu64
-               " %6" PRIu64 "\n",
-               p->pid, p->program[0] ? p->program : "?", p->uid, p->slot,
-               p->counters->deposits, p->counters->retries_granted,
-               denied_total(p->counters), p->counters->ambiguous);
+        printf("%-8u %-6u %-6u %10" PRIu64 " %9" PRIu64 " %8" PRIu64
+               " %6" PRIu64 "  %s\n",
+               p->pid, p->uid, p->slot, p->counters->deposits,
+               p->counters->retries_granted, denied_total(p->counters),
+               p->counters->ambiguous, p->program[0] ? p->program : "?");
         print_breakdown(p->counters);
     }
 }

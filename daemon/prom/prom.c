@@ -269,7 +269,8 @@ static void health(const render *x)
            "Damage found in the segment (another process wrote where it "
            "must not), by kind.");
     for (size_t i = 0; i < sizeof(items) / sizeof(items[0]); i++)
-        fprintf(x->out, "retryd_segment_damage_total{kind=\"%s\"} %" PRIu64 "\n",
+        fprintf(x->out,
+                "retryd_segment_damage_total{kind=\"%s\"} %" PRIu64 "\n",
                 items[i].kind, items[i].n);
 }
 
