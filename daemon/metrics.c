@@ -375,10 +375,12 @@ void metrics_close(metrics *m)
 {
     if (m == NULL)
         return;
+    /* The listener first: a peer is refused from now on, rather than
+     * accepted by the kernel and then cut off. */
+    close(m->listen_fd);
     MHD_stop_daemon(m->mhd); /* closes and notifies every connection */
     for (int i = 0; i < METRICS_CONNECTIONS_MAX; i++)
         free(m->conns[i]); /* none left: on_notify freed them */
-    close(m->listen_fd);
     log_info("metrics: stopped serving %s", m->where);
     free(m);
 }
