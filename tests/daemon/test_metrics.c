@@ -52,9 +52,9 @@ static void metrics_setup(void)
 static void start_named(child *c, const char *name, int deposits)
 {
     char path[256], cmd[32];
-    cr_assert_eq(rd_named_program(D.dir, name, TEST_CLIENT_PATH, path,
-                                  sizeof(path)),
-                 0, "symlink %s", name);
+    cr_assert_eq(
+        rd_named_program(D.dir, name, TEST_CLIENT_PATH, path, sizeof(path)), 0,
+        "symlink %s", name);
     char *argv[] = {path, D.control, NULL};
     cr_assert_eq(child_start(c, argv), 0);
     ask(c, "open payments", "ok shared=1");
@@ -124,7 +124,8 @@ Test(metrics, series_per_program_are_the_sums_of_its_processes)
     rd_http h = scrape();
     expect_line(h.body, "retryd_processes{program=\"rd-alpha\"} 2");
     expect_line(h.body, "retryd_processes{program=\"rd-beta\"} 1");
-    expect_line(h.body, "retryd_process_deposits_total{program=\"rd-alpha\"} 7");
+    expect_line(h.body,
+                "retryd_process_deposits_total{program=\"rd-alpha\"} 7");
     expect_line(h.body, "retryd_process_deposits_total{program=\"rd-beta\"} 5");
     expect_line(h.body,
                 "retryd_process_retries_granted_total{program=\"rd-beta\"} 2");
@@ -180,18 +181,18 @@ Test(metrics, endpoint_and_retrydctl_render_alike)
     char want[128];
     snprintf(want, sizeof(want), "{pid=\"%d\",program=\"rd-alpha\"} 3",
              (int)a.pid);
-    cr_assert_eq(rd_ctl(&D, &res, "stats", "--prometheus", "--per-process=pid",
-                        NULL),
-                 0);
+    cr_assert_eq(
+        rd_ctl(&D, &res, "stats", "--prometheus", "--per-process=pid", NULL),
+        0);
     cr_expect(strstr(res.out, want) != NULL, "no '%s' in %s", want, res.out);
     cr_assert_eq(rd_ctl(&D, &res, "stats", "--prometheus", "--per-process",
                         "none", NULL),
                  0);
     cr_expect(strstr(res.out, "retryd_process") == NULL, "%s", res.out);
     cr_expect(strstr(res.out, "retryd_upstream_deposits_total") != NULL);
-    cr_expect_eq(rd_ctl(&D, &res, "stats", "--prometheus",
-                        "--per-process=bogus", NULL),
-                 64);
+    cr_expect_eq(
+        rd_ctl(&D, &res, "stats", "--prometheus", "--per-process=bogus", NULL),
+        64);
     free(h.body);
     child_stop(&a);
 }
@@ -250,7 +251,8 @@ Test(metrics_config, none_mode_has_no_process_series)
     start_named(&a, "rd-alpha", 3);
     rd_http h = scrape();
     cr_expect(strstr(h.body, "retryd_process") == NULL, "%s", h.body);
-    expect_line(h.body, "retryd_upstream_deposits_total{upstream=\"payments\"} 3");
+    expect_line(h.body,
+                "retryd_upstream_deposits_total{upstream=\"payments\"} 3");
     expect_line(h.body, "retryd_attached_processes 1");
     free(h.body);
     child_stop(&a);
@@ -293,10 +295,9 @@ Test(metrics_config, bad_addresses_are_refused_naming_the_line)
         cr_expect(strstr(r.err, bad[i].why) != NULL, "%s: %s", bad[i].line,
                   r.err);
     }
-    const char *good[] = {"metrics_listen = 127.0.0.1:9464",
-                          "metrics_listen = 127.8.9.10:1",
-                          "metrics_listen = [::1]:65535",
-                          "metrics_per_process = pid"};
+    const char *good[] = {
+        "metrics_listen = 127.0.0.1:9464", "metrics_listen = 127.8.9.10:1",
+        "metrics_listen = [::1]:65535", "metrics_per_process = pid"};
     for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++)
         cr_expect_eq(check_config(good[i], &r), 0, "%s: %s", good[i], r.err);
 }
@@ -315,8 +316,8 @@ static int daemon_sockets_in(const char *table)
         char fd[320];
         snprintf(fd, sizeof(fd), "%s/%s", path, e->d_name);
         ssize_t l = readlink(fd, link, sizeof(link) - 1);
-        if (l > 0 && (link[l] = '\0', sscanf(link, "socket:[%lu]",
-                                             &inodes[n]) == 1))
+        if (l > 0 &&
+            (link[l] = '\0', sscanf(link, "socket:[%lu]", &inodes[n]) == 1))
             n++;
     }
     closedir(dir);
@@ -327,8 +328,8 @@ static int daemon_sockets_in(const char *table)
     while (fgets(line, sizeof(line), f) != NULL) {
         unsigned long ino;
         unsigned st;
-        if (sscanf(line, "%*s %*s %*s %x %*s %*s %*s %*s %*s %lu", &st,
-                   &ino) != 2 ||
+        if (sscanf(line, "%*s %*s %*s %x %*s %*s %*s %*s %*s %lu", &st, &ino) !=
+                2 ||
             st != 0x0A)
             continue;
         for (int i = 0; i < n; i++)
@@ -377,8 +378,7 @@ static bool probe(void *arg)
     int r = rd_http_get("127.0.0.1", p->port, "/metrics", &h);
     free(h.body);
     /* Off means refused: nothing listens, not a connection cut short. */
-    return p->serving ? r == 0 && h.status == 200
-                      : r == CURLE_COULDNT_CONNECT;
+    return p->serving ? r == 0 && h.status == 200 : r == CURLE_COULDNT_CONNECT;
 }
 
 static bool log_has(void *text)

@@ -79,10 +79,10 @@ static void attacker(void)
         int n = poll(p, CONNS_PER_ATTACKER, 100);
         for (int i = 0; i < CONNS_PER_ATTACKER; i++) {
             char buf[256];
-            bool gone = fds[i] < 0 ||
-                        (n > 0 && (p[i].revents & (POLLIN | POLLHUP |
-                                                   POLLERR)) &&
-                         recv(fds[i], buf, sizeof(buf), MSG_DONTWAIT) <= 0);
+            bool gone =
+                fds[i] < 0 ||
+                (n > 0 && (p[i].revents & (POLLIN | POLLHUP | POLLERR)) &&
+                 recv(fds[i], buf, sizeof(buf), MSG_DONTWAIT) <= 0);
             if (!gone && n == 0)
                 gone = send(fds[i], "X", 1, MSG_NOSIGNAL | MSG_DONTWAIT) < 0;
             if (gone) {
