@@ -95,8 +95,8 @@ static void clients_round(int round)
               "symlink");
         char *argv[] = {path, D.control, NULL};
         CHECK(child_start(&c[i], argv) == 0, "client");
-        CHECK(child_ask(&c[i], "open payments", reply, sizeof(reply),
-                        10000) == 0 &&
+        CHECK(child_ask(&c[i], "open payments", reply, sizeof(reply), 10000) ==
+                      0 &&
                   strcmp(reply, "ok shared=1") == 0,
               "open: %s", reply);
         CHECK(child_ask(&c[i], "deposit 5", reply, sizeof(reply), 10000) == 0,

@@ -429,3 +429,25 @@ Test(metrics_config, reload_moves_keeps_or_stops_the_endpoint)
     cr_assert(rd_wait_until(probe, &off_b, 5000), "%s", daemon_log());
     cr_expect_eq(daemon_sockets_in("tcp"), 0, "%s", daemon_log());
 }
+
+Test(metrics, a_restarted_daemon_names_the_processes_it_adopts)
+{
+    child a, b;
+    start_named(&a, "rd-alpha", 2);
+    start_named(&b, "rd-beta", 3);
+    cr_assert_eq(rd_daemon_stop(&D, SIGTERM), 0);
+    cr_assert_eq(child_stop(&b), 0, "rd-beta exits while no daemon runs");
+    cr_assert_eq(rd_daemon_start(&D), 0, "%s", daemon_log());
+
+    /* Adopted before READY: named from /proc/PID/comm again, never from
+     * the segment; the gone one is folded into its upstream. */
+    rd_http h = scrape();
+    expect_line(h.body, "retryd_processes{program=\"rd-alpha\"} 1");
+    expect_line(h.body,
+                "retryd_process_deposits_total{program=\"rd-alpha\"} 2");
+    cr_expect(strstr(h.body, "rd-beta") == NULL, "%s", h.body);
+    expect_line(h.body,
+                "retryd_upstream_deposits_total{upstream=\"payments\"} 5");
+    free(h.body);
+    child_stop(&a);
+}
