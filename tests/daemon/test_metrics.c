@@ -451,3 +451,23 @@ Test(metrics, a_restarted_daemon_names_the_processes_it_adopts)
     free(h.body);
     child_stop(&a);
 }
+
+Test(metrics_config, a_port_in_use_at_start_is_an_error)
+{
+    int p = rd_free_port(AF_INET);
+    int holder = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET,
+                             .sin_port = htons((uint16_t)p),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    cr_assert_eq(bind(holder, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    cr_assert_eq(listen(holder, 1), 0);
+    char extra[96];
+    snprintf(extra, sizeof(extra), "metrics_listen = 127.0.0.1:%d\n", p);
+    cr_assert_eq(rd_daemon_init(&D, extra), 0);
+    cr_expect_neq(rd_daemon_start(&D), 0, "started without its endpoint");
+    char want[96];
+    snprintf(want, sizeof(want), "metrics_listen 127.0.0.1:%d: cannot listen",
+             p);
+    cr_expect(strstr(daemon_log(), want) != NULL, "%s", daemon_log());
+    close(holder);
+}
