@@ -471,3 +471,24 @@ Test(metrics_config, a_port_in_use_at_start_is_an_error)
     cr_expect(strstr(daemon_log(), want) != NULL, "%s", daemon_log());
     close(holder);
 }
+
+Test(metrics, names_outside_printable_ascii_are_sanitised)
+{
+    child t, u;
+    /* A tab, and nine two-byte characters the kernel cuts at 15 bytes,
+     * inside the eighth: every byte outside printable ASCII is '?', so a
+     * label is always valid UTF-8. */
+    start_named(&t, "tab\tname", 1);
+    start_named(&u,
+                "\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9"
+                "\xc3\xa9\xc3\xa9",
+                1);
+    rd_http h = scrape();
+    expect_line(h.body, "retryd_processes{program=\"tab?name\"} 1");
+    expect_line(h.body, "retryd_processes{program=\"???????????????\"} 1");
+    free(h.body);
+    stats_json();
+    cr_expect(strstr(res.out, "\"program\":\"tab?name\"") != NULL, "%s",
+              res.out);
+    child_stop(&t), child_stop(&u);
+}
