@@ -46,9 +46,13 @@ typedef struct owner_proc {
  * at most 15 bytes, non-printable bytes as '?'), read by the daemon when
  * the process attaches or is adopted, and kept here rather than in the
  * segment, which neighbours can write. The main thread writes it, the
- * stats thread reads it: two relaxed atomic words, NUL-padded. A reader
- * racing a slot's reuse may see half of each name, a wrong label for one
- * scrape, never a wrong number or an unterminated string. */
+ * stats thread reads it: two relaxed atomic words, NUL-padded. The name
+ * is written before the slot is published ACTIVE and a released slot is
+ * reused only after an RCU grace period, so a reader normally sees one
+ * whole name; but the reader trusts the segment's ident, which a
+ * neighbour can forge, so it may read a slot being written: then it sees
+ * a mix of two names, a wrong label for one scrape, never a torn number,
+ * an unterminated string or a data race. */
 #define OWNER_PROGRAM_MAX 16 /* with its NUL */
 typedef struct owner_program {
     _Atomic uint64_t w[2];
