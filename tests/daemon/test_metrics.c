@@ -494,3 +494,16 @@ Test(metrics, names_outside_printable_ascii_are_sanitised)
               res.out);
     child_stop(&t), child_stop(&u);
 }
+
+Test(metrics_config, a_reload_to_a_non_loopback_address_is_refused)
+{
+    start_daemon("");
+    reload_with("metrics_listen = 0.0.0.0:9464\n");
+    cr_assert(rd_wait_until(log_has, (void *)"reload refused", 5000), "%s",
+              daemon_log());
+    cr_expect(strstr(daemon_log(), "is not a loopback address") != NULL, "%s",
+              daemon_log());
+    port_probe still = {port, true};
+    cr_expect(probe(&still), "the running endpoint stopped");
+    cr_expect_eq(daemon_sockets_in("tcp"), 1);
+}
