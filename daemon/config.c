@@ -16,11 +16,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/stat.h>
 
 #include <ini.h>
 
 #include "log.h"
+#include "prom.h"
 #include "retryd/common.h"
 
 /* A configuration file is small; anything larger is a mistake (a device,
@@ -31,10 +34,19 @@
  * line each was set on can be kept (a key set twice is an error naming
  * both lines). */
 static const char *const daemon_keys[] = {
-    "runtime_dir",      "control_socket", "stats_socket",
-    "segment",          "group",          "stats_group",
-    "allow_users",      "allow_groups",   "upstream_capacity",
-    "process_capacity", "log_level",
+    "runtime_dir",
+    "control_socket",
+    "stats_socket",
+    "segment",
+    "group",
+    "stats_group",
+    "allow_users",
+    "allow_groups",
+    "upstream_capacity",
+    "process_capacity",
+    "log_level",
+    "metrics_listen",
+    "metrics_per_process",
 };
 #define N_DAEMON_KEYS (sizeof(daemon_keys) / sizeof(daemon_keys[0]))
 static const char *const params_keys[] = {"ratio", "min_retries_per_sec",
@@ -351,6 +363,70 @@ static int copy_path(parse_state *st, const char *section, const char *key,
     return 1;
 }
 
+/* ADDRESS:PORT of the /metrics endpoint: a dotted IPv4 address in
+ * 127.0.0.0/8 or [::1], and a port in 1..65535. Never a name to resolve:
+ * what the daemon binds is what the file says. */
+static int metrics_listen_key(parse_state *st, const char *key, const char *v)
+{
+    config *c = st->cfg;
+    char host[INET6_ADDRSTRLEN + 2];
+    const char *colon = strrchr(v, ':');
+    uint32_t port;
+    size_t hl = colon ? (size_t)(colon - v) : 0;
+    bool v6 = hl >= 2 && v[0] == '[' && v[hl - 1] == ']';
+    if (colon == NULL || hl == 0 || hl >= sizeof(host) ||
+        !parse_u32(colon + 1, 1, 65535, &port))
+        return fail(st, SECTION_DAEMON, key,
+                    "'%s' is not ADDRESS:PORT with a port in 1..65535 (e.g. "
+                    "127.0.0.1:9464 or [::1]:9464)",
+                    v);
+    memcpy(host, v + v6, hl - 2 * v6);
+    host[hl - 2 * v6] = '\0';
+    struct sockaddr_in *in4 = (struct sockaddr_in *)&c->metrics_addr;
+    struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&c->metrics_addr;
+    memset(&c->metrics_addr, 0, sizeof(c->metrics_addr));
+    int ok = v6 ? inet_pton(AF_INET6, host, &in6->sin6_addr)
+                : inet_pton(AF_INET, host, &in4->sin_addr);
+    if (ok != 1)
+        return fail(st, SECTION_DAEMON, key,
+                    "'%s' is not an IPv4 address or [IPv6 address] with a "
+                    "port (e.g. 127.0.0.1:9464 or [::1]:9464)",
+                    v);
+    bool loopback = v6 ? IN6_IS_ADDR_LOOPBACK(&in6->sin6_addr)
+                       : (ntohl(in4->sin_addr.s_addr) >> 24) == 127;
+    if (!loopback)
+        return fail(st, SECTION_DAEMON, key,
+                    "'%s' is not a loopback address: the endpoint serves "
+                    "this host only (127.0.0.0/8 or [::1])",
+                    v);
+    if (v6) {
+        in6->sin6_family = AF_INET6;
+        in6->sin6_port = htons((uint16_t)port);
+        c->metrics_addr_len = sizeof(*in6);
+    } else {
+        in4->sin_family = AF_INET;
+        in4->sin_port = htons((uint16_t)port);
+        c->metrics_addr_len = sizeof(*in4);
+    }
+    snprintf(c->metrics_listen, sizeof(c->metrics_listen), "%s", v);
+    c->has_metrics = true;
+    return 1;
+}
+
+static int metrics_key(parse_state *st, const char *key, const char *v)
+{
+    if (strcmp(key, "metrics_listen") == 0)
+        return metrics_listen_key(st, key, v);
+    if (strcmp(key, "metrics_per_process") == 0) {
+        st->cfg->metrics_per_process = prom_per_process_parse(v);
+        if (st->cfg->metrics_per_process < 0)
+            return fail(st, SECTION_DAEMON, key,
+                        "'%s' is not program, pid or none", v);
+        return 1;
+    }
+    return fail(st, SECTION_DAEMON, key, "%s", "unknown key");
+}
+
 static int daemon_key(parse_state *st, const char *key, const char *v)
 {
     config *c = st->cfg;
@@ -408,6 +484,8 @@ static int daemon_key(parse_state *st, const char *key, const char *v)
                         v);
         return 1;
     }
+    if (strncmp(key, "metrics_", 8) == 0)
+        return metrics_key(st, key, v);
     return fail(st, s, key, "%s", "unknown key");
 }
 

@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 #include <sys/types.h>
 
 #include <urcu/urcu-memb.h>
@@ -66,6 +67,13 @@ typedef struct config {
     uint32_t write_timeout_ms;
     uint32_t log_limit_lines;
     uint32_t log_limit_interval_s;
+    /* The /metrics endpoint (metrics.c): off unless metrics_listen is set;
+     * a loopback address only. */
+    bool has_metrics;
+    char metrics_listen[64]; /* as written: logs, and reload's comparison */
+    struct sockaddr_storage metrics_addr;
+    socklen_t metrics_addr_len;
+    int metrics_per_process; /* prom_per_process: program (0), pid, none */
     upstream_conf *upstreams;
     size_t n_upstreams;
     struct rcu_head rcu;

@@ -16,6 +16,7 @@
 #include "config.h"
 #include "owner.h"
 #include "registry.h"
+#include "retryd.pb-c.h"
 
 #define RETRYD_DAEMON_VERSION "0.2.0"
 
@@ -107,6 +108,13 @@ typedef struct server {
     uint64_t started_ns;
     pthread_t stats_thread;
     bool stats_running;
+    /* The /metrics endpoint (metrics.h): opened by the main thread, handed
+     * to the stats thread through these (under the lock), which serves it
+     * and closes the one it replaces. */
+    pthread_mutex_t metrics_lock;
+    struct metrics *metrics_next; /* NULL: off */
+    bool metrics_pending;         /* metrics_next waits to be taken */
+    int metrics_wake_fd;          /* eventfd: wakes the stats thread */
 } server;
 
 /* control.c: the control socket (main thread). */
@@ -151,6 +159,41 @@ int daemon_register(server *d, const char *name, const budget_params *given,
 #define STATS_OUTPUT_TOTAL_MAX (64u * 1024 * 1024)
 int stats_start(server *d);
 void stats_stop(server *d);
+
+/* Per Counters message: denials (index 0 unused, as the proto's
+ * Counters.denied is indexed by denial reason), then evidence. */
+#define STATS_DENIED (SEG_C_DENIED_COUNT + 1)
+#define STATS_NUMBERS (STATS_DENIED + SEG_C_EVIDENCE_COUNT)
+
+typedef struct stats_build {
+    const server *d;
+    uint64_t (*totals)[SEG_COUNTERS];
+    Retryd__UpstreamStats *ups;
+    Retryd__UpstreamStats **up_ptrs;
+    /* Copies: a registry entry may be freed once the read section ends,
+     * before the reply is packed. */
+    char (*names)[SEG_NAME_MAX + 1];
+    Retryd__Params *params;
+    Retryd__Counters *counters;
+    uint64_t *numbers; /* denied and evidence arrays */
+    size_t n, cap;
+} stats_build;
+
+/* A stats reply and the arrays it points into, copied out of one RCU
+ * read-side section: what the stats socket packs and /metrics renders.
+ * Only threads registered with RCU (the stats thread) take one. */
+typedef struct stats_snapshot {
+    Retryd__StatsReply rep;
+    Retryd__SegmentHealth health;
+    stats_build b;
+    Retryd__ProcessStats *ps;
+    Retryd__ProcessStats **pptr;
+    Retryd__Counters *pcs;
+    uint64_t *pnum;
+    char (*programs)[OWNER_PROGRAM_MAX];
+} stats_snapshot;
+int stats_snapshot_take(server *d, bool processes, stats_snapshot *s);
+void stats_snapshot_free(stats_snapshot *s);
 
 /* upstreams.c */
 int daemon_retire(server *d, const char *name);

@@ -157,13 +157,53 @@ static const char *try_adopt(owner *o, const config *c, const struct stat *lst)
     return bad;
 }
 
+/* Read /proc/PID/comm into @p slot's program name, sanitised: a byte
+ * outside printable ASCII becomes '?' (a label must be valid UTF-8, and
+ * the kernel cuts a name at 15 bytes, maybe inside a character). */
+static void read_program(owner *o, uint32_t slot, uint64_t pid)
+{
+    char path[48], name[OWNER_PROGRAM_MAX] = {0};
+    snprintf(path, sizeof(path), "/proc/%llu/comm", (unsigned long long)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd >= 0 ? read(fd, name, sizeof(name) - 1) : -1;
+    if (fd >= 0)
+        close(fd);
+    if (n < 0)
+        n = 0;
+    while (n > 0 && name[n - 1] == '\n')
+        n--;
+    memset(name + n, 0, sizeof(name) - (size_t)n);
+    for (ssize_t i = 0; i < n; i++)
+        if ((unsigned char)name[i] < 0x20 || (unsigned char)name[i] >= 0x7f)
+            name[i] = '?';
+    uint64_t w[2];
+    memcpy(w, name, sizeof(w));
+    atomic_store_explicit(&o->programs[slot].w[0], w[0], memory_order_relaxed);
+    atomic_store_explicit(&o->programs[slot].w[1], w[1], memory_order_relaxed);
+}
+
+void owner_process_program(const owner *o, uint32_t slot,
+                           char out[OWNER_PROGRAM_MAX])
+{
+    uint64_t w[2] = {0, 0};
+    if (o->programs != NULL && slot < o->view.process_capacity) {
+        w[0] =
+            atomic_load_explicit(&o->programs[slot].w[0], memory_order_relaxed);
+        w[1] =
+            atomic_load_explicit(&o->programs[slot].w[1], memory_order_relaxed);
+    }
+    memcpy(out, w, OWNER_PROGRAM_MAX);
+    out[OWNER_PROGRAM_MAX - 1] = '\0';
+}
+
 /* The daemon's own copies of what it finds in an adopted segment (what it
  * then retires or releases updates them) or wrote into a new one. */
 static int take_copies(owner *o)
 {
     o->slots = calloc(o->view.upstream_capacity, sizeof(*o->slots));
     o->procs = calloc(o->view.process_capacity, sizeof(*o->procs));
-    if (o->slots == NULL || o->procs == NULL)
+    o->programs = calloc(o->view.process_capacity, sizeof(*o->programs));
+    if (o->slots == NULL || o->procs == NULL || o->programs == NULL)
         return RETRYD_ENOMEM;
     memcpy(&o->hdr_copy, o->view.hdr, sizeof(o->hdr_copy));
     o->draining = atomic_load(&o->view.hdr->flags) & SEG_FLAG_DRAINING;
@@ -182,6 +222,12 @@ static int take_copies(owner *o)
         o->procs[i] =
             (owner_proc){atomic_load(&p->ident), atomic_load(&p->pid),
                          atomic_load(&p->start_time), atomic_load(&p->uid)};
+        /* An adopted process's name; one that is gone or not the same
+         * process (start time) has its slot freed before stats are
+         * served. */
+        if (seg_ident_state(o->procs[i].ident) == SEG_ACTIVE &&
+            o->procs[i].pid > 0 && o->procs[i].pid < (1u << 22))
+            read_program(o, i, o->procs[i].pid);
     }
     return 0;
 }
@@ -248,8 +294,10 @@ void owner_close(owner *o)
         close(o->fd);
     free(o->slots);
     free(o->procs);
+    free(o->programs);
     o->slots = NULL;
     o->procs = NULL;
+    o->programs = NULL;
     o->map = NULL;
     o->fd = -1;
 }
@@ -371,6 +419,7 @@ int owner_process_alloc(owner *o, pid_t pid, uint64_t start_time, uid_t uid,
         atomic_store(&p->start_time, start_time);
         atomic_store(&p->uid, (uint64_t)uid);
         atomic_store(&p->attached_unix_ms, realtime_ms());
+        read_program(o, i, (uint64_t)pid); /* before the slot shows ACTIVE */
         atomic_store_explicit(
             &p->ident, seg_ident(seg_ident_generation(id) + 1, SEG_ACTIVE),
             memory_order_release);

@@ -42,6 +42,22 @@ typedef struct owner_proc {
     uint64_t ident, pid, start_time, uid;
 } owner_proc;
 
+/* A process slot's program name as the kernel reports it (/proc/PID/comm,
+ * at most 15 bytes, non-printable bytes as '?'), read by the daemon when
+ * the process attaches or is adopted, and kept here rather than in the
+ * segment, which neighbours can write. The main thread writes it, the
+ * stats thread reads it: two relaxed atomic words, NUL-padded. The name
+ * is written before the slot is published ACTIVE and a released slot is
+ * reused only after an RCU grace period, so a reader normally sees one
+ * whole name; but the reader trusts the segment's ident, which a
+ * neighbour can forge, so it may read a slot being written: then it sees
+ * a mix of two names, a wrong label for one scrape, never a torn number,
+ * an unterminated string or a data race. */
+#define OWNER_PROGRAM_MAX 16 /* with its NUL */
+typedef struct owner_program {
+    _Atomic uint64_t w[2];
+} owner_program;
+
 typedef struct owner {
     int fd; /* the sealed memfd, passed to clients */
     void *map;
@@ -50,8 +66,9 @@ typedef struct owner {
     uint64_t generation;
     /* The daemon's own copies (main thread only). */
     seg_header hdr_copy;
-    owner_slot *slots; /* one per upstream slot */
-    owner_proc *procs; /* one per process slot */
+    owner_slot *slots;       /* one per upstream slot */
+    owner_proc *procs;       /* one per process slot */
+    owner_program *programs; /* one per process slot; any thread reads */
     _Atomic bool draining;
     /* Called when the heartbeat retired a slot beyond repair, so the
      * registry forgets it (upstreams.c sets it). */
@@ -111,6 +128,10 @@ void owner_upstream_retire(owner *o, uint32_t slot);
 
 int owner_process_alloc(owner *o, pid_t pid, uint64_t start_time, uid_t uid,
                         uint32_t *ret_slot);
+/* The program name of process slot @p slot ("" when unknown); any
+ * thread. */
+void owner_process_program(const owner *o, uint32_t slot,
+                           char out[OWNER_PROGRAM_MAX]);
 /* Whether @p slot is active and held by this pid and start time. */
 bool owner_process_matches(const owner *o, uint32_t slot, pid_t pid,
                            uint64_t start_time);

@@ -31,6 +31,7 @@
 #include "daemon.h"
 #include "log.h"
 #include "notify.h"
+#include "metrics.h"
 #include "base/macros.h"
 #include "retryd/common.h"
 
@@ -211,6 +212,7 @@ static int reload(server *d, char *err, size_t err_len)
     memcpy(n->lock_path, o->lock_path, sizeof(n->lock_path));
     n->upstream_capacity = o->upstream_capacity;
     n->process_capacity = o->process_capacity;
+    metrics_reload(d, o, n); /* a changed metrics_listen applies now */
     rd_rcu_publish();
     rcu_assign_pointer(d->cfg, n);
     log_set_level(n->log_level);
@@ -311,7 +313,8 @@ static int setup(server *d)
         return -1;
     if (watch_fd(d, d->control_fd, &w_listen) < 0 ||
         watch_fd(d, d->signal_fd, &w_signal) < 0 ||
-        watch_fd(d, d->timer_fd, &w_timer) < 0 || stats_start(d) < 0)
+        watch_fd(d, d->timer_fd, &w_timer) < 0 || metrics_setup(d) < 0 ||
+        stats_start(d) < 0)
         return -1;
     return 0;
 }
@@ -401,6 +404,7 @@ static void run(server *d, int notify_fd)
 static void teardown(server *d)
 {
     stats_stop(d);
+    metrics_drop_pending(d);
     if (d->procs != NULL)
         control_close_all(d);
     if (d->control_fd >= 0) {
@@ -467,7 +471,9 @@ int main(int argc, char **argv)
                 .epfd = -1,
                 .signal_fd = -1,
                 .timer_fd = -1,
-                .stop_fd = -1};
+                .stop_fd = -1,
+                .metrics_lock = PTHREAD_MUTEX_INITIALIZER,
+                .metrics_wake_fd = -1};
     int o;
 
     while ((o = getopt_long(argc, argv, "c:h", opts, NULL)) != -1) {

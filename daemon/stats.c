@@ -25,27 +25,9 @@
 #include "daemon.h"
 #include "shared/frame.h"
 #include "log.h"
+#include "metrics.h"
 #include "retryd.pb-c.h"
 #include "retryd/common.h"
-
-/* Per Counters message: denials (index 0 unused, as the proto's
- * Counters.denied is indexed by denial reason), then evidence. */
-#define STATS_DENIED (SEG_C_DENIED_COUNT + 1)
-#define STATS_NUMBERS (STATS_DENIED + SEG_C_EVIDENCE_COUNT)
-
-typedef struct stats_build {
-    const server *d;
-    uint64_t (*totals)[SEG_COUNTERS];
-    Retryd__UpstreamStats *ups;
-    Retryd__UpstreamStats **up_ptrs;
-    /* Copies: a registry entry may be freed once the read section ends,
-     * before the reply is packed. */
-    char (*names)[SEG_NAME_MAX + 1];
-    Retryd__Params *params;
-    Retryd__Counters *counters;
-    uint64_t *numbers; /* denied and evidence arrays */
-    size_t n, cap;
-} stats_build;
 
 typedef struct stats_loop stats_loop;
 
@@ -67,6 +49,9 @@ typedef struct stats_conn {
 /* epoll tags beyond the connections' indexes. */
 #define STATS_TAG_LISTEN STATS_CONNECTIONS_MAX
 #define STATS_TAG_STOP (STATS_CONNECTIONS_MAX + 1)
+#define STATS_TAG_METRICS_WAKE (STATS_CONNECTIONS_MAX + 2)
+#define STATS_TAG_METRICS_LISTEN (STATS_CONNECTIONS_MAX + 3)
+#define STATS_TAG_METRICS_MHD (STATS_CONNECTIONS_MAX + 4)
 /* Accepted per turn, so a connect storm cannot hold the loop. */
 #define STATS_ACCEPT_BATCH 16
 
@@ -74,7 +59,8 @@ struct stats_loop {
     server *d;
     int epfd;
     stats_conn *conns[STATS_CONNECTIONS_MAX]; /* NULL: a free place */
-    size_t pending; /* reply bytes queued, all readers together */
+    size_t pending;   /* reply bytes queued, all readers together */
+    metrics *metrics; /* the /metrics endpoint, NULL when off */
 };
 
 /* Queue @p msg as the reply, behind its frame header. RETRYD_EFULL when
@@ -153,9 +139,7 @@ static int add_upstream(const reg_entry *e, void *arg)
 }
 
 /* Per-process rows; the arrays are sized by the caller. */
-static size_t add_processes(const server *d, Retryd__ProcessStats *ps,
-                            Retryd__ProcessStats **ptrs, Retryd__Counters *cs,
-                            uint64_t *numbers)
+static size_t add_processes(const server *d, stats_snapshot *s)
 {
     size_t n = 0;
     for (uint32_t i = 0; i < d->seg.view.process_capacity; i++) {
@@ -163,69 +147,97 @@ static size_t add_processes(const server *d, Retryd__ProcessStats *ps,
         if (seg_ident_state(atomic_load(&p->ident)) != SEG_ACTIVE)
             continue;
         uint64_t t[SEG_COUNTERS];
+        Retryd__ProcessStats *ps = &s->ps[n];
         owner_process_totals(&d->seg, i, t);
-        retryd__process_stats__init(&ps[n]);
-        ps[n].pid = (uint32_t)atomic_load(&p->pid);
-        ps[n].start_time = atomic_load(&p->start_time);
-        ps[n].uid = (uint32_t)atomic_load(&p->uid);
-        ps[n].slot = i;
-        fill_counters(&cs[n], t, numbers + n * STATS_NUMBERS);
-        ps[n].counters = &cs[n];
-        ptrs[n] = &ps[n];
+        retryd__process_stats__init(ps);
+        ps->pid = (uint32_t)atomic_load(&p->pid);
+        ps->start_time = atomic_load(&p->start_time);
+        ps->uid = (uint32_t)atomic_load(&p->uid);
+        ps->slot = i;
+        owner_process_program(&d->seg, i, s->programs[n]);
+        ps->program = s->programs[n];
+        fill_counters(&s->pcs[n], t, s->pnum + n * STATS_NUMBERS);
+        ps->counters = &s->pcs[n];
+        s->pptr[n] = ps;
         n++;
     }
     return n;
 }
 
-/* Build and send the reply. Everything is read under one RCU section and
- * copied out of it: the socket send happens after, outside it. */
-static int serve(server *d, stats_conn *c, bool processes)
+void stats_snapshot_free(stats_snapshot *s)
+{
+    free(s->ps), free(s->pptr), free(s->pcs), free(s->pnum);
+    free(s->programs);
+    free(s->b.totals), free(s->b.ups), free(s->b.up_ptrs), free(s->b.names);
+    free(s->b.params), free(s->b.counters), free(s->b.numbers);
+    memset(s, 0, sizeof(*s));
+}
+
+static int snapshot_alloc(stats_snapshot *s, size_t ucap, size_t pcap)
+{
+    s->ps = calloc(pcap + 1, sizeof(*s->ps));
+    s->pptr = calloc(pcap + 1, sizeof(*s->pptr));
+    s->pcs = calloc(pcap + 1, sizeof(*s->pcs));
+    s->pnum = calloc((pcap + 1) * STATS_NUMBERS, sizeof(*s->pnum));
+    s->programs = calloc(pcap + 1, sizeof(*s->programs));
+    s->b.totals = calloc(ucap, sizeof(*s->b.totals));
+    s->b.ups = calloc(ucap, sizeof(*s->b.ups));
+    s->b.up_ptrs = calloc(ucap, sizeof(*s->b.up_ptrs));
+    s->b.names = calloc(ucap, sizeof(*s->b.names));
+    s->b.params = calloc(ucap, sizeof(*s->b.params));
+    s->b.counters = calloc(ucap, sizeof(*s->b.counters));
+    s->b.numbers = calloc(ucap * STATS_NUMBERS, sizeof(*s->b.numbers));
+    if (!s->ps || !s->pptr || !s->pcs || !s->pnum || !s->programs ||
+        !s->b.totals || !s->b.ups || !s->b.up_ptrs || !s->b.names ||
+        !s->b.params || !s->b.counters || !s->b.numbers)
+        return RETRYD_ENOMEM;
+    return 0;
+}
+
+/* Everything is read under one RCU section and copied out of it: what is
+ * done with the reply (a socket send, a rendering) happens after. */
+int stats_snapshot_take(server *d, bool processes, stats_snapshot *s)
 {
     size_t ucap = d->seg.view.upstream_capacity;
     size_t pcap = processes ? d->seg.view.process_capacity : 0;
-    stats_build b = {.d = d, .cap = ucap};
-    Retryd__StatsReply rep;
-    retryd__stats_reply__init(&rep);
-    Retryd__ProcessStats *ps = calloc(pcap + 1, sizeof(*ps));
-    Retryd__ProcessStats **pptr = calloc(pcap + 1, sizeof(*pptr));
-    Retryd__Counters *pcs = calloc(pcap + 1, sizeof(*pcs));
-    uint64_t *pnum = calloc((pcap + 1) * STATS_NUMBERS, sizeof(*pnum));
-    b.totals = calloc(ucap, sizeof(*b.totals));
-    b.ups = calloc(ucap, sizeof(*b.ups));
-    b.up_ptrs = calloc(ucap, sizeof(*b.up_ptrs));
-    b.names = calloc(ucap, sizeof(*b.names));
-    b.params = calloc(ucap, sizeof(*b.params));
-    b.counters = calloc(ucap, sizeof(*b.counters));
-    b.numbers = calloc(ucap * STATS_NUMBERS, sizeof(*b.numbers));
-    int r = RETRYD_ENOMEM;
-    if (!ps || !pptr || !pcs || !pnum || !b.totals || !b.ups || !b.up_ptrs ||
-        !b.names || !b.params || !b.counters || !b.numbers)
-        goto out;
-
+    memset(s, 0, sizeof(*s));
+    s->b.d = d;
+    s->b.cap = ucap;
+    Retryd__StatsReply *rep = &s->rep;
+    retryd__stats_reply__init(rep);
+    if (snapshot_alloc(s, ucap, pcap) < 0) {
+        stats_snapshot_free(s);
+        return RETRYD_ENOMEM;
+    }
     rd_rcu_read_lock();
-    rep.attached_processes = owner_collect(&d->seg, b.totals);
-    registry_for_each(d->reg, add_upstream, &b);
-    rep.n_processes = processes ? add_processes(d, ps, pptr, pcs, pnum) : 0;
+    rep->attached_processes = owner_collect(&d->seg, s->b.totals);
+    registry_for_each(d->reg, add_upstream, &s->b);
+    rep->n_processes = processes ? add_processes(d, s) : 0;
     rd_rcu_read_unlock();
 
-    rep.generation = d->seg.generation;
-    rep.uptime_ms = (retryd__clock_monotonic_ns() - d->started_ns) / 1000000;
-    rep.draining = owner_draining(&d->seg);
-    rep.upstream_capacity = d->seg.view.upstream_capacity;
-    rep.process_capacity = d->seg.view.process_capacity;
-    rep.daemon_version = RETRYD_DAEMON_VERSION;
-    Retryd__SegmentHealth health = RETRYD__SEGMENT_HEALTH__INIT;
-    owner_health_fill(&d->seg, &health);
-    rep.segment_health = &health;
-    rep.n_upstreams = b.n;
-    rep.upstreams = b.up_ptrs;
-    rep.processes = pptr;
-    r = queue_reply(c, &rep.base);
-out:
-    free(ps), free(pptr), free(pcs), free(pnum);
-    free(b.totals), free(b.ups), free(b.up_ptrs), free(b.names);
-    free(b.params);
-    free(b.counters), free(b.numbers);
+    rep->generation = d->seg.generation;
+    rep->uptime_ms = (retryd__clock_monotonic_ns() - d->started_ns) / 1000000;
+    rep->draining = owner_draining(&d->seg);
+    rep->upstream_capacity = d->seg.view.upstream_capacity;
+    rep->process_capacity = d->seg.view.process_capacity;
+    rep->daemon_version = RETRYD_DAEMON_VERSION;
+    retryd__segment_health__init(&s->health);
+    owner_health_fill(&d->seg, &s->health);
+    rep->segment_health = &s->health;
+    rep->n_upstreams = s->b.n;
+    rep->upstreams = s->b.up_ptrs;
+    rep->processes = s->pptr;
+    return 0;
+}
+
+/* Build and send the reply. */
+static int serve(server *d, stats_conn *c, bool processes)
+{
+    stats_snapshot s;
+    int r = stats_snapshot_take(d, processes, &s);
+    if (r == 0)
+        r = queue_reply(c, &s.rep.base);
+    stats_snapshot_free(&s);
     return r;
 }
 
@@ -448,17 +460,39 @@ static int expire(stats_loop *l)
     return (int)((next - now + 999999) / 1000000);
 }
 
+static void take_metrics(stats_loop *l)
+{
+    metrics_take(l->d, &l->metrics, l->epfd, STATS_TAG_METRICS_LISTEN,
+                 STATS_TAG_METRICS_MHD);
+}
+
+/* The sooner of two epoll timeouts (-1: none). */
+static int sooner(int a, int b)
+{
+    return a < 0 ? b : b < 0 ? a : a < b ? a : b;
+}
+
+static int loop_timeout(stats_loop *l)
+{
+    int t = expire(l);
+    return l->metrics ? sooner(t, metrics_timeout_ms(l->metrics)) : t;
+}
+
 static int loop_open(stats_loop *l, server *d)
 {
     *l = (stats_loop){.d = d, .epfd = epoll_create1(EPOLL_CLOEXEC)};
     struct epoll_event lev = {.events = EPOLLIN, .data.u64 = STATS_TAG_LISTEN};
     struct epoll_event sev = {.events = EPOLLIN, .data.u64 = STATS_TAG_STOP};
+    struct epoll_event mev = {.events = EPOLLIN,
+                              .data.u64 = STATS_TAG_METRICS_WAKE};
     if (l->epfd < 0 ||
         epoll_ctl(l->epfd, EPOLL_CTL_ADD, d->stats_fd, &lev) < 0 ||
-        epoll_ctl(l->epfd, EPOLL_CTL_ADD, d->stop_fd, &sev) < 0) {
+        epoll_ctl(l->epfd, EPOLL_CTL_ADD, d->stop_fd, &sev) < 0 ||
+        epoll_ctl(l->epfd, EPOLL_CTL_ADD, d->metrics_wake_fd, &mev) < 0) {
         log_err("stats: cannot watch the socket: %s", strerror(errno));
         return -1;
     }
+    take_metrics(l); /* the endpoint setup opened, if any */
     return 0;
 }
 
@@ -467,6 +501,8 @@ static void loop_close(stats_loop *l)
     for (unsigned i = 0; i < STATS_CONNECTIONS_MAX; i++)
         if (l->conns[i] != NULL)
             conn_close(l->conns[i]);
+    metrics_close(l->metrics);
+    l->metrics = NULL;
     if (l->epfd >= 0)
         close(l->epfd);
 }
@@ -482,7 +518,7 @@ static void *stats_main(void *arg)
     if (loop_open(&l, d) < 0)
         stop = true;
     while (!stop) {
-        int n = epoll_wait(l.epfd, evs, 32, expire(&l));
+        int n = epoll_wait(l.epfd, evs, 32, loop_timeout(&l));
         if (n < 0 && errno != EINTR)
             break;
         for (int i = 0; i < n && !stop; i++) {
@@ -491,9 +527,15 @@ static void *stats_main(void *arg)
                 stop = true;
             else if (tag == STATS_TAG_LISTEN)
                 on_accept(&l);
-            else if (l.conns[tag] != NULL) /* not closed earlier */
-                conn_step(d, l.conns[tag]);
+            else if (tag == STATS_TAG_METRICS_WAKE)
+                take_metrics(&l);
+            else if (tag == STATS_TAG_METRICS_LISTEN && l.metrics != NULL)
+                metrics_accept(l.metrics);
+            else if (tag < STATS_CONNECTIONS_MAX && l.conns[tag] != NULL)
+                conn_step(d, l.conns[tag]); /* not closed earlier */
         }
+        if (l.metrics != NULL) /* ready or due; cheap when neither */
+            metrics_run(l.metrics);
     }
     loop_close(&l);
     urcu_memb_unregister_thread();

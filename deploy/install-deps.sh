@@ -7,7 +7,10 @@
 # (systemd-analyze security, systemd-sysusers; groff -man -ww on the manuals;
 # strace: the system calls the installed daemon makes, against its filter).
 # libncurses-dev: retrydctl top's live screen.
-# Idempotent: when every package is already installed it runs no apt-get at all.
+# libmicrohttpd-dev: the daemon's /metrics endpoint. promtool: see
+# install_promtool below.
+# Idempotent: when every package is already installed (and promtool is in
+# its cache) it runs no apt-get at all.
 set -eu
 
 PACKAGES="
@@ -25,7 +28,38 @@ libsystemd-dev systemd groff-base strace
 pmccabe abigail-tools
 libuv1-dev
 libncurses-dev
+libmicrohttpd-dev
 "
+
+SUDO=""
+if [ "$(id -u)" != 0 ]; then
+    SUDO="sudo"
+fi
+
+# promtool checks the live /metrics body in the test suite
+# (tests/daemon/test_metrics.c). Debian ships it only in the prometheus
+# package, whose installation also installs, enables and starts a
+# Prometheus server; so the package is downloaded, not installed, and only
+# usr/bin/promtool is taken out of it into a cache directory the tests
+# look in (RETRYD_TOOLS_DIR, default /var/cache/retryd/tools). A failure
+# here is not fatal: the test then skips, saying why.
+TOOLS_DIR=${RETRYD_TOOLS_DIR:-/var/cache/retryd/tools}
+install_promtool() {
+    [ -x "$TOOLS_DIR/promtool" ] && return 0
+    command -v promtool >/dev/null 2>&1 && return 0
+    tmp=$(mktemp -d)
+    chmod 0755 "$tmp" # apt's download user writes into it
+    if (cd "$tmp" && $SUDO apt-get download -qq prometheus) &&
+        dpkg-deb -x "$tmp"/prometheus_*.deb "$tmp/x" &&
+        $SUDO install -D -m 0755 "$tmp/x/usr/bin/promtool" \
+            "$TOOLS_DIR/promtool"; then
+        echo "install-deps: promtool in $TOOLS_DIR" >&2
+    else
+        echo "install-deps: promtool not available; the metrics format" \
+            "test will skip" >&2
+    fi
+    rm -rf "$tmp"
+}
 
 missing=""
 for p in $PACKAGES; do
@@ -37,15 +71,13 @@ for p in $PACKAGES; do
 done
 
 if [ -z "$missing" ]; then
+    install_promtool
     exit 0
 fi
 
 echo "install-deps: installing:$missing" >&2
-SUDO=""
-if [ "$(id -u)" != 0 ]; then
-    SUDO="sudo"
-fi
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 # shellcheck disable=SC2086 # word splitting of the package list is intended
 $SUDO apt-get install -y -qq --no-install-recommends $missing
+install_promtool

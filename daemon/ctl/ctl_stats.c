@@ -11,6 +11,7 @@
 #include "ctl.h"
 #include "ctl_client.h"
 #include "ctl_opts.h"
+#include "prom.h"
 #include "retryd/decision.h"
 
 static double tokens(uint64_t micro)
@@ -126,15 +127,15 @@ static void print_table(const Retryd__StatsReply *r)
     }
     if (r->n_processes == 0)
         return;
-    printf("\n%-8s %-6s %-6s %10s %9s %8s %6s\n", "PID", "UID", "SLOT",
-           "DEPOSITS", "GRANTED", "DENIED", "AMBIG");
+    printf("\n%-8s %-6s %-6s %10s %9s %8s %6s  %s\n", "PID", "UID", "SLOT",
+           "DEPOSITS", "GRANTED", "DENIED", "AMBIG", "PROGRAM");
     for (size_t i = 0; i < r->n_processes; i++) {
         const Retryd__ProcessStats *p = r->processes[i];
         printf("%-8u %-6u %-6u %10" PRIu64 " %9" PRIu64 " %8" PRIu64
-               " %6" PRIu64 "\n",
+               " %6" PRIu64 "  %s\n",
                p->pid, p->uid, p->slot, p->counters->deposits,
                p->counters->retries_granted, denied_total(p->counters),
-               p->counters->ambiguous);
+               p->counters->ambiguous, p->program[0] ? p->program : "?");
         print_breakdown(p->counters);
     }
 }
@@ -215,149 +216,13 @@ static void print_json(const Retryd__StatsReply *r)
         printf("%s{\"pid\":%u,\"uid\":%u,\"slot\":%u,\"start_time\":%" PRIu64
                ",",
                i ? "," : "", p->pid, p->uid, p->slot, p->start_time);
+        printf("\"program\":");
+        json_string(p->program);
+        printf(",");
         json_counters(p->counters);
         printf("}");
     }
     printf("]}\n");
-}
-
-/* --- Prometheus text exposition ------------------------------------------ */
-
-static void prom_header(const char *name, const char *type, const char *help)
-{
-    printf("# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
-}
-
-/* Label values escape backslash, double quote and newline. */
-static void prom_label(const char *s)
-{
-    for (; *s; s++) {
-        if (*s == '\\' || *s == '"')
-            printf("\\%c", *s);
-        else if (*s == '\n')
-            printf("\\n");
-        else
-            putchar(*s);
-    }
-}
-
-typedef uint64_t (*counter_of)(const Retryd__Counters *c);
-static uint64_t c_deposits(const Retryd__Counters *c)
-{
-    return c->deposits;
-}
-static uint64_t c_granted(const Retryd__Counters *c)
-{
-    return c->retries_granted;
-}
-static uint64_t c_ambiguous(const Retryd__Counters *c)
-{
-    return c->ambiguous;
-}
-
-static void prom_family(const Retryd__StatsReply *r, const char *what,
-                        const char *help, counter_of get)
-{
-    char name[96];
-    snprintf(name, sizeof(name), "retryd_upstream_%s_total", what);
-    prom_header(name, "counter", help);
-    for (size_t i = 0; i < r->n_upstreams; i++) {
-        printf("%s{upstream=\"", name);
-        prom_label(r->upstreams[i]->name);
-        printf("\"} %" PRIu64 "\n", get(r->upstreams[i]->counters));
-    }
-    snprintf(name, sizeof(name), "retryd_process_%s_total", what);
-    if (r->n_processes > 0)
-        prom_header(name, "counter", help);
-    for (size_t i = 0; i < r->n_processes; i++)
-        printf("%s{pid=\"%u\"} %" PRIu64 "\n", name, r->processes[i]->pid,
-               get(r->processes[i]->counters));
-}
-
-static void prom_gauge(const Retryd__StatsReply *r, const char *name,
-                       const char *help, int which)
-{
-    prom_header(name, "gauge", help);
-    for (size_t i = 0; i < r->n_upstreams; i++) {
-        const Retryd__UpstreamStats *u = r->upstreams[i];
-        uint64_t v = which == 0   ? u->balance_micro
-                     : which == 1 ? u->params->cap_micro
-                     : which == 2 ? u->params->ratio_micro
-                                  : u->params->floor_micro_per_s;
-        printf("%s{upstream=\"", name);
-        prom_label(u->name);
-        printf("\"} %.6f\n", tokens(v));
-    }
-}
-
-static void prom_labelled(const Retryd__StatsReply *r, bool denied)
-{
-    const char *name = denied ? "retryd_upstream_retries_denied_total"
-                              : "retryd_upstream_attempts_total";
-    prom_header(name, "counter",
-                denied ? "Retries denied, by the rule's reason."
-                       : "Attempts reported, by execution evidence.");
-    for (size_t i = 0; i < r->n_upstreams; i++) {
-        const Retryd__Counters *c = r->upstreams[i]->counters;
-        size_t end = denied ? RETRYD_DENIAL_COUNT : RETRYD_EVIDENCE_COUNT;
-        for (size_t k = denied ? 1 : 0; k < end; k++) {
-            printf("%s{upstream=\"", name);
-            prom_label(r->upstreams[i]->name);
-            printf("\",%s=\"%s\"} %" PRIu64 "\n",
-                   denied ? "reason" : "evidence",
-                   denied ? retryd_denial_name((retryd_denial)k)
-                          : retryd_evidence_name((retryd_evidence)k),
-                   denied ? at(c->denied, c->n_denied, k)
-                          : at(c->evidence, c->n_evidence, k));
-        }
-    }
-}
-
-static void print_prometheus_health(const Retryd__StatsReply *r)
-{
-    health_item it[HEALTH_KINDS];
-    health_items(r, it);
-    prom_header("retryd_segment_checks_total", "counter",
-                "Heartbeats that checked the segment for damage.");
-    printf("retryd_segment_checks_total %" PRIu64 "\n", health_checks(r));
-    prom_header("retryd_segment_damage_total", "counter",
-                "Damage found in the segment (another process wrote where it "
-                "must not), by kind.");
-    for (int i = 0; i < HEALTH_KINDS; i++)
-        printf("retryd_segment_damage_total{kind=\"%s\"} %" PRIu64 "\n",
-               it[i].name, it[i].n);
-}
-
-static void print_prometheus(const Retryd__StatsReply *r)
-{
-    prom_header("retryd_info", "gauge", "The daemon's version and segment.");
-    printf("retryd_info{version=\"");
-    prom_label(r->daemon_version);
-    printf("\",generation=\"%016" PRIx64 "\"} 1\n", r->generation);
-    prom_header("retryd_uptime_seconds", "gauge",
-                "Seconds since the daemon "
-                "started.");
-    printf("retryd_uptime_seconds %.3f\n", (double)r->uptime_ms / 1000);
-    prom_header("retryd_attached_processes", "gauge",
-                "Processes attached to the segment.");
-    printf("retryd_attached_processes %u\n", r->attached_processes);
-    prom_header("retryd_draining", "gauge", "1 while the host drains.");
-    printf("retryd_draining %d\n", r->draining ? 1 : 0);
-    print_prometheus_health(r);
-    prom_gauge(r, "retryd_upstream_balance_tokens",
-               "Tokens in the upstream's bucket.", 0);
-    prom_gauge(r, "retryd_upstream_cap_tokens", "The bucket's cap.", 1);
-    prom_gauge(r, "retryd_upstream_ratio",
-               "Tokens deposited per first attempt.", 2);
-    prom_gauge(r, "retryd_upstream_min_retries_per_second",
-               "Floor refill, tokens per second.", 3);
-    prom_family(r, "deposits", "First attempts (each deposits the ratio).",
-                c_deposits);
-    prom_family(r, "retries_granted", "Retries that won a token.", c_granted);
-    prom_family(r, "ambiguous", "Outcomes the caller had to reconcile.",
-                c_ambiguous);
-    prom_labelled(r, true);
-    prom_labelled(r, false);
 }
 
 /* --- subcommands --------------------------------------------------------- */
@@ -367,16 +232,21 @@ static const struct option stats_options[] = {
     {"json", no_argument, NULL, 'j'},
     {"prometheus", no_argument, NULL, 'P'},
     {"processes", no_argument, NULL, 'p'},
+    {"per-process", required_argument, NULL, 'E'},
     {NULL, 0, NULL, 0},
 };
 
 static const ctl_cmd stats_cmd = {
     "stats",
-    "usage: retrydctl stats [--json | --prometheus] [--processes] [options]\n"
+    "usage: retrydctl stats [--json | --prometheus [--per-process=MODE]]\n"
+    "                       [--processes] [options]\n"
     "Budgets and counters per upstream, from the stats socket (which cannot\n"
     "change anything).\n\n"
     "  -j, --json             one JSON object (processes included)\n"
     "  -P, --prometheus       Prometheus text exposition\n"
+    "      --per-process=MODE the Prometheus per-process series: program\n"
+    "                         (default: summed per program name), pid or "
+    "none\n"
     "  -p, --processes        the attached processes too\n" CTL_COMMON_HELP,
     "hjPp",
     stats_options,
@@ -388,7 +258,7 @@ int ctl_stats_main(int argc, char **argv)
     Retryd__StatsReply *r;
     enum { TABLE, JSON, PROMETHEUS } fmt = TABLE;
     bool processes = false;
-    int opt, code;
+    int opt, code, per = PROM_PER_PROGRAM;
 
     ctl_sockets_init(&s);
     optind = 0;
@@ -397,7 +267,14 @@ int ctl_stats_main(int argc, char **argv)
             fmt = JSON;
         else if (opt == 'P')
             fmt = PROMETHEUS;
-        else
+        else if (opt == 'E') {
+            per = prom_per_process_parse(optarg);
+            if (per < 0)
+                return ctl_usage_error(&stats_cmd,
+                                       "--per-process takes program, pid "
+                                       "or none, not '%s'",
+                                       optarg);
+        } else
             processes = true;
     }
     if (opt == CTL_GETOPT_EXIT)
@@ -405,12 +282,14 @@ int ctl_stats_main(int argc, char **argv)
     if (optind < argc)
         return ctl_usage_error(&stats_cmd, "unexpected argument '%s'",
                                argv[optind]);
-    if (ctl_fetch_stats(&s, processes || fmt != TABLE, &r) < 0)
+    bool want =
+        processes || fmt == JSON || (fmt == PROMETHEUS && per != PROM_PER_NONE);
+    if (ctl_fetch_stats(&s, want, &r) < 0)
         return CTL_EXIT_ERROR;
     if (fmt == JSON)
         print_json(r);
     else if (fmt == PROMETHEUS)
-        print_prometheus(r);
+        prom_render(stdout, r, (prom_per_process)per);
     else
         print_table(r);
     retryd__stats_reply__free_unpacked(r, NULL);

@@ -34,14 +34,16 @@ arrows() {
     # decide is reached through its headers only (inline code), never a call.
     budget) echo "shared base proto libs: c m gcc urcu-bp urcu-cds" ;;
     exec) echo "budget decide shared base libs: c m gcc curl uuid" ;;
-    daemon) echo "shared base proto libs: c m gcc protobuf-c urcu-memb urcu-cds inih systemd" ;;
+    # The Prometheus renderer: the proto's types, the engine's names.
+    prom) echo "decide base proto libs: c gcc" ;;
+    daemon) echo "shared base proto prom libs: c m gcc protobuf-c urcu-memb urcu-cds inih microhttpd systemd" ;;
     *) return 1 ;;
     esac
 }
 
 # pkg-config package of each library key.
 PKGS="protobuf-c=libprotobuf-c curl=libcurl uuid=uuid urcu-bp=liburcu-bp
-urcu-cds=liburcu-cds urcu-memb=liburcu-memb inih=inih systemd=libsystemd"
+urcu-cds=liburcu-cds urcu-memb=liburcu-memb inih=inih microhttpd=libmicrohttpd systemd=libsystemd"
 
 # Defined by the static linker, not by any library.
 LINKER_SYMBOLS="_GLOBAL_OFFSET_TABLE_ _DYNAMIC __dso_handle __ehdr_start"
