@@ -12,25 +12,8 @@
 #include "ctl_client.h"
 #include "ctl_opts.h"
 #include "prom.h"
+#include "reply.h"
 #include "retryd/decision.h"
-
-static double tokens(uint64_t micro)
-{
-    return (double)micro / 1e6;
-}
-
-static uint64_t at(const uint64_t *v, size_t n, size_t i)
-{
-    return i < n ? v[i] : 0; /* a short array from an older daemon */
-}
-
-static uint64_t denied_total(const Retryd__Counters *c)
-{
-    uint64_t sum = 0;
-    for (size_t i = 1; i < c->n_denied; i++)
-        sum += c->denied[i];
-    return sum;
-}
 
 /* --- text ---------------------------------------------------------------- */
 
@@ -38,7 +21,7 @@ static void print_breakdown(const Retryd__Counters *c)
 {
     bool any = false;
     for (size_t i = 1; i < RETRYD_DENIAL_COUNT; i++) {
-        uint64_t n = at(c->denied, c->n_denied, i);
+        uint64_t n = reply_at(c->denied, c->n_denied, i);
         if (n == 0)
             continue;
         printf("%s%s=%" PRIu64, any ? " " : "      denied: ",
@@ -51,46 +34,13 @@ static void print_breakdown(const Retryd__Counters *c)
 
 /* --- segment health ------------------------------------------------------ */
 
-/* The damage counts of the reply (zero when an older daemon sent none),
- * named as in JSON and as Prometheus's kind label. */
-typedef struct health_item {
-    const char *name;
-    uint64_t n;
-} health_item;
-
-#define HEALTH_KINDS 8
-
-static void health_items(const Retryd__StatsReply *r,
-                         health_item out[HEALTH_KINDS])
-{
-    static const Retryd__SegmentHealth none = RETRYD__SEGMENT_HEALTH__INIT;
-    const Retryd__SegmentHealth *h =
-        r->segment_health ? r->segment_health : &none;
-    health_item items[HEALTH_KINDS] = {
-        {"header_repaired", h->header_repaired},
-        {"slot_ident_repaired", h->slot_ident_repaired},
-        {"params_reset", h->params_reset},
-        {"balance_clamped", h->balance_clamped},
-        {"refill_reset", h->refill_reset},
-        {"slots_retired", h->slots_retired},
-        {"forged_slots", h->forged_slots},
-        {"process_repaired", h->process_repaired},
-    };
-    memcpy(out, items, sizeof(items));
-}
-
-static uint64_t health_checks(const Retryd__StatsReply *r)
-{
-    return r->segment_health ? r->segment_health->checks : 0;
-}
-
 static void print_health_line(const Retryd__StatsReply *r)
 {
-    health_item it[HEALTH_KINDS];
+    reply_health_item it[REPLY_HEALTH_KINDS];
     bool any = false;
-    health_items(r, it);
-    printf("segment checks %" PRIu64 ":", health_checks(r));
-    for (int i = 0; i < HEALTH_KINDS; i++) {
+    reply_health_items(r, it);
+    printf("segment checks %" PRIu64 ":", reply_health_checks(r));
+    for (int i = 0; i < REPLY_HEALTH_KINDS; i++) {
         if (it[i].n == 0)
             continue;
         printf(" %s=%" PRIu64, it[i].name, it[i].n);
@@ -118,11 +68,13 @@ static void print_table(const Retryd__StatsReply *r)
         printf("%-24s %10.2f %8.1f %6.3f %8.2f %10" PRIu64 " %9" PRIu64
                " %8" PRIu64 " %6" PRIu64 "   %" PRIu64 "/%" PRIu64 "/%" PRIu64
                "/%" PRIu64 "\n",
-               u->name, tokens(u->balance_micro), tokens(u->params->cap_micro),
-               tokens(u->params->ratio_micro),
-               tokens(u->params->floor_micro_per_s), c->deposits,
-               c->retries_granted, denied_total(c), c->ambiguous, at(e, ne, 0),
-               at(e, ne, 1), at(e, ne, 2), at(e, ne, 3));
+               u->name, reply_tokens(u->balance_micro),
+               reply_tokens(u->params->cap_micro),
+               reply_tokens(u->params->ratio_micro),
+               reply_tokens(u->params->floor_micro_per_s), c->deposits,
+               c->retries_granted, reply_denied_total(c), c->ambiguous,
+               reply_at(e, ne, 0), reply_at(e, ne, 1), reply_at(e, ne, 2),
+               reply_at(e, ne, 3));
         print_breakdown(c);
     }
     if (r->n_processes == 0)
@@ -134,7 +86,7 @@ static void print_table(const Retryd__StatsReply *r)
         printf("%-8u %-6u %-6u %10" PRIu64 " %9" PRIu64 " %8" PRIu64
                " %6" PRIu64 "  %s\n",
                p->pid, p->uid, p->slot, p->counters->deposits,
-               p->counters->retries_granted, denied_total(p->counters),
+               p->counters->retries_granted, reply_denied_total(p->counters),
                p->counters->ambiguous, p->program[0] ? p->program : "?");
         print_breakdown(p->counters);
     }
@@ -165,23 +117,23 @@ static void json_counters(const Retryd__Counters *c)
     for (size_t i = 1; i < RETRYD_DENIAL_COUNT; i++)
         printf("%s\"%s\":%" PRIu64, i > 1 ? "," : "",
                retryd_denial_name((retryd_denial)i),
-               at(c->denied, c->n_denied, i));
+               reply_at(c->denied, c->n_denied, i));
     printf("},\"ambiguous\":%" PRIu64 ",\"evidence\":{", c->ambiguous);
     for (size_t i = 0; i < RETRYD_EVIDENCE_COUNT; i++)
         printf("%s\"%s\":%" PRIu64, i ? "," : "",
                retryd_evidence_name((retryd_evidence)i),
-               at(c->evidence, c->n_evidence, i));
+               reply_at(c->evidence, c->n_evidence, i));
     printf("},\"refilled_tokens\":%.6f,\"discarded_tokens\":%.6f",
-           tokens(c->refilled_micro), tokens(c->discarded_micro));
+           reply_tokens(c->refilled_micro), reply_tokens(c->discarded_micro));
 }
 
 /* The daemon object's last member, and the upstreams array's start. */
 static void print_json_health(const Retryd__StatsReply *r)
 {
-    health_item it[HEALTH_KINDS];
-    health_items(r, it);
-    printf("\"segment_health\":{\"checks\":%" PRIu64, health_checks(r));
-    for (int i = 0; i < HEALTH_KINDS; i++)
+    reply_health_item it[REPLY_HEALTH_KINDS];
+    reply_health_items(r, it);
+    printf("\"segment_health\":{\"checks\":%" PRIu64, reply_health_checks(r));
+    for (int i = 0; i < REPLY_HEALTH_KINDS; i++)
         printf(",\"%s\":%" PRIu64, it[i].name, it[i].n);
     printf(",\"last_damage_unix_ms\":%" PRIu64 "}},\"upstreams\":[",
            r->segment_health ? r->segment_health->last_damage_unix_ms : 0);
@@ -204,9 +156,10 @@ static void print_json(const Retryd__StatsReply *r)
         json_string(u->name);
         printf(",\"slot\":%u,\"slot_generation\":%u,\"balance\":%.6f,"
                "\"cap\":%.6f,\"ratio\":%.6f,\"min_retries_per_sec\":%.6f,",
-               u->slot, u->slot_generation, tokens(u->balance_micro),
-               tokens(u->params->cap_micro), tokens(u->params->ratio_micro),
-               tokens(u->params->floor_micro_per_s));
+               u->slot, u->slot_generation, reply_tokens(u->balance_micro),
+               reply_tokens(u->params->cap_micro),
+               reply_tokens(u->params->ratio_micro),
+               reply_tokens(u->params->floor_micro_per_s));
         json_counters(u->counters);
         printf("}");
     }
@@ -340,9 +293,10 @@ int ctl_upstreams_main(int argc, char **argv)
     for (size_t i = 0; i < r->n_upstreams; i++) {
         const Retryd__UpstreamStats *u = r->upstreams[i];
         printf("%-24s %5u %5u %8.3f %8.2f %8.1f %10.2f\n", u->name, u->slot,
-               u->slot_generation, tokens(u->params->ratio_micro),
-               tokens(u->params->floor_micro_per_s),
-               tokens(u->params->cap_micro), tokens(u->balance_micro));
+               u->slot_generation, reply_tokens(u->params->ratio_micro),
+               reply_tokens(u->params->floor_micro_per_s),
+               reply_tokens(u->params->cap_micro),
+               reply_tokens(u->balance_micro));
     }
     retryd__stats_reply__free_unpacked(r, NULL);
     return CTL_EXIT_OK;

@@ -26,6 +26,7 @@
 #include "ctl.h"
 #include "ctl_client.h"
 #include "ctl_opts.h"
+#include "reply.h"
 #include "retryd/decision.h"
 
 #define TOP_DASH "\u2014" /* the rate of a first frame */
@@ -125,19 +126,6 @@ static void printable(const char *in, char *out, size_t len)
     out[n] = '\0';
 }
 
-static uint64_t at(const uint64_t *v, size_t n, size_t i)
-{
-    return i < n ? v[i] : 0; /* a short array from an older daemon */
-}
-
-static uint64_t denied_total(const Retryd__Counters *c)
-{
-    uint64_t sum = 0;
-    for (size_t i = 1; i < c->n_denied; i++)
-        sum += c->denied[i];
-    return sum;
-}
-
 /* A denial reason's column title: the initials of its name's words
  * (budget_exhausted: BE), named in full in the legend. */
 static void reason_abbrev(size_t reason, char *out, size_t len)
@@ -165,20 +153,13 @@ static void print_legend(const top_sink *o)
 }
 
 /* Damage the daemon found in the segment and handled, all kinds. */
-static uint64_t damage_total(const Retryd__SegmentHealth *h)
-{
-    return h->header_repaired + h->slot_ident_repaired + h->params_reset +
-           h->balance_clamped + h->refill_reset + h->slots_retired +
-           h->forged_slots + h->process_repaired;
-}
-
 static void print_header(const top_sink *o, const top_frame *f)
 {
     const Retryd__StatsReply *r = f->cur;
     uint64_t up = r->uptime_ms / 1000;
     char health[96] = "segment: no checks reported";
     if (r->segment_health) {
-        uint64_t dmg = damage_total(r->segment_health);
+        uint64_t dmg = reply_damage_total(r);
         snprintf(health, sizeof(health), "segment %s (%" PRIu64 " checks%s)",
                  dmg ? "DAMAGE HANDLED" : "ok", r->segment_health->checks,
                  dmg ? "; see retrydctl stats" : "");
@@ -237,8 +218,8 @@ static void upstream_row(const top_sink *o, const top_frame *f,
 
     printable(u->name, text, sizeof(text));
     cell(&b, -TOP_NAME_W, text);
-    snprintf(text, sizeof(text), "%.1f/%.1f", (double)u->balance_micro / 1e6,
-             (double)u->params->cap_micro / 1e6);
+    snprintf(text, sizeof(text), "%.1f/%.1f", reply_tokens(u->balance_micro),
+             reply_tokens(u->params->cap_micro));
     cell(&b, 15, text);
     snprintf(text, sizeof(text), "%" PRIu64, c->deposits);
     cell(&b, 10, text);
@@ -247,8 +228,8 @@ static void upstream_row(const top_sink *o, const top_frame *f,
     rate_cell(&b, TOP_RATE_W, have, c->retries_granted,
               have ? pc->retries_granted : 0, f->elapsed);
     for (size_t i = 1; i < RETRYD_DENIAL_COUNT; i++)
-        rate_cell(&b, TOP_REASON_W, have, at(c->denied, c->n_denied, i),
-                  have ? at(pc->denied, pc->n_denied, i) : 0, f->elapsed);
+        rate_cell(&b, TOP_REASON_W, have, reply_at(c->denied, c->n_denied, i),
+                  have ? reply_at(pc->denied, pc->n_denied, i) : 0, f->elapsed);
     rate_cell(&b, TOP_RATE_W, have, c->ambiguous, have ? pc->ambiguous : 0,
               f->elapsed);
     emit(o, &b);
@@ -269,7 +250,7 @@ static void counters4(const Retryd__Counters *c, uint64_t out[4])
 {
     out[0] = c->deposits;
     out[1] = c->retries_granted;
-    out[2] = denied_total(c);
+    out[2] = reply_denied_total(c);
     out[3] = c->ambiguous;
 }
 

@@ -12,6 +12,7 @@
  * are the operator's choice.
  */
 #include "prom.h"
+#include "reply.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
@@ -36,16 +37,6 @@ int prom_per_process_parse(const char *s)
 const char *prom_per_process_name(prom_per_process mode)
 {
     return (unsigned)mode < 3 ? per_process_names[mode] : "?";
-}
-
-static double tokens(uint64_t micro)
-{
-    return (double)micro / 1e6;
-}
-
-static uint64_t at(const uint64_t *v, size_t n, size_t i)
-{
-    return i < n ? v[i] : 0; /* a short array from an older daemon */
 }
 
 static void header(FILE *out, const char *name, const char *type,
@@ -212,7 +203,7 @@ static void gauge(const render *x, const char *name, const char *help,
                                   : p->floor_micro_per_s;
         fprintf(x->out, "%s{upstream=\"", name);
         label(x->out, u->name);
-        fprintf(x->out, "\"} %.6f\n", tokens(v));
+        fprintf(x->out, "\"} %.6f\n", reply_tokens(v));
     }
 }
 
@@ -236,8 +227,8 @@ static void labelled(const render *x, bool denied)
                     denied ? "reason" : "evidence",
                     denied ? retryd_denial_name((retryd_denial)k)
                            : retryd_evidence_name((retryd_evidence)k),
-                    denied ? at(c->denied, c->n_denied, k)
-                           : at(c->evidence, c->n_evidence, k));
+                    denied ? reply_at(c->denied, c->n_denied, k)
+                           : reply_at(c->evidence, c->n_evidence, k));
         }
     }
 }
@@ -246,32 +237,19 @@ static void labelled(const render *x, bool denied)
 
 static void health(const render *x)
 {
-    static const Retryd__SegmentHealth none = RETRYD__SEGMENT_HEALTH__INIT;
-    const Retryd__SegmentHealth *h =
-        x->r->segment_health ? x->r->segment_health : &none;
-    const struct {
-        const char *kind;
-        uint64_t n;
-    } items[] = {
-        {"header_repaired", h->header_repaired},
-        {"slot_ident_repaired", h->slot_ident_repaired},
-        {"params_reset", h->params_reset},
-        {"balance_clamped", h->balance_clamped},
-        {"refill_reset", h->refill_reset},
-        {"slots_retired", h->slots_retired},
-        {"forged_slots", h->forged_slots},
-        {"process_repaired", h->process_repaired},
-    };
+    reply_health_item items[REPLY_HEALTH_KINDS];
+    reply_health_items(x->r, items);
     header(x->out, "retryd_segment_checks_total", "counter",
            "Heartbeats that checked the segment for damage.");
-    fprintf(x->out, "retryd_segment_checks_total %" PRIu64 "\n", h->checks);
+    fprintf(x->out, "retryd_segment_checks_total %" PRIu64 "\n",
+            reply_health_checks(x->r));
     header(x->out, "retryd_segment_damage_total", "counter",
            "Damage found in the segment (another process wrote where it "
            "must not), by kind.");
-    for (size_t i = 0; i < sizeof(items) / sizeof(items[0]); i++)
+    for (size_t i = 0; i < REPLY_HEALTH_KINDS; i++)
         fprintf(x->out,
                 "retryd_segment_damage_total{kind=\"%s\"} %" PRIu64 "\n",
-                items[i].kind, items[i].n);
+                items[i].name, items[i].n);
 }
 
 static void daemon_families(const render *x)

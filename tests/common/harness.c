@@ -173,6 +173,17 @@ ssize_t rd_daemon_read_log(const rd_daemon *d, char *buf, size_t len)
     return (ssize_t)got;
 }
 
+int rd_daemon_stop_or_show_log(rd_daemon *d, int sig)
+{
+    int code = rd_daemon_stop(d, sig);
+    if (code != 0) {
+        static char text[65536];
+        if (rd_daemon_read_log(d, text, sizeof(text)) >= 0)
+            fprintf(stderr, "--- %s ---\n%s\n", d->log, text);
+    }
+    return code;
+}
+
 double rd_json_number(const char *json, const char *anchor, const char *key)
 {
     const char *p = anchor ? strstr(json, anchor) : json;

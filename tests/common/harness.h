@@ -47,6 +47,10 @@ int rd_daemon_stop(rd_daemon *d, int sig);
  * rd_daemon_cleanup removes it. Bytes read, or a negative errno. */
 ssize_t rd_daemon_read_log(const rd_daemon *d, char *buf, size_t len);
 
+/* rd_daemon_stop, and when the exit status is not 0 the daemon's log to
+ * stderr (a sanitizer report is there) before the directory goes. */
+int rd_daemon_stop_or_show_log(rd_daemon *d, int sig);
+
 /* Stop it if running, remove the directory. */
 void rd_daemon_cleanup(rd_daemon *d);
 

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <time.h>
@@ -25,6 +26,15 @@
 /* Write @p d's configuration as rd_daemon_write_config() does, but at log
  * level @p level (the harness's is debug): a suite that counts the log's
  * lines runs the daemon as an operator would. 0, or -errno. */
+/* @p size zeroed bytes shared with the processes forked after: a
+ * scoreboard the attackers and the test all write. NULL on failure. */
+static inline void *rd_shared_board(size_t size)
+{
+    void *p = mmap(NULL, size, PROT_READ | PROT_WRITE,
+                   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? NULL : p; /* anonymous: already zero */
+}
+
 static inline int rd_write_config_at(const char *config, const char *runtime,
                                      const char *level, const char *extra)
 {

@@ -158,14 +158,7 @@ int main(void)
     double counted = rd_json_number(r.out, "\"name\":\"payments\"", "deposits");
     CHECK(counted == (double)deposits, "%ld deposits made, stats say %.0f: %s",
           deposits, counted, r.out);
-    int code = rd_daemon_stop(&D, SIGTERM);
-    if (code != 0) {
-        /* The directory goes with the exit: show the log first (a
-         * sanitizer report is there). */
-        static char text[65536];
-        if (rd_daemon_read_log(&D, text, sizeof(text)) >= 0)
-            fprintf(stderr, "--- %s ---\n%s\n", D.log, text);
-    }
+    int code = rd_daemon_stop_or_show_log(&D, SIGTERM);
     CHECK(code == 0, "the daemon exited %d", code);
     printf("daemon_stress: %d rounds of stats/reload/drain under load; "
            "all %ld deposits accounted for\n",

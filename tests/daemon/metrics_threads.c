@@ -137,12 +137,7 @@ int main(void)
     CHECK(atomic_load(&scrapes) > ROUNDS, "only %ld scrapes",
           atomic_load(&scrapes));
 
-    int code = rd_daemon_stop(&D, SIGTERM);
-    if (code != 0) {
-        static char text[65536];
-        if (rd_daemon_read_log(&D, text, sizeof(text)) >= 0)
-            fprintf(stderr, "--- %s ---\n%s\n", D.log, text);
-    }
+    int code = rd_daemon_stop_or_show_log(&D, SIGTERM);
     CHECK(code == 0, "the daemon exited %d", code);
     printf("metrics_threads: %d rounds of attaches and reloads; %ld scrapes "
            "answered, %ld refused while the endpoint moved\n",

@@ -175,12 +175,7 @@ int main(void)
     close(hold[1]);
     for (int i = 0; i < HOGS; i++)
         CHECK(rd_reap(hogs[i], 10000) == 0, "hog %d", i);
-    int code = rd_daemon_stop(&D, SIGTERM);
-    if (code != 0) {
-        static char text[65536];
-        if (rd_daemon_read_log(&D, text, sizeof(text)) >= 0)
-            fprintf(stderr, "--- %s ---\n%s\n", D.log, text);
-    }
+    int code = rd_daemon_stop_or_show_log(&D, SIGTERM);
     CHECK(code == 0, "the daemon exited %d", code);
     printf("neighbours_threads: %d of %d processes of one user attached "
            "(quota %d), %d registers told, %d stats reads and %d reloads\n",

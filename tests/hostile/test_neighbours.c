@@ -55,10 +55,8 @@ static board *B;
 
 static void board_new(void)
 {
-    B = mmap(NULL, sizeof(*B), PROT_READ | PROT_WRITE,
-             MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    cr_assert(B != MAP_FAILED);
-    memset(B, 0, sizeof(*B));
+    B = rd_shared_board(sizeof(*B));
+    cr_assert(B != NULL);
 }
 
 static pid_t fork_or_die(void)

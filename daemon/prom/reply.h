@@ -1,0 +1,82 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Reading a stats reply the same way in every view of it: the Prometheus
+ * renderer, `retrydctl stats` (table and JSON) and `retrydctl top`. A
+ * reply from an older daemon may carry shorter arrays or no segment
+ * health; these read what is missing as zero.
+ */
+#ifndef RETRYD_PROM_REPLY_H
+#define RETRYD_PROM_REPLY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "retryd.pb-c.h"
+
+/* Micro-tokens (the wire's unit) to tokens. */
+static inline double reply_tokens(uint64_t micro)
+{
+    return (double)micro / 1e6;
+}
+
+/* v[i], or 0 when the array is shorter (an older daemon). */
+static inline uint64_t reply_at(const uint64_t *v, size_t n, size_t i)
+{
+    return i < n ? v[i] : 0;
+}
+
+/* Retries denied, every reason together (index 0 is unused). */
+static inline uint64_t reply_denied_total(const Retryd__Counters *c)
+{
+    uint64_t sum = 0;
+    for (size_t i = 1; i < c->n_denied; i++)
+        sum += c->denied[i];
+    return sum;
+}
+
+/* The segment damage counts, named as in JSON and as Prometheus's kind
+ * label, in the order every view prints them. */
+typedef struct reply_health_item {
+    const char *name;
+    uint64_t n;
+} reply_health_item;
+
+#define REPLY_HEALTH_KINDS 8
+
+static inline void reply_health_items(const Retryd__StatsReply *r,
+                                      reply_health_item out[REPLY_HEALTH_KINDS])
+{
+    static const Retryd__SegmentHealth none = RETRYD__SEGMENT_HEALTH__INIT;
+    const Retryd__SegmentHealth *h =
+        r->segment_health ? r->segment_health : &none;
+    const reply_health_item items[REPLY_HEALTH_KINDS] = {
+        {"header_repaired", h->header_repaired},
+        {"slot_ident_repaired", h->slot_ident_repaired},
+        {"params_reset", h->params_reset},
+        {"balance_clamped", h->balance_clamped},
+        {"refill_reset", h->refill_reset},
+        {"slots_retired", h->slots_retired},
+        {"forged_slots", h->forged_slots},
+        {"process_repaired", h->process_repaired},
+    };
+    for (size_t i = 0; i < REPLY_HEALTH_KINDS; i++)
+        out[i] = items[i];
+}
+
+/* Heartbeats that checked the segment, and the damage they found. */
+static inline uint64_t reply_health_checks(const Retryd__StatsReply *r)
+{
+    return r->segment_health ? r->segment_health->checks : 0;
+}
+
+static inline uint64_t reply_damage_total(const Retryd__StatsReply *r)
+{
+    reply_health_item it[REPLY_HEALTH_KINDS];
+    uint64_t sum = 0;
+    reply_health_items(r, it);
+    for (size_t i = 0; i < REPLY_HEALTH_KINDS; i++)
+        sum += it[i].n;
+    return sum;
+}
+
+#endif
