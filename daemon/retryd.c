@@ -452,7 +452,14 @@ static int load_initial(const char *path, bool explicit_path, config **ret)
     return 0;
 }
 
-int main(int argc, char **argv)
+/* The command line. Returns -1 to go on, or the exit code. */
+typedef struct cmdline {
+    const char *path;
+    bool explicit_path, check;
+    int notify_fd;
+} cmdline;
+
+static int parse_args(int argc, char **argv, cmdline *cl)
 {
     static const struct option opts[] = {
         {"config", required_argument, NULL, 'c'},
@@ -462,39 +469,27 @@ int main(int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    const char *path = DEFAULT_CONFIG;
-    bool explicit_path = false, check = false;
-    int notify_fd = -1;
-    server d = {.control_fd = -1,
-                .stats_fd = -1,
-                .lock_fd = -1,
-                .epfd = -1,
-                .signal_fd = -1,
-                .timer_fd = -1,
-                .stop_fd = -1,
-                .metrics_lock = PTHREAD_MUTEX_INITIALIZER,
-                .metrics_wake_fd = -1};
     int o;
 
     while ((o = getopt_long(argc, argv, "c:h", opts, NULL)) != -1) {
         switch (o) {
         case 'c':
-            path = optarg;
-            explicit_path = true;
+            cl->path = optarg;
+            cl->explicit_path = true;
             break;
         case 'k':
-            check = true;
+            cl->check = true;
             break;
         case 'n':
-            notify_fd = atoi(optarg);
-            if (notify_fd < 3 || fcntl(notify_fd, F_GETFD) < 0) {
+            cl->notify_fd = atoi(optarg);
+            if (cl->notify_fd < 3 || fcntl(cl->notify_fd, F_GETFD) < 0) {
                 fprintf(stderr,
                         "retryd: --notify-fd %s is not an open "
                         "descriptor\n",
                         optarg);
                 return 64;
             }
-            fcntl(notify_fd, F_SETFD, FD_CLOEXEC);
+            fcntl(cl->notify_fd, F_SETFD, FD_CLOEXEC);
             break;
         case 'V':
             printf("retryd %s\n", RETRYD_DAEMON_VERSION);
@@ -507,10 +502,29 @@ int main(int argc, char **argv)
             return 64;
         }
     }
-    if (load_initial(path, explicit_path, &d.cfg) < 0)
+    return -1;
+}
+
+int main(int argc, char **argv)
+{
+    cmdline cl = {.path = DEFAULT_CONFIG, .notify_fd = -1};
+    server d = {.control_fd = -1,
+                .stats_fd = -1,
+                .lock_fd = -1,
+                .epfd = -1,
+                .signal_fd = -1,
+                .timer_fd = -1,
+                .stop_fd = -1,
+                .metrics_lock = PTHREAD_MUTEX_INITIALIZER,
+                .metrics_wake_fd = -1};
+    int code = parse_args(argc, argv, &cl);
+    if (code >= 0)
+        return code;
+    if (load_initial(cl.path, cl.explicit_path, &d.cfg) < 0)
         return 78; /* EX_CONFIG */
-    if (check) {
-        printf("%s: ok (%zu upstreams configured)\n", path, d.cfg->n_upstreams);
+    if (cl.check) {
+        printf("%s: ok (%zu upstreams configured)\n", cl.path,
+               d.cfg->n_upstreams);
         config_free(d.cfg);
         return 0;
     }
@@ -528,7 +542,7 @@ int main(int argc, char **argv)
     notify_init();
     int rc = setup(&d) == 0 ? 0 : 1;
     if (rc == 0)
-        run(&d, notify_fd);
+        run(&d, cl.notify_fd);
     teardown(&d);
     urcu_memb_unregister_thread();
     return rc;
