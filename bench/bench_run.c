@@ -1,0 +1,94 @@
+/* SPDX-License-Identifier: MIT */
+/* The measuring loop of the HTTP benchmarks (bench_run.h). */
+#include "bench_run.h"
+
+#include <string.h>
+#include <time.h>
+
+#include "bench_common.h"
+#include "bench_proc.h"
+
+int64_t bench_thread_cpu_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* One run: @p n requests of each variant in blocks, the variants taking
+ * turns, the order rotating; nginx's counters checked around it. */
+static int timed_run(bench_runs *r, long n)
+{
+    long acc0, req0, acc1, req1;
+    int64_t ns[BENCH_MAX_VARIANTS] = {0}, cpu[BENCH_MAX_VARIANTS] = {0};
+
+    if (bench_nginx_counters(r->status, r->sk, &acc0, &req0) < 0)
+        return -1;
+    for (long done = 0, round = 0; done < n; done += r->block, round++) {
+        long m = n - done < r->block ? n - done : r->block;
+        for (int k = 0; k < r->variants; k++) {
+            int v = (int)((round + k) % r->variants);
+            if (bench_stop)
+                return bench_fail("interrupted");
+            int64_t t0 = bench_now_ns(), c0 = bench_thread_cpu_ns();
+            if (r->run(r->ctx, v, m) < 0)
+                return -1;
+            cpu[v] += bench_thread_cpu_ns() - c0;
+            ns[v] += bench_now_ns() - t0;
+        }
+    }
+    if (bench_nginx_counters(r->status, r->sk, &acc1, &req1) < 0)
+        return -1;
+    /* The second query is counted too; it reuses its own connection. */
+    if (acc1 != acc0 || req1 - req0 != r->variants * n + 1)
+        return bench_fail("nginx saw %ld requests and %ld new connections "
+                          "for %ld requests on warm connections",
+                          req1 - req0 - 1, acc1 - acc0, r->variants * n);
+    for (int v = 0; v < r->variants; v++) {
+        r->rps[v][r->done] = (double)n * 1e9 / (double)ns[v];
+        r->cpu_us[v][r->done] = (double)cpu[v] / 1e3 / (double)n;
+    }
+    r->done++;
+    return 0;
+}
+
+int bench_run_all(bench_runs *r, long n, int runs)
+{
+    if (r->variants > BENCH_MAX_VARIANTS || runs > BENCH_MAX_RUNS)
+        return bench_fail("too many variants or runs");
+    r->done = 0;
+    for (int i = 0; i < runs; i++)
+        if (timed_run(r, n) < 0)
+            return -1;
+    return 0;
+}
+
+void bench_summarize(const bench_runs *r, int v, bench_summary *s)
+{
+    double rps[BENCH_MAX_RUNS], cpu[BENCH_MAX_RUNS];
+    size_t n = (size_t)r->done;
+    memcpy(rps, r->rps[v], n * sizeof(*rps));
+    memcpy(cpu, r->cpu_us[v], n * sizeof(*cpu));
+    s->rps = bench_median(rps, n); /* sorts */
+    s->rps_lo = rps[0];
+    s->rps_hi = rps[n - 1];
+    s->cpu_us = bench_median(cpu, n);
+}
+
+/* The value at fraction @p f of the sorted @p v, interpolated. */
+static double quantile(const double *v, int n, double f)
+{
+    double at = f * (n - 1);
+    int i = (int)at;
+    return i + 1 < n ? v[i] + (at - i) * (v[i + 1] - v[i]) : v[i];
+}
+
+void bench_ratios_of(const bench_runs *r, int v, int base, bench_ratios *st)
+{
+    st->n = r->done;
+    for (int i = 0; i < st->n; i++)
+        st->ratio[i] = st->sorted[i] = r->rps[v][i] / r->rps[base][i];
+    st->median = bench_median(st->sorted, (size_t)st->n); /* sorts */
+    st->q1 = quantile(st->sorted, st->n, 0.25);
+    st->q3 = quantile(st->sorted, st->n, 0.75);
+}
