@@ -17,6 +17,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include <curl/curl.h>
 
@@ -36,10 +37,16 @@ typedef struct bench_runs {
     CURL *status;       /* stub_status queries, on their own connection */
     bench_sink *sk;     /* status's write buffer */
     int done;           /* runs measured so far */
+    pid_t peer;         /* nginx, whose CPU time is counted too; 0: none */
     /* Per variant and run: requests per second (wall time), and the
      * benchmark thread's CPU time per request in microseconds. */
     double rps[BENCH_MAX_VARIANTS][BENCH_MAX_RUNS];
     double cpu_us[BENCH_MAX_VARIANTS][BENCH_MAX_RUNS];
+    /* The peer's CPU time per request during the variant's blocks, and
+     * the rest of the wall time: when neither ran (other processes did,
+     * or the CPU idled). */
+    double peer_us[BENCH_MAX_VARIANTS][BENCH_MAX_RUNS];
+    double other_us[BENCH_MAX_VARIANTS][BENCH_MAX_RUNS];
 } bench_runs;
 
 /* This thread's CPU time, user and system: not nginx's, and not the time
@@ -51,9 +58,10 @@ int64_t bench_thread_cpu_ns(void);
 int bench_run_all(bench_runs *r, long n, int runs);
 
 /* A variant's figures over the runs: the median, lowest and highest
- * requests per second, the median CPU time per request. */
+ * requests per second, and the medians per request of the benchmark
+ * thread's CPU time, the peer's, and the wall time neither ran. */
 typedef struct bench_summary {
-    double rps, rps_lo, rps_hi, cpu_us;
+    double rps, rps_lo, rps_hi, cpu_us, peer_us, other_us;
 } bench_summary;
 
 void bench_summarize(const bench_runs *r, int v, bench_summary *s);
@@ -72,5 +80,13 @@ typedef struct bench_ratios {
 } bench_ratios;
 
 void bench_ratios_of(const bench_runs *r, int v, int base, bench_ratios *st);
+
+/*
+ * The same for the requests per second the CPU time alone allows: n over
+ * the benchmark thread's and the peer's CPU time, which the time others
+ * took from the shared CPU does not enter. Needs a peer.
+ */
+void bench_cpu_ratios_of(const bench_runs *r, int v, int base,
+                         bench_ratios *st);
 
 #endif
