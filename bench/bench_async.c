@@ -37,8 +37,10 @@
  * must count exactly the timed requests and no new connection in every
  * run.
  *
- * usage: bench_async [requests-per-run] [runs] [in-flight] [cpus]
+ * usage: bench_async [requests-per-run] [runs] [in-flight] [cpus] [variants]
  *        cpus: same (default), split or none; see bench_place()
+ *        variants: all (default), or only raw, same or retryd: one variant's
+ *        requests alone, to profile it (callgrind); nothing is judged
  */
 #include <poll.h>
 #include <stdbool.h>
@@ -419,35 +421,13 @@ static int teardown(bench *b)
 
 /* --- the report ----------------------------------------------------------- */
 
-static void report(const bench *b, long n, const bench_runs *runs,
-                   const double load[2])
+/* The judged figure: the median of the runs' own ratios, its spread, and
+ * the same pairs from CPU time alone. */
+static void report_judgement(const bench_runs *runs, const bench_summary *s)
 {
-    bench_summary s[N_VARIANTS];
     bench_ratios st, cst;
-
-    for (int v = 0; v < N_VARIANTS; v++)
-        bench_summarize(runs, v, &s[v]);
     bench_ratios_of(runs, V_RETRYD, V_RAW, &st);
     bench_cpu_ratios_of(runs, V_RETRYD, V_RAW, &cst);
-    printf("bench_async: %ld x GET %s (%zu-byte body) per variant and run, "
-           "%ld in flight on one thread, x %d runs, medians\n",
-           n, PATH, b->body_len, b->in_flight, runs->done);
-    printf("  nginx on 127.0.0.1:%d, keep-alive connections, libcurl %s\n",
-           b->ng.port, curl_version_info(CURLVERSION_NOW)->version);
-    if (g_cpu_self < 0)
-        printf("  cpus: none (not pinned)");
-    else
-        printf("  cpus: %s (benchmark on cpu %d, nginx on cpu %d)", g_pin,
-               g_cpu_self, g_cpu_nginx);
-    printf("; load average %.2f before, %.2f after\n", load[0], load[1]);
-    printf("  %-30s %7s %7s %6s %8s %6s %6s %6s  %s\n", "", "req/s", "us/req",
-           "x raw", "cpu us", "+cpu", "nginx", "other", "req/s range");
-    for (int v = 0; v < N_VARIANTS; v++)
-        printf(
-            "  %-30s %7.0f %7.2f %6.3f %8.2f %6.2f %6.2f %6.2f  %.0f..%.0f\n",
-            labels[v], s[v].rps, 1e6 / s[v].rps, s[v].rps / s[V_RAW].rps,
-            s[v].cpu_us, s[v].cpu_us - s[V_RAW].cpu_us, s[v].peer_us,
-            s[v].other_us, s[v].rps_lo, s[v].rps_hi);
     printf("  per-run ratio retryd_multi / raw, in run order:");
     for (int r = 0; r < st.n; r++)
         printf(" %.3f", st.ratio[r]);
@@ -477,6 +457,56 @@ static void report(const bench *b, long n, const bench_runs *runs,
            "counted exactly the requests and no new connection.)\n");
 }
 
+static void report(const bench *b, long n, const bench_runs *runs,
+                   const double load[2])
+{
+    bench_summary s[N_VARIANTS];
+
+    for (int v = 0; v < N_VARIANTS; v++)
+        bench_summarize(runs, v, &s[v]);
+    printf("bench_async: %ld x GET %s (%zu-byte body) per variant and run, "
+           "%ld in flight on one thread, x %d runs, medians\n",
+           n, PATH, b->body_len, b->in_flight, runs->done);
+    printf("  nginx on 127.0.0.1:%d, keep-alive connections, libcurl %s\n",
+           b->ng.port, curl_version_info(CURLVERSION_NOW)->version);
+    if (g_cpu_self < 0)
+        printf("  cpus: none (not pinned)");
+    else
+        printf("  cpus: %s (benchmark on cpu %d, nginx on cpu %d)", g_pin,
+               g_cpu_self, g_cpu_nginx);
+    printf("; load average %.2f before, %.2f after\n", load[0], load[1]);
+    printf("  %-30s %7s %7s %6s %8s %6s %6s %6s  %s\n", "", "req/s", "us/req",
+           "x raw", "cpu us", "+cpu", "nginx", "other", "req/s range");
+    for (int v = 0; v < N_VARIANTS; v++) {
+        if (s[v].rps == 0)
+            continue; /* not run */
+        bool raw = s[V_RAW].rps > 0;
+        printf(
+            "  %-30s %7.0f %7.2f %6.3f %8.2f %6.2f %6.2f %6.2f  %.0f..%.0f\n",
+            labels[v], s[v].rps, 1e6 / s[v].rps,
+            raw ? s[v].rps / s[V_RAW].rps : 0, s[v].cpu_us,
+            raw ? s[v].cpu_us - s[V_RAW].cpu_us : 0, s[v].peer_us,
+            s[v].other_us, s[v].rps_lo, s[v].rps_hi);
+    }
+    if (runs->only == 0)
+        report_judgement(runs, s);
+    else
+        printf("  (one variant only, for profiling: nothing judged)\n");
+}
+
+/* The variants run: "all", or one of "raw", "same", "retryd" (bench_run.h
+ * only). False for anything else. */
+static bool parse_only(const char *arg, unsigned *only)
+{
+    static const char *const names[N_VARIANTS] = {
+        [V_RAW] = "raw", [V_RAW_SAME] = "same", [V_RETRYD] = "retryd"};
+    *only = 0;
+    for (int v = 0; v < N_VARIANTS; v++)
+        if (strcmp(arg, names[v]) == 0)
+            *only = 1u << v;
+    return *only != 0 || strcmp(arg, "all") == 0;
+}
+
 int main(int argc, char **argv)
 {
     static bench_runs runs = {.variants = N_VARIANTS, .block = BLOCK};
@@ -485,14 +515,16 @@ int main(int argc, char **argv)
     double load[2] = {0, 0};
 
     b.in_flight = 100;
-    if (argc > 5 ||
+    if (argc > 6 ||
         (argc > 1 && !bench_parse_long(argv[1], 1, 100000000, &n)) ||
         (argc > 2 && !bench_parse_long(argv[2], 1, BENCH_MAX_RUNS, &n_runs)) ||
         (argc > 3 &&
          !bench_parse_long(argv[3], 1, MAX_IN_FLIGHT, &b.in_flight)) ||
-        (argc > 4 && !bench_place_mode_ok(argv[4]))) {
+        (argc > 4 && !bench_place_mode_ok(argv[4])) ||
+        (argc > 5 && !parse_only(argv[5], &runs.only))) {
         fprintf(stderr, "usage: bench_async [requests-per-run>0] [runs 1..64] "
-                        "[in-flight 1..1000] [cpus: same|split|none]\n");
+                        "[in-flight 1..1000] [cpus: same|split|none] "
+                        "[variants: all|raw|same|retryd]\n");
         return 64;
     }
     if (argc > 4)
@@ -508,7 +540,8 @@ int main(int argc, char **argv)
     /* Warm up untimed: every variant's connections opened (a block of
      * in-flight requests at once), the pool's handles, caches. */
     for (int v = 0; v < N_VARIANTS && rc == 0; v++)
-        for (int i = 0; i < 3 && rc == 0; i++)
+        for (int i = 0; i < 3 && rc == 0 && (!runs.only || runs.only >> v & 1);
+             i++)
             rc = block(&b, v, b.in_flight * 5);
     runs.run = block;
     runs.ctx = &b;

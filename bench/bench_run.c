@@ -66,6 +66,8 @@ static int timed_run(bench_runs *r, long n)
         long m = n - done < r->block ? n - done : r->block;
         for (int k = 0; k < r->variants; k++) {
             int v = (int)((round + k) % r->variants);
+            if (r->only != 0 && !(r->only & 1u << v))
+                continue;
             if (bench_stop)
                 return bench_fail("interrupted");
             if (timed_block(r, v, m, &t[v]) < 0)
@@ -74,12 +76,15 @@ static int timed_run(bench_runs *r, long n)
     }
     if (bench_nginx_counters(r->status, r->sk, &acc1, &req1) < 0)
         return -1;
+    long ran = r->only ? __builtin_popcount(r->only) : r->variants;
     /* The second query is counted too; it reuses its own connection. */
-    if (acc1 != acc0 || req1 - req0 != r->variants * n + 1)
+    if (acc1 != acc0 || req1 - req0 != ran * n + 1)
         return bench_fail("nginx saw %ld requests and %ld new connections "
                           "for %ld requests on warm connections",
-                          req1 - req0 - 1, acc1 - acc0, r->variants * n);
+                          req1 - req0 - 1, acc1 - acc0, ran * n);
     for (int v = 0; v < r->variants; v++) {
+        if (t[v].wall == 0)
+            continue; /* not run: left 0 */
         r->rps[v][r->done] = (double)n * 1e9 / (double)t[v].wall;
         r->cpu_us[v][r->done] = (double)t[v].cpu / 1e3 / (double)n;
         r->peer_us[v][r->done] = (double)t[v].peer / 1e3 / (double)n;

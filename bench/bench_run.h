@@ -38,6 +38,7 @@ typedef struct bench_runs {
     bench_sink *sk;     /* status's write buffer */
     int done;           /* runs measured so far */
     pid_t peer;         /* nginx, whose CPU time is counted too; 0: none */
+    unsigned only;      /* 0: every variant; else one bit per variant run */
     /* Per variant and run: requests per second (wall time), and the
      * benchmark thread's CPU time per request in microseconds. */
     double rps[BENCH_MAX_VARIANTS][BENCH_MAX_RUNS];
