@@ -29,12 +29,18 @@
  * Both keep as many idle connections as they run transfers at once (raw:
  * CURLMOPT_MAXCONNECTS; retryd_multi does it itself, docs/async.md).
  * In a run the variants take turns in blocks of BLOCK requests, the order
- * rotating; each figure is a median over runs. Every request must answer
- * 200 with the expected body, and nginx's stub_status must count exactly
- * the timed requests and no new connection in every run.
+ * rotating (bench_run.h); each figure is a median over runs. The target is
+ * judged on the median of the runs' own ratios (retryd_multi / raw), whose
+ * spread (extremes and quartiles) is printed beside it with the load
+ * average, since other work on the machine is what widens it. Every
+ * request must answer 200 with the expected body, and nginx's stub_status
+ * must count exactly the timed requests and no new connection in every
+ * run.
  *
- * usage: bench_async [requests-per-run] [runs] [in-flight] [cpus]
+ * usage: bench_async [requests-per-run] [runs] [in-flight] [cpus] [variants]
  *        cpus: same (default), split or none; see bench_place()
+ *        variants: all (default), or only raw, same or retryd: one variant's
+ *        requests alone, to profile it (callgrind); nothing is judged
  */
 #include <poll.h>
 #include <stdbool.h>
@@ -48,10 +54,10 @@
 #include "bench_common.h"
 #include "bench_nginx.h"
 #include "bench_proc.h"
+#include "bench_run.h"
 #include "harness.h"
 #include "retryd/retryd.h"
 
-#define MAX_RUNS 64
 #define MAX_IN_FLIGHT 1000
 #define TARGET_RATIO 0.95
 #define BLOCK 1000 /* requests a variant makes before the next one's turn */
@@ -336,52 +342,13 @@ static int open_retryd(bench *b)
 
 /* --- measuring ------------------------------------------------------------ */
 
-static int block(bench *b, enum variant v, long n)
+/* One block of variant @p v: @p n requests, each checked (bench_run.h). */
+static int block(void *ctx, int v, long n)
 {
+    bench *b = ctx;
     if (bench_stop)
         return bench_fail("interrupted");
     return v == V_RETRYD ? retryd_block(b, n) : raw_block(b, &b->raw[v], n);
-}
-
-static int64_t thread_cpu_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-/* One run: @p n requests of each variant in blocks, the variants taking
- * turns, the order rotating. */
-static int timed_run(bench *b, long n, double *rps, double *cpu_us)
-{
-    long acc0, req0, acc1, req1;
-    int64_t ns[N_VARIANTS] = {0}, cpu[N_VARIANTS] = {0};
-
-    if (bench_nginx_counters(b->status, &b->sk, &acc0, &req0) < 0)
-        return -1;
-    for (long done = 0, round = 0; done < n; done += BLOCK, round++) {
-        long m = n - done < BLOCK ? n - done : BLOCK;
-        for (int k = 0; k < N_VARIANTS; k++) {
-            enum variant v = (enum variant)((round + k) % N_VARIANTS);
-            int64_t t0 = bench_now_ns(), c0 = thread_cpu_ns();
-            if (block(b, v, m) < 0)
-                return -1;
-            cpu[v] += thread_cpu_ns() - c0;
-            ns[v] += bench_now_ns() - t0;
-        }
-    }
-    if (bench_nginx_counters(b->status, &b->sk, &acc1, &req1) < 0)
-        return -1;
-    /* The second query is counted too; it reuses its own connection. */
-    if (acc1 != acc0 || req1 - req0 != N_VARIANTS * n + 1)
-        return bench_fail("nginx saw %ld requests and %ld new connections "
-                          "for %ld requests on warm connections",
-                          req1 - req0 - 1, acc1 - acc0, N_VARIANTS * n);
-    for (int v = 0; v < N_VARIANTS; v++) {
-        rps[v] = (double)n * 1e9 / (double)ns[v];
-        cpu_us[v] = (double)cpu[v] / 1e3 / (double)n;
-    }
-    return 0;
 }
 
 /* The expected body, from one plain request. */
@@ -454,71 +421,110 @@ static int teardown(bench *b)
 
 /* --- the report ----------------------------------------------------------- */
 
-static void report(const bench *b, long n, int runs, double rps[][MAX_RUNS],
-                   double cpu_us[][MAX_RUNS])
+/* The judged figure: the median of the runs' own ratios, its spread, and
+ * the same pairs from CPU time alone. */
+static void report_judgement(const bench_runs *runs, const bench_summary *s)
 {
-    double med[N_VARIANTS], lo[N_VARIANTS], hi[N_VARIANTS], cpu[N_VARIANTS];
-    double ratio[MAX_RUNS];
-
-    for (int r = 0; r < runs; r++)
-        ratio[r] = rps[V_RETRYD][r] / rps[V_RAW][r];
-    double med_ratio = bench_median(ratio, (size_t)runs);
-    for (int v = 0; v < N_VARIANTS; v++) {
-        med[v] = bench_median(rps[v], (size_t)runs); /* sorts */
-        lo[v] = rps[v][0];
-        hi[v] = rps[v][runs - 1];
-        cpu[v] = bench_median(cpu_us[v], (size_t)runs);
-    }
-    printf("bench_async: %ld x GET %s (%zu-byte body) per variant and run, "
-           "%ld in flight on one thread, x %d runs, medians\n",
-           n, PATH, b->body_len, b->in_flight, runs);
-    printf("  nginx on 127.0.0.1:%d, keep-alive connections, libcurl %s\n",
-           b->ng.port, curl_version_info(CURLVERSION_NOW)->version);
-    if (g_cpu_self < 0)
-        printf("  cpus: none (not pinned)\n");
-    else
-        printf("  cpus: %s (benchmark on cpu %d, nginx on cpu %d)\n", g_pin,
-               g_cpu_self, g_cpu_nginx);
-    printf("  %-30s %7s %7s %6s %8s %6s  %s\n", "", "req/s", "us/req", "x raw",
-           "cpu us", "+cpu", "req/s range");
-    for (int v = 0; v < N_VARIANTS; v++)
-        printf("  %-30s %7.0f %7.2f %6.3f %8.2f %6.2f  %.0f..%.0f\n", labels[v],
-               med[v], 1e6 / med[v], med[v] / med[V_RAW], cpu[v],
-               cpu[v] - cpu[V_RAW], lo[v], hi[v]);
-    printf("  per-run ratio retryd_multi / raw, median %.3f:", med_ratio);
-    for (int r = 0; r < runs; r++)
-        printf(" %.3f", ratio[r]);
+    bench_ratios st, cst;
+    bench_ratios_of(runs, V_RETRYD, V_RAW, &st);
+    bench_cpu_ratios_of(runs, V_RETRYD, V_RAW, &cst);
+    printf("  per-run ratio retryd_multi / raw, in run order:");
+    for (int r = 0; r < st.n; r++)
+        printf(" %.3f", st.ratio[r]);
+    printf("\n  spread of the runs' ratios: %.3f..%.3f, quartiles %.3f..%.3f, "
+           "median %.3f\n",
+           st.sorted[0], st.sorted[st.n - 1], st.q1, st.q3, st.median);
+    /* The same pairs without the time others took from the shared CPU:
+     * what the two processes' own CPU time allows. Not judged; it shows
+     * how much of the spread is the machine's. */
+    printf("  CPU-time ratio (benchmark + nginx CPU per request): median "
+           "%.3f, %.3f..%.3f, quartiles %.3f..%.3f\n",
+           cst.median, cst.sorted[0], cst.sorted[cst.n - 1], cst.q1, cst.q3);
     /* Judged on the runs' own ratios: within a run the variants take
      * turns block by block, so each ratio pairs figures measured under the
      * same conditions, where the medians of each column need not. */
-    printf("\n  target: retryd_multi >= %.2f x raw curl_multi (median of the "
+    printf("  target: retryd_multi >= %.2f x raw curl_multi (median of the "
            "runs' ratios): %.3f  %s\n",
-           TARGET_RATIO, med_ratio,
-           med_ratio >= TARGET_RATIO ? "met" : "MISSED");
+           TARGET_RATIO, st.median,
+           st.median >= TARGET_RATIO ? "met" : "MISSED");
     printf("  retryd's own share: %.3f x raw + timeout + headers kept\n",
-           med[V_RETRYD] / med[V_RAW_SAME]);
+           s[V_RETRYD].rps / s[V_RAW_SAME].rps);
     printf("  (us/req: wall time, 1e6 / req/s; cpu us: the benchmark "
-           "thread's own CPU time per request,\n   user + system, without "
-           "nginx's. Every request answered 200 with its body; in every\n"
-           "   run nginx counted exactly the requests and no new "
-           "connection.)\n");
+           "thread's own CPU time per request,\n   user + system; nginx: "
+           "nginx's CPU time per request; other: the rest of us/req, when\n"
+           "   neither ran (other processes did, or the CPU idled). Every "
+           "request answered 200\n   with its body; in every run nginx "
+           "counted exactly the requests and no new connection.)\n");
+}
+
+static void report(const bench *b, long n, const bench_runs *runs,
+                   const double load[2])
+{
+    bench_summary s[N_VARIANTS];
+
+    for (int v = 0; v < N_VARIANTS; v++)
+        bench_summarize(runs, v, &s[v]);
+    printf("bench_async: %ld x GET %s (%zu-byte body) per variant and run, "
+           "%ld in flight on one thread, x %d runs, medians\n",
+           n, PATH, b->body_len, b->in_flight, runs->done);
+    printf("  nginx on 127.0.0.1:%d, keep-alive connections, libcurl %s\n",
+           b->ng.port, curl_version_info(CURLVERSION_NOW)->version);
+    if (g_cpu_self < 0)
+        printf("  cpus: none (not pinned)");
+    else
+        printf("  cpus: %s (benchmark on cpu %d, nginx on cpu %d)", g_pin,
+               g_cpu_self, g_cpu_nginx);
+    printf("; load average %.2f before, %.2f after\n", load[0], load[1]);
+    printf("  %-30s %7s %7s %6s %8s %6s %6s %6s  %s\n", "", "req/s", "us/req",
+           "x raw", "cpu us", "+cpu", "nginx", "other", "req/s range");
+    for (int v = 0; v < N_VARIANTS; v++) {
+        if (s[v].rps == 0)
+            continue; /* not run */
+        bool raw = s[V_RAW].rps > 0;
+        printf(
+            "  %-30s %7.0f %7.2f %6.3f %8.2f %6.2f %6.2f %6.2f  %.0f..%.0f\n",
+            labels[v], s[v].rps, 1e6 / s[v].rps,
+            raw ? s[v].rps / s[V_RAW].rps : 0, s[v].cpu_us,
+            raw ? s[v].cpu_us - s[V_RAW].cpu_us : 0, s[v].peer_us,
+            s[v].other_us, s[v].rps_lo, s[v].rps_hi);
+    }
+    if (runs->only == 0)
+        report_judgement(runs, s);
+    else
+        printf("  (one variant only, for profiling: nothing judged)\n");
+}
+
+/* The variants run: "all", or one of "raw", "same", "retryd" (bench_run.h
+ * only). False for anything else. */
+static bool parse_only(const char *arg, unsigned *only)
+{
+    static const char *const names[N_VARIANTS] = {
+        [V_RAW] = "raw", [V_RAW_SAME] = "same", [V_RETRYD] = "retryd"};
+    *only = 0;
+    for (int v = 0; v < N_VARIANTS; v++)
+        if (strcmp(arg, names[v]) == 0)
+            *only = 1u << v;
+    return *only != 0 || strcmp(arg, "all") == 0;
 }
 
 int main(int argc, char **argv)
 {
-    static double rps[N_VARIANTS][MAX_RUNS], cpu_us[N_VARIANTS][MAX_RUNS];
+    static bench_runs runs = {.variants = N_VARIANTS, .block = BLOCK};
     static bench b;
-    long n = 10000, runs = 7;
+    long n = 10000, n_runs = 11;
+    double load[2] = {0, 0};
 
     b.in_flight = 100;
-    if (argc > 5 ||
+    if (argc > 6 ||
         (argc > 1 && !bench_parse_long(argv[1], 1, 100000000, &n)) ||
-        (argc > 2 && !bench_parse_long(argv[2], 1, MAX_RUNS, &runs)) ||
+        (argc > 2 && !bench_parse_long(argv[2], 1, BENCH_MAX_RUNS, &n_runs)) ||
         (argc > 3 &&
          !bench_parse_long(argv[3], 1, MAX_IN_FLIGHT, &b.in_flight)) ||
-        (argc > 4 && !bench_place_mode_ok(argv[4]))) {
+        (argc > 4 && !bench_place_mode_ok(argv[4])) ||
+        (argc > 5 && !parse_only(argv[5], &runs.only))) {
         fprintf(stderr, "usage: bench_async [requests-per-run>0] [runs 1..64] "
-                        "[in-flight 1..1000] [cpus: same|split|none]\n");
+                        "[in-flight 1..1000] [cpus: same|split|none] "
+                        "[variants: all|raw|same|retryd]\n");
         return 64;
     }
     if (argc > 4)
@@ -534,20 +540,23 @@ int main(int argc, char **argv)
     /* Warm up untimed: every variant's connections opened (a block of
      * in-flight requests at once), the pool's handles, caches. */
     for (int v = 0; v < N_VARIANTS && rc == 0; v++)
-        for (int i = 0; i < 3 && rc == 0; i++)
-            rc = block(&b, (enum variant)v, b.in_flight * 5);
-    for (int r = 0; r < runs && rc == 0; r++) {
-        double one[N_VARIANTS], one_cpu[N_VARIANTS];
-        rc = timed_run(&b, n, one, one_cpu);
-        for (int v = 0; v < N_VARIANTS && rc == 0; v++) {
-            rps[v][r] = one[v];
-            cpu_us[v][r] = one_cpu[v];
-        }
-    }
+        for (int i = 0; i < 3 && rc == 0 && (!runs.only || runs.only >> v & 1);
+             i++)
+            rc = block(&b, v, b.in_flight * 5);
+    runs.run = block;
+    runs.ctx = &b;
+    runs.status = b.status;
+    runs.sk = &b.sk;
+    runs.peer = b.ng.pid;
+    /* Other work on the machine shows in the spread: say how much. */
+    (void)getloadavg(&load[0], 1);
+    if (rc == 0)
+        rc = bench_run_all(&runs, n, (int)n_runs);
+    (void)getloadavg(&load[1], 1);
     if (teardown(&b) < 0)
         rc = -1;
     if (rc == 0)
-        report(&b, n, (int)runs, rps, cpu_us);
+        report(&b, n, &runs, load);
     curl_global_cleanup();
     return rc == 0 ? 0 : 1;
 }

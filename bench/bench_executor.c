@@ -63,10 +63,10 @@
 #include "bench_common.h"
 #include "bench_nginx.h"
 #include "bench_proc.h"
+#include "bench_run.h"
 #include "harness.h"
 #include "retryd/client.h"
 
-#define MAX_RUNS 64
 #define TARGET_RATIO 0.97
 #define BLOCK 500 /* requests a variant makes before the next one's turn */
 
@@ -210,58 +210,12 @@ static int request(bench *b, enum variant v)
     return v < V_LOCAL ? raw_request(b, v) : exec_request(b, v);
 }
 
-/* nginx's own counters: connections accepted, requests served. */
-static int nginx_counters(bench *b, long *accepts, long *requests)
+/* One block of variant @p v: @p n requests (bench_run.h). */
+static int run_block(void *ctx, int v, long n)
 {
-    return bench_nginx_counters(b->status, &b->sk, accepts, requests);
-}
-
-/* This thread's CPU time, user and system: not nginx's, and not the time
- * it waited or was preempted. */
-static int64_t thread_cpu_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-/*
- * One run: @p n requests of each variant, in blocks of
- * BLOCK, the variants taking turns block by block (the order rotating), so
- * that a burst of load from a neighbour hits them all alike. Each
- * variant's requests per second in @p rps, and its CPU time per request
- * (microseconds) in @p cpu_us.
- */
-static int timed_run(bench *b, long n, double *rps, double *cpu_us)
-{
-    long acc0, req0, acc1, req1;
-    int64_t ns[N_VARIANTS] = {0}, cpu[N_VARIANTS] = {0};
-
-    if (nginx_counters(b, &acc0, &req0) < 0)
-        return -1;
-    for (long done = 0, round = 0; done < n; done += BLOCK, round++) {
-        long m = n - done < BLOCK ? n - done : BLOCK;
-        for (int k = 0; k < N_VARIANTS; k++) {
-            enum variant v = (enum variant)((round + k) % N_VARIANTS);
-            int64_t t0 = bench_now_ns(), c0 = thread_cpu_ns();
-            for (long i = 0; i < m; i++)
-                if (request(b, v) < 0)
-                    return -1;
-            cpu[v] += thread_cpu_ns() - c0;
-            ns[v] += bench_now_ns() - t0;
-        }
-    }
-    if (nginx_counters(b, &acc1, &req1) < 0)
-        return -1;
-    /* The second query is counted too; it reuses its own connection. */
-    if (acc1 != acc0 || req1 - req0 != N_VARIANTS * n + 1)
-        return bench_fail("nginx saw %ld requests and %ld new connections "
-                          "for %ld requests on warm connections",
-                          req1 - req0 - 1, acc1 - acc0, N_VARIANTS * n);
-    for (int v = 0; v < N_VARIANTS; v++) {
-        rps[v] = (double)n * 1e9 / (double)ns[v];
-        cpu_us[v] = (double)cpu[v] / 1e3 / (double)n;
-    }
+    for (long i = 0; i < n; i++)
+        if (request(ctx, (enum variant)v) < 0)
+            return -1;
     return 0;
 }
 
@@ -296,7 +250,7 @@ static int setup(bench *b)
     curl_easy_setopt(b->status, CURLOPT_PROXY, "");
     curl_easy_setopt(b->status, CURLOPT_WRITEFUNCTION, bench_sink_write);
     curl_easy_setopt(b->status, CURLOPT_WRITEDATA, &b->sk);
-    if (nginx_counters(b, &accepts, &requests) < 0)
+    if (bench_nginx_counters(b->status, &b->sk, &accepts, &requests) < 0)
         return -1;
     raw_options(b, b->raw);
     raw_options(b, b->raw_same);
@@ -337,22 +291,23 @@ static int teardown(bench *b)
 
 /* --- the report ----------------------------------------------------------- */
 
-static void report(const bench *b, long n, int runs, double rps[][MAX_RUNS],
-                   double cpu_us[][MAX_RUNS])
+static void report(const bench *b, long n, const bench_runs *runs)
 {
     double med[N_VARIANTS], lo[N_VARIANTS], hi[N_VARIANTS], us[N_VARIANTS],
         cpu[N_VARIANTS];
 
     for (int v = 0; v < N_VARIANTS; v++) {
-        med[v] = bench_median(rps[v], (size_t)runs); /* sorts */
-        lo[v] = rps[v][0];
-        hi[v] = rps[v][runs - 1];
+        bench_summary s;
+        bench_summarize(runs, v, &s);
+        med[v] = s.rps;
+        lo[v] = s.rps_lo;
+        hi[v] = s.rps_hi;
         us[v] = 1e6 / med[v];
-        cpu[v] = bench_median(cpu_us[v], (size_t)runs);
+        cpu[v] = s.cpu_us;
     }
     printf("bench_executor: %ld x GET %s (%zu-byte body) per variant and run "
            "x %d runs, medians\n",
-           n, b->path, b->body_len, runs);
+           n, b->path, b->body_len, runs->done);
     printf("  nginx on 127.0.0.1:%d, one keep-alive connection per variant, "
            "libcurl %s\n",
            b->ng.port, curl_version_info(CURLVERSION_NOW)->version);
@@ -386,14 +341,14 @@ static void report(const bench *b, long n, int runs, double rps[][MAX_RUNS],
 
 int main(int argc, char **argv)
 {
-    static double rps[N_VARIANTS][MAX_RUNS], cpu_us[N_VARIANTS][MAX_RUNS];
+    static bench_runs runs = {.variants = N_VARIANTS, .block = BLOCK};
     static bench b;
-    long n = 20000, runs = 7;
+    long n = 20000, n_runs = 7;
 
     snprintf(b.path, sizeof(b.path), "/ok");
     if (argc > 5 ||
         (argc > 1 && !bench_parse_long(argv[1], 1, 100000000, &n)) ||
-        (argc > 2 && !bench_parse_long(argv[2], 1, MAX_RUNS, &runs)) ||
+        (argc > 2 && !bench_parse_long(argv[2], 1, BENCH_MAX_RUNS, &n_runs)) ||
         (argc > 3 && (argv[3][0] != '/' || strlen(argv[3]) >= sizeof(b.path) ||
                       strpbrk(argv[3], " \t\r\n") != NULL)) ||
         (argc > 4 && !bench_place_mode_ok(argv[4]))) {
@@ -422,18 +377,16 @@ int main(int argc, char **argv)
     for (int v = 0; v < N_VARIANTS && rc == 0; v++)
         for (long i = 0; i < warm && rc == 0; i++)
             rc = request(&b, (enum variant)v);
-    for (int r = 0; r < runs && rc == 0; r++) {
-        double one[N_VARIANTS], one_cpu[N_VARIANTS];
-        rc = timed_run(&b, n, one, one_cpu);
-        for (int v = 0; v < N_VARIANTS && rc == 0; v++) {
-            rps[v][r] = one[v];
-            cpu_us[v][r] = one_cpu[v];
-        }
-    }
+    runs.run = run_block;
+    runs.ctx = &b;
+    runs.status = b.status;
+    runs.sk = &b.sk;
+    if (rc == 0)
+        rc = bench_run_all(&runs, n, (int)n_runs);
     if (teardown(&b) < 0)
         rc = -1;
     if (rc == 0)
-        report(&b, n, (int)runs, rps, cpu_us);
+        report(&b, n, &runs);
     curl_global_cleanup();
     return rc == 0 ? 0 : 1;
 }

@@ -57,7 +57,7 @@ bool retryd__grow(void **p, size_t len, size_t *cap, size_t need,
     return true;
 }
 
-static bool reserve(header_arena *a, size_t bytes)
+bool retryd__hdrs_reserve(header_arena *a, size_t bytes)
 {
     if (a->len + bytes > a->cap &&
         !retryd__grow((void **)&a->buf, a->len, &a->cap, a->len + bytes,
@@ -71,23 +71,6 @@ static bool reserve(header_arena *a, size_t bytes)
             return false;
         a->cap_off = bytes_off / (2 * sizeof(*a->off));
     }
-    return true;
-}
-
-bool retryd__hdrs_add(header_arena *a, const char *name, size_t name_len,
-                      const char *value, size_t value_len)
-{
-    if (!reserve(a, name_len + value_len + 2))
-        return false;
-    a->off[2 * a->n] = (uint32_t)a->len;
-    memcpy(a->buf + a->len, name, name_len);
-    a->len += name_len;
-    a->buf[a->len++] = '\0';
-    a->off[2 * a->n + 1] = (uint32_t)a->len;
-    memcpy(a->buf + a->len, value, value_len);
-    a->len += value_len;
-    a->buf[a->len++] = '\0';
-    a->n++;
     return true;
 }
 

@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 typedef struct header_arena {
     char *buf;
@@ -46,9 +47,36 @@ void retryd__hdrs_init(header_arena *a, char *buf, size_t cap, uint32_t *off,
 void retryd__hdrs_clear(header_arena *a);
 /* Frees what moved to the heap; the first storage is the caller's. */
 void retryd__hdrs_free(header_arena *a);
-/* Add one field; false when out of memory. */
-bool retryd__hdrs_add(header_arena *a, const char *name, size_t name_len,
-                      const char *value, size_t value_len);
+/* Room for @p bytes more and one more field; false when out of memory. */
+bool retryd__hdrs_reserve(header_arena *a, size_t bytes);
+
+/*
+ * Add the field of a response header line as it came ("Name: value\r\n"):
+ * the name is its first @p name_len bytes, the value the @p value_len bytes
+ * from @p value_off (> name_len: after the colon and any blanks). One copy
+ * of the line up to the value's end, terminated in place: the colon and
+ * the byte after the value become '\0', so the arena keeps the blanks
+ * between the two. Inline, with one copy, because every response's every
+ * header line comes here. False when out of memory.
+ */
+static inline bool retryd__hdrs_add_line(header_arena *a, const char *line,
+                                         size_t name_len, size_t value_off,
+                                         size_t value_len)
+{
+    size_t bytes = value_off + value_len + 1;
+    if ((a->len + bytes > a->cap || a->n == a->cap_off) &&
+        !retryd__hdrs_reserve(a, bytes))
+        return false;
+    char *p = a->buf + a->len;
+    memcpy(p, line, bytes - 1);
+    p[name_len] = '\0';
+    p[bytes - 1] = '\0';
+    a->off[2 * a->n] = (uint32_t)a->len;
+    a->off[2 * a->n + 1] = (uint32_t)(a->len + value_off);
+    a->len += bytes;
+    a->n++;
+    return true;
+}
 /* The last value of @p name (case-insensitive), or NULL. */
 const char *retryd__hdrs_get(const header_arena *a, const char *name);
 

@@ -84,7 +84,8 @@ static int on_debug(CURL *h, curl_infotype type, char *data, size_t size,
 }
 
 /* "Name: value\r\n" into the arena; a line without a colon is not a field
- * and is skipped, as libcurl does. */
+ * and is skipped, as libcurl does. The line's end is almost always "\r\n",
+ * taken off before the blanks are looked for. */
 static bool add_field(header_arena *a, const char *line, size_t len)
 {
     const char *colon = memchr(line, ':', len);
@@ -93,11 +94,15 @@ static bool add_field(header_arena *a, const char *line, size_t len)
     const char *v = colon + 1, *end = line + len;
     while (v < end && (*v == ' ' || *v == '\t'))
         v++;
+    if (end > v && end[-1] == '\n')
+        end--;
+    if (end > v && end[-1] == '\r')
+        end--;
     while (end > v && (end[-1] == ' ' || end[-1] == '\t' || end[-1] == '\r' ||
                        end[-1] == '\n'))
         end--;
-    return retryd__hdrs_add(a, line, (size_t)(colon - line), v,
-                            (size_t)(end - v));
+    return retryd__hdrs_add_line(a, line, (size_t)(colon - line),
+                                 (size_t)(v - line), (size_t)(end - v));
 }
 
 static void final_block(call *c)
