@@ -66,17 +66,17 @@ TestSuite(sockets, .init = attack_setup, .fini = daemon_teardown,
           .timeout = 120);
 
 /* The legitimate client's attaches per attack, and the bound on their
- * 99th percentile. Issue 8 asks for 10 ms. On the 2-core development
- * machine, shared with other engineers' builds and benchmarks, 15 runs of
- * this suite (load average 3 to 10, docs/reliability.md) measured a median
- * p99 of 0.5 to 3.2 ms per attack, and single runs up to 18 ms when the
- * cores were busy elsewhere (the daemon uses ~30 ms of CPU per attack;
- * the tail is time spent waiting for a core), so 10 ms would fail at
- * random there. The bound asserted is the one met every time, which the
- * old daemon missed by two orders (a stalled loop made attaches take
- * 1000 ms and fall back local). */
+ * 99th percentile: issue 8's 10 ms. The suite runs alone (RUN_SERIAL, and
+ * a lock against a second copy), as CI runs it. Measured that way on the
+ * 2-core development machine (docs/reliability.md): the worst p99 of any
+ * attack was 3.8 ms over 5 plain runs and 1.7 ms over 3 ASan+UBSan runs.
+ * The daemon uses ~30 ms of CPU per attack; what pushed single runs past
+ * 10 ms earlier (up to 18 ms) was other engineers' builds holding both
+ * cores, i.e. time spent waiting for a core (perf sched), not the daemon.
+ * The old daemon missed this by two orders (a stalled loop made attaches
+ * take 1000 ms and fall back local). */
 #define ATTACHES 100
-#define P99_BOUND_MS 50
+#define P99_BOUND_MS 10
 /* The daemon's limits (daemon/daemon.h), to bound what it may hold. */
 #define SPARE_CONNECTIONS 64
 #define REFUSED_LINGER_MAX 64
