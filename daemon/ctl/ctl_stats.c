@@ -212,6 +212,7 @@ int ctl_stats_main(int argc, char **argv)
     enum { TABLE, JSON, PROMETHEUS } fmt = TABLE;
     bool processes = false;
     int opt, code, per = PROM_PER_PROGRAM;
+    bool per_given = false;
 
     ctl_sockets_init(&s);
     optind = 0;
@@ -222,6 +223,7 @@ int ctl_stats_main(int argc, char **argv)
             fmt = PROMETHEUS;
         else if (opt == 'E') {
             per = prom_per_process_parse(optarg);
+            per_given = true;
             if (per < 0)
                 return ctl_usage_error(&stats_cmd,
                                        "--per-process takes program, pid "
@@ -235,6 +237,9 @@ int ctl_stats_main(int argc, char **argv)
     if (optind < argc)
         return ctl_usage_error(&stats_cmd, "unexpected argument '%s'",
                                argv[optind]);
+    if (per_given && fmt != PROMETHEUS)
+        return ctl_usage_error(&stats_cmd, "--per-process applies to "
+                                           "--prometheus only");
     bool want =
         processes || fmt == JSON || (fmt == PROMETHEUS && per != PROM_PER_NONE);
     if (ctl_fetch_stats(&s, want, &r) < 0)

@@ -193,6 +193,9 @@ Test(metrics, endpoint_and_retrydctl_render_alike)
     cr_expect_eq(
         rd_ctl(&D, &res, "stats", "--prometheus", "--per-process=bogus", NULL),
         64);
+    /* Only the Prometheus text has per-process series to label. */
+    cr_expect_eq(rd_ctl(&D, &res, "stats", "--per-process=pid", NULL), 64);
+    cr_expect(strstr(res.err, "--prometheus only") != NULL, "%s", res.err);
     free(h.body);
     child_stop(&a);
 }

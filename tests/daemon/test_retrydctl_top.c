@@ -4,16 +4,20 @@
  * by a blank line, the first with totals and a dash for every rate, the
  * next with the deposits a real client process made between the two as a
  * rate above zero, per upstream and per program; no daemon (or a daemon
- * that goes away) is exit 70 with the reason.
+ * that goes away) is exit 70 with the reason. In a terminal (a real
+ * pseudo-terminal), the live ncurses screen draws the budget, quits on q,
+ * and outlives a daemon that goes away, saying so.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pty.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -223,4 +227,58 @@ Test(top, not_a_terminal_means_batch)
     cr_expect(strchr(res.out, '\x1b') == NULL);
     cr_expect(strstr(res.out, "\n\n") == NULL, "one frame, no separator");
     cr_expect(row(res.out, "payments") != NULL, "%s", res.out);
+}
+
+/* --- the live screen, in a real terminal (a pseudo-terminal) ------------- */
+
+/* retrydctl top without --batch on a pty of 40x160, TERM=xterm: the
+ * interactive ncurses screen. Its output goes to p->out (the master). */
+static void top_start_tty(top_proc *p)
+{
+    char *argv[] = {unconst(RETRYDCTL_PATH),
+                    unconst("top"),
+                    unconst("--delay"),
+                    unconst("0.2"),
+                    unconst("--stats-socket"),
+                    D.stats,
+                    NULL};
+    struct winsize ws = {.ws_row = 40, .ws_col = 160};
+    memset(p, 0, sizeof(*p));
+    p->pid = forkpty(&p->out, NULL, NULL, &ws);
+    cr_assert(p->pid >= 0, "forkpty: %s", strerror(errno));
+    if (p->pid == 0) {
+        setenv("TERM", "xterm", 1);
+        execv(argv[0], argv);
+        _exit(127);
+    }
+}
+
+/* Sends @p key to the screen, then reads to its exit (at most 20 s): its
+ * exit code. A pty master reports EIO once the child has gone. */
+static int top_quit_tty(top_proc *p, char key)
+{
+    cr_assert_eq(write(p->out, &key, 1), 1);
+    return top_finish(p);
+}
+
+Test(top, the_live_screen_draws_the_budget_and_quits_on_q)
+{
+    top_proc p;
+    top_start_tty(&p);
+    top_wait_for(&p, "UPSTREAM");
+    top_wait_for(&p, "payments");
+    cr_expect(strchr(p.buf, '\x1b') != NULL, "a terminal gets escape codes");
+    cr_expect_eq(top_quit_tty(&p, 'q'), 0, "%s", p.buf);
+}
+
+Test(top, the_live_screen_outlives_the_daemon_and_says_so)
+{
+    top_proc p;
+    top_start_tty(&p);
+    top_wait_for(&p, "payments");
+    rd_daemon_stop(&D, SIGTERM);
+    /* It keeps running and says why the numbers stopped. */
+    top_wait_for(&p, "no answer from the daemon");
+    cr_expect(waitpid(p.pid, NULL, WNOHANG) == 0, "top exited: %s", p.buf);
+    cr_expect_eq(top_quit_tty(&p, 'q'), 0, "%s", p.buf);
 }
