@@ -680,6 +680,12 @@ static int attach_slot(server *d, conn *c, const Retryd__Attach *a,
 static int attach_refused(server *d, conn *c, int r, bool quota)
 {
     const char *who = c->client[0] ? c->client : "?";
+    if (quota)
+        atomic_fetch_add_explicit(&d->slots_refused_quota, 1,
+                                  memory_order_relaxed);
+    else if (r == RETRYD_EFULL)
+        atomic_fetch_add_explicit(&d->slots_refused_capacity, 1,
+                                  memory_order_relaxed);
     if (quota) {
         log_limited(LOG_WARN,
                     "pid %d uid %u (%s) refused a process slot: its user "

@@ -8,6 +8,7 @@
 #ifndef RETRYD_DAEMON_H
 #define RETRYD_DAEMON_H
 
+#include <stdatomic.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -106,6 +107,9 @@ typedef struct server {
     uint64_t refused_due_ns[CONTROL_REFUSED_LINGER_MAX];
     unsigned refused_first, refused_n;
     uint64_t started_ns;
+    /* Attaches refused a process slot, by why (written by the main
+     * thread, read by the stats thread). */
+    _Atomic uint64_t slots_refused_capacity, slots_refused_quota;
     pthread_t stats_thread;
     bool stats_running;
     /* The /metrics endpoint (metrics.h): opened by the main thread, handed

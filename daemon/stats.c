@@ -224,6 +224,10 @@ int stats_snapshot_take(server *d, bool processes, stats_snapshot *s)
     retryd__segment_health__init(&s->health);
     owner_health_fill(&d->seg, &s->health);
     rep->segment_health = &s->health;
+    rep->slots_refused_capacity =
+        atomic_load_explicit(&d->slots_refused_capacity, memory_order_relaxed);
+    rep->slots_refused_quota =
+        atomic_load_explicit(&d->slots_refused_quota, memory_order_relaxed);
     rep->n_upstreams = s->b.n;
     rep->upstreams = s->b.up_ptrs;
     rep->processes = s->pptr;

@@ -56,6 +56,11 @@ static void print_table(const Retryd__StatsReply *r)
            "processes %u  draining %s\n\n",
            r->daemon_version, r->generation, (double)r->uptime_ms / 1000,
            r->attached_processes, r->draining ? "yes" : "no");
+    if (r->slots_refused_capacity || r->slots_refused_quota)
+        printf("process slots refused: %" PRIu64 " all taken (process_capacity)"
+               ", %" PRIu64 " user at quota (process_slots_per_uid); those "
+               "processes spend from local budgets\n\n",
+               r->slots_refused_capacity, r->slots_refused_quota);
     print_health_line(r);
     printf("%-24s %10s %8s %6s %8s %10s %9s %8s %6s   %s\n", "UPSTREAM",
            "BALANCE", "CAP", "RATIO", "FLOOR/s", "DEPOSITS", "GRANTED",
@@ -145,10 +150,12 @@ static void print_json(const Retryd__StatsReply *r)
     json_string(r->daemon_version);
     printf(",\"generation\":\"%016" PRIx64 "\",\"uptime_seconds\":%.3f,"
            "\"attached_processes\":%u,\"draining\":%s,\"upstream_capacity\":"
-           "%u,\"process_capacity\":%u,",
+           "%u,\"process_capacity\":%u,\"slots_refused\":{\"capacity\":%" PRIu64
+           ",\"quota\":%" PRIu64 "},",
            r->generation, (double)r->uptime_ms / 1000, r->attached_processes,
            r->draining ? "true" : "false", r->upstream_capacity,
-           r->process_capacity);
+           r->process_capacity, r->slots_refused_capacity,
+           r->slots_refused_quota);
     print_json_health(r);
     for (size_t i = 0; i < r->n_upstreams; i++) {
         const Retryd__UpstreamStats *u = r->upstreams[i];

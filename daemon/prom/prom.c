@@ -268,6 +268,13 @@ static void daemon_families(const render *x)
     fprintf(x->out, "retryd_attached_processes %u\n", r->attached_processes);
     header(x->out, "retryd_draining", "gauge", "1 while the host drains.");
     fprintf(x->out, "retryd_draining %d\n", r->draining ? 1 : 0);
+    header(x->out, "retryd_slot_refusals_total", "counter",
+           "Attaches refused a process slot: every slot taken (capacity) or "
+           "the user at process_slots_per_uid (quota).");
+    fprintf(x->out,
+            "retryd_slot_refusals_total{reason=\"capacity\"} %" PRIu64
+            "\nretryd_slot_refusals_total{reason=\"quota\"} %" PRIu64 "\n",
+            r->slots_refused_capacity, r->slots_refused_quota);
     health(x);
 }
 

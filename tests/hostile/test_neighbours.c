@@ -141,6 +141,16 @@ Test(neighbours, a_user_fills_its_slot_quota_and_another_still_shares)
                  "%d refused a slot, %d failed otherwise",
                  atomic_load(&B->quota), atomic_load(&B->other));
     cr_expect_eq(daemon_stat("attached_processes"), QUOTA);
+    /* The stats count the refusals under quota, none under capacity. */
+    cr_expect_eq(rd_json_number(res.out, "\"slots_refused\"", "quota"),
+                 HOGS - QUOTA, "%s", res.out);
+    cr_expect_eq(rd_json_number(res.out, "\"slots_refused\"", "capacity"), 0,
+                 "%s", res.out);
+    cr_assert_eq(rd_ctl(&D, &res, "stats", "--prometheus", NULL), 0);
+    char want[96];
+    snprintf(want, sizeof(want),
+             "retryd_slot_refusals_total{reason=\"quota\"} %d\n", HOGS - QUOTA);
+    cr_expect(strstr(res.out, want) != NULL, "no '%s' in %s", want, res.out);
     cr_expect_geq(
         rd_file_lines_with(D.log, "uid 65534", "process_slots_per_uid"), 1,
         "the refusal names the quota in the log");

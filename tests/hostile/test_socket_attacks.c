@@ -602,6 +602,12 @@ Test(sockets, processes_refused_a_slot_are_logged_rate_limited)
     cr_expect(lines >= 1 && lines <= 5, "%ld refused-slot lines", lines);
     cr_expect(rd_wait_until(refusal_counted, NULL, 15000),
               "no 'suppressed ... refused a process slot' line");
+    /* Counted in the stats too, under capacity (8 slots: the quota is all
+     * of them): the 100 refused here and the hogs that found no slot. */
+    cr_assert_eq(rd_ctl(&D, &res, "stats", "--json", NULL), 0);
+    double cap = rd_json_number(res.out, "\"slots_refused\"", "capacity");
+    cr_expect(cap >= ATTACHES && cap <= ATTACHES + HOGS, "%s", res.out);
+    cr_expect_eq(rd_json_number(res.out, "\"slots_refused\"", "quota"), 0);
 
     close(hold[1]); /* the hogs leave; the slots come back */
     for (int i = 0; i < HOGS; i++)
