@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "control_request.h"
 #include "harness.h"
 #include "hostile.h"
 #include "retryd/retryd.h"
@@ -63,16 +64,6 @@ static int hog(int hold, int out)
     return 0;
 }
 
-static int request(int fd, Retryd__ControlRequest *req)
-{
-    Retryd__ControlReply *rep;
-    if (retryd__control_exchange(fd, req, 5000, &rep, NULL) < 0)
-        return -1;
-    int e = rep->error;
-    retryd__control_reply__free_unpacked(rep, NULL);
-    return e;
-}
-
 /* CHURN registers and retires of junk names on one connection. */
 static int churn(void)
 {
@@ -85,7 +76,7 @@ static int churn(void)
     hello.protocol_version = RETRYD_PROTOCOL_VERSION;
     req.body_case = RETRYD__CONTROL_REQUEST__BODY_HELLO;
     req.hello = &hello;
-    CHECK(request(fd, &req) == 0, "hello");
+    CHECK(rd_control_request(fd, &req) == 0, "hello");
     for (int i = 0; i < CHURN; i++) {
         char name[32];
         snprintf(name, sizeof(name), "junk-%d", i);
@@ -94,13 +85,13 @@ static int churn(void)
         reg.name = name;
         req.body_case = RETRYD__CONTROL_REQUEST__BODY_REGISTER;
         req.register_ = &reg;
-        CHECK(request(fd, &req) == 0, "register %s", name);
+        CHECK(rd_control_request(fd, &req) == 0, "register %s", name);
         Retryd__Retire ret;
         retryd__retire__init(&ret);
         ret.name = name;
         req.body_case = RETRYD__CONTROL_REQUEST__BODY_RETIRE;
         req.retire = &ret;
-        CHECK(request(fd, &req) == 0, "retire %s", name);
+        CHECK(rd_control_request(fd, &req) == 0, "retire %s", name);
     }
     close(fd);
     return 0;

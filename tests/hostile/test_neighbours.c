@@ -25,6 +25,7 @@
 #include <criterion/criterion.h>
 
 #include "child.h"
+#include "control_request.h"
 #include "harness.h"
 #include "hostile.h"
 #include "retryd/retryd.h"
@@ -389,17 +390,6 @@ Test(neighbours, attaches_are_logged_at_debug_and_not_at_info)
     cr_expect_eq(rd_file_lines_with(D.log, "(neighbour) said hello", NULL), N);
 }
 
-/* One request on @p fd; the reply's error (or -1 when none came). */
-static int request(int fd, Retryd__ControlRequest *req)
-{
-    Retryd__ControlReply *rep;
-    if (retryd__control_exchange(fd, req, 5000, &rep, NULL) < 0)
-        return -1;
-    int e = rep->error;
-    retryd__control_reply__free_unpacked(rep, NULL);
-    return e;
-}
-
 /* Lines that hold @p what, printed (not a "suppressed" line), plus the
  * counts of the "suppressed N similar lines" lines that name it. */
 static long accounted(const char *what)
@@ -440,7 +430,7 @@ Test(neighbours, register_and_retire_churn_is_rate_limited)
     hello.protocol_version = RETRYD_PROTOCOL_VERSION;
     req.body_case = RETRYD__CONTROL_REQUEST__BODY_HELLO;
     req.hello = &hello;
-    cr_assert_eq(request(fd, &req), 0);
+    cr_assert_eq(rd_control_request(fd, &req), 0);
     uint64_t t0 = rd_now_ns();
     for (int i = 0; i < CHURN; i++) {
         char name[32];
@@ -450,13 +440,13 @@ Test(neighbours, register_and_retire_churn_is_rate_limited)
         reg.name = name;
         req.body_case = RETRYD__CONTROL_REQUEST__BODY_REGISTER;
         req.register_ = &reg;
-        cr_assert_eq(request(fd, &req), 0, "register %s", name);
+        cr_assert_eq(rd_control_request(fd, &req), 0, "register %s", name);
         Retryd__Retire ret;
         retryd__retire__init(&ret);
         ret.name = name;
         req.body_case = RETRYD__CONTROL_REQUEST__BODY_RETIRE;
         req.retire = &ret;
-        cr_assert_eq(request(fd, &req), 0, "retire %s", name);
+        cr_assert_eq(rd_control_request(fd, &req), 0, "retire %s", name);
     }
     uint64_t secs = (rd_now_ns() - t0) / 1000000000u;
     close(fd);
