@@ -475,3 +475,49 @@ Test(executor, other_4xx_is_final)
 {
     run_fault("status_404", true);
 }
+
+/* The result's header accessors over a response a parser can get wrong:
+ * only the final block's fields, in arrival order, values trimmed of the
+ * blanks around them, the last of a repeated name (any case), colons
+ * inside a value kept, and neither the interim block's field nor the
+ * trailer's. The same checks run through the asynchronous executor (the
+ * _multi suite). */
+Test(executor, result_headers_are_the_final_blocks_fields_trimmed)
+{
+    retryd_profile *p = profile_at(testsrv_port(srv), 5 * S);
+    retryd_request req = {.sz = sizeof(req),
+                          .path = "/headers",
+                          .idempotency = RETRYD_IDEMPOTENCY_SAFE};
+    retryd_result *r;
+    cr_assert_eq(retryd_execute(p, &req, &r), 0);
+    cr_assert_eq(retryd_result_outcome(r), RETRYD_OUTCOME_RESPONSE);
+    cr_assert_eq(retryd_result_status(r), 200);
+    size_t len;
+    const char *body = retryd_result_body(r, &len);
+    cr_expect(len == 2 && memcmp(body, "ok", 2) == 0);
+
+    static const char *const want[][2] = {
+        {"X-Padded", "spaced  value"}, {"X-Empty", ""},
+        {"X-Twice", "first"},          {"x-twice", "second"},
+        {"X-Colon", "a:b: c"},         {"Transfer-Encoding", "chunked"},
+        {"Trailer", "X-Trailer"},
+    };
+    size_t n = sizeof(want) / sizeof(want[0]);
+    cr_expect_eq(retryd_result_header_count(r), n);
+    for (size_t i = 0; i < n && i < retryd_result_header_count(r); i++) {
+        const char *name, *value;
+        cr_assert_eq(retryd_result_header_at(r, i, &name, &value), 0);
+        cr_expect_str_eq(name, want[i][0], "field %zu", i);
+        cr_expect_str_eq(value, want[i][1], "field %zu (%s)", i, name);
+    }
+    const char *name, *value;
+    cr_expect_eq(retryd_result_header_at(r, n, &name, &value), RETRYD_ERANGE);
+    cr_expect_str_eq(retryd_result_header(r, "X-TWICE"), "second");
+    cr_expect_str_eq(retryd_result_header(r, "x-padded"), "spaced  value");
+    cr_expect_str_eq(retryd_result_header(r, "X-Empty"), "");
+    cr_expect_null(retryd_result_header(r, "X-Interim"));
+    cr_expect_null(retryd_result_header(r, "X-Trailer"));
+    cr_expect_null(retryd_result_header(r, "X-Absent"));
+    retryd_result_free(r);
+    retryd_profile_free(p);
+}

@@ -29,6 +29,9 @@
  *   /status?code=NNN[&retry_after=V]  that status (200-599), V decoded
  *   /redirect?to=U         302 with "Location: U" (U decoded)
  *   /once425               per id: first execution 425, later 200
+ *   /headers               "102 Processing" with a field, then 200 with
+ *                          padded, empty, repeated and colon-holding
+ *                          fields and a chunked body with a trailer
  *   /auth[?token=T]        200 with "Authorization: Bearer T" (counted),
  *                          else 401 + WWW-Authenticate (a reject, not an
  *                          execution); without token= any bearer passes

@@ -368,6 +368,35 @@ static enum srv_next mode_redirect(struct srv_conn *c, struct request *r)
     return respond_text(c, r, 302, extra, "redirect\n");
 }
 
+/* Header fields a parser can get wrong, for the result's header accessors:
+ * an interim 1xx block with a field of its own (not the response's),
+ * blanks around a value, an empty value, one name twice in two cases,
+ * colons inside a value, and a chunked body whose trailer field is not a
+ * response header. */
+static enum srv_next mode_headers(struct srv_conn *c, struct request *r)
+{
+    static const char resp[] = "HTTP/1.1 102 Processing\r\n"
+                               "X-Interim: yes\r\n"
+                               "\r\n"
+                               "HTTP/1.1 200 OK\r\n"
+                               "X-Padded:  \t spaced  value \t \r\n"
+                               "X-Empty:\r\n"
+                               "X-Twice: first\r\n"
+                               "x-twice: second\r\n"
+                               "X-Colon: a:b: c\r\n"
+                               "Transfer-Encoding: chunked\r\n"
+                               "Trailer: X-Trailer\r\n"
+                               "\r\n"
+                               "2\r\nok\r\n"
+                               "0\r\n"
+                               "X-Trailer: t\r\n"
+                               "\r\n";
+    note(c, r, "200 with tricky headers");
+    if (srv_write_all(c, resp, sizeof resp - 1) < 0)
+        return SRV_NEXT_DONE;
+    return r->h1.keep_alive ? SRV_NEXT_KEEP : SRV_NEXT_CLOSE;
+}
+
 static enum srv_next mode_once425(struct srv_conn *c, struct request *r)
 {
     if (r->execution == 1)
@@ -490,6 +519,7 @@ static const struct mode {
     {"/status", mode_status, true},
     {"/redirect", mode_redirect, true},
     {"/once425", mode_once425, true},
+    {"/headers", mode_headers, true},
     {"/auth", mode_auth, false},
     {"/seq", mode_seq, true},
     {"/drop-second", mode_drop_second, true},
