@@ -469,11 +469,7 @@ static void report(const bench *b, long n, const bench_runs *runs,
            n, PATH, b->body_len, b->in_flight, runs->done);
     printf("  nginx on 127.0.0.1:%d, keep-alive connections, libcurl %s\n",
            b->ng.port, curl_version_info(CURLVERSION_NOW)->version);
-    if (g_cpu_self < 0)
-        printf("  cpus: none (not pinned)");
-    else
-        printf("  cpus: %s (benchmark on cpu %d, nginx on cpu %d)", g_pin,
-               g_cpu_self, g_cpu_nginx);
+    bench_print_cpus(g_pin, g_cpu_self, g_cpu_nginx);
     printf("; load average %.2f before, %.2f after\n", load[0], load[1]);
     printf("  %-30s %7s %7s %6s %8s %6s %6s %6s  %s\n", "", "req/s", "us/req",
            "x raw", "cpu us", "+cpu", "nginx", "other", "req/s range");
@@ -529,13 +525,8 @@ int main(int argc, char **argv)
     }
     if (argc > 4)
         g_pin = argv[4];
-    if (bench_install_signals() < 0 ||
-        bench_place(g_pin, &g_cpu_self, &g_cpu_nginx) < 0)
+    if (bench_start(g_pin, &g_cpu_self, &g_cpu_nginx) < 0)
         return 1;
-    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
-        bench_fail("curl_global_init failed");
-        return 1;
-    }
     int rc = setup(&b);
     /* Warm up untimed: every variant's connections opened (a block of
      * in-flight requests at once), the pool's handles, caches. */

@@ -311,11 +311,8 @@ static void report(const bench *b, long n, const bench_runs *runs)
     printf("  nginx on 127.0.0.1:%d, one keep-alive connection per variant, "
            "libcurl %s\n",
            b->ng.port, curl_version_info(CURLVERSION_NOW)->version);
-    if (g_cpu_self < 0)
-        printf("  cpus: none (not pinned)\n");
-    else
-        printf("  cpus: %s (benchmark on cpu %d, nginx on cpu %d)\n", g_pin,
-               g_cpu_self, g_cpu_nginx);
+    bench_print_cpus(g_pin, g_cpu_self, g_cpu_nginx);
+    printf("\n");
     printf("  %-30s %7s %7s %6s %6s %8s %6s  %s\n", "", "req/s", "us/req",
            "+us", "x raw", "cpu us", "+cpu", "req/s range");
     for (int v = 0; v < N_VARIANTS; v++) {
@@ -361,15 +358,8 @@ int main(int argc, char **argv)
         snprintf(b.path, sizeof(b.path), "%s", argv[3]);
     if (argc > 4)
         g_pin = argv[4];
-    if (bench_install_signals() < 0 ||
-        bench_place(g_pin, &g_cpu_self, &g_cpu_nginx) < 0)
+    if (bench_start(g_pin, &g_cpu_self, &g_cpu_nginx) < 0)
         return 1;
-    /* Before any handle exists; retryd_client_new's own call is then a
-     * no-op. */
-    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
-        bench_fail("curl_global_init failed");
-        return 1;
-    }
     int rc = setup(&b);
     /* Warm up every variant untimed: connections, the pool's handle, the
      * budget's lane, caches. */
