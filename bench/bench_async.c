@@ -376,7 +376,6 @@ static int probe(bench *b)
 
 static int setup(bench *b)
 {
-    char status_url[96];
     if (rd_daemon_init(&b->d, NULL) < 0)
         return bench_fail_errno("the temporary directory");
     b->ng = (bench_nginx){.dir = b->d.dir,
@@ -387,15 +386,8 @@ static int setup(bench *b)
     snprintf(b->base_url, sizeof(b->base_url), "http://127.0.0.1:%d",
              b->ng.port);
     snprintf(b->url, sizeof(b->url), "%s%s", b->base_url, PATH);
-    snprintf(status_url, sizeof(status_url), "%s/status", b->base_url);
-    if ((b->status = curl_easy_init()) == NULL)
-        return bench_fail("out of memory");
-    curl_easy_setopt(b->status, CURLOPT_URL, status_url);
-    curl_easy_setopt(b->status, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(b->status, CURLOPT_TIMEOUT_MS, 10000L);
-    curl_easy_setopt(b->status, CURLOPT_PROXY, "");
-    curl_easy_setopt(b->status, CURLOPT_WRITEFUNCTION, bench_sink_write);
-    curl_easy_setopt(b->status, CURLOPT_WRITEDATA, &b->sk);
+    if ((b->status = bench_nginx_status_open(b->ng.port, &b->sk)) == NULL)
+        return -1;
     if (probe(b) < 0 || raw_open(b, &b->raw[V_RAW], false) < 0 ||
         raw_open(b, &b->raw[V_RAW_SAME], true) < 0)
         return -1;

@@ -221,7 +221,6 @@ static int run_block(void *ctx, int v, long n)
 
 static int setup(bench *b)
 {
-    char probe[192];
     long accepts, requests;
 
     if (rd_daemon_init(&b->d, NULL) < 0)
@@ -238,18 +237,12 @@ static int setup(bench *b)
     snprintf(b->base_url, sizeof(b->base_url), "http://127.0.0.1:%d",
              b->ng.port);
     snprintf(b->url, sizeof(b->url), "%s%s", b->base_url, b->path);
-    snprintf(probe, sizeof(probe), "%s/status", b->base_url);
     b->raw = curl_easy_init();
     b->raw_same = curl_easy_init();
-    b->status = curl_easy_init();
-    if (b->raw == NULL || b->raw_same == NULL || b->status == NULL)
+    if (b->raw == NULL || b->raw_same == NULL)
         return bench_fail("out of memory");
-    curl_easy_setopt(b->status, CURLOPT_URL, probe);
-    curl_easy_setopt(b->status, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(b->status, CURLOPT_TIMEOUT_MS, 10000L);
-    curl_easy_setopt(b->status, CURLOPT_PROXY, "");
-    curl_easy_setopt(b->status, CURLOPT_WRITEFUNCTION, bench_sink_write);
-    curl_easy_setopt(b->status, CURLOPT_WRITEDATA, &b->sk);
+    if ((b->status = bench_nginx_status_open(b->ng.port, &b->sk)) == NULL)
+        return -1;
     if (bench_nginx_counters(b->status, &b->sk, &accepts, &requests) < 0)
         return -1;
     raw_options(b, b->raw);
