@@ -376,7 +376,6 @@ static int probe(bench *b)
 
 static int setup(bench *b)
 {
-    char status_url[96];
     if (rd_daemon_init(&b->d, NULL) < 0)
         return bench_fail_errno("the temporary directory");
     b->ng = (bench_nginx){.dir = b->d.dir,
@@ -387,15 +386,8 @@ static int setup(bench *b)
     snprintf(b->base_url, sizeof(b->base_url), "http://127.0.0.1:%d",
              b->ng.port);
     snprintf(b->url, sizeof(b->url), "%s%s", b->base_url, PATH);
-    snprintf(status_url, sizeof(status_url), "%s/status", b->base_url);
-    if ((b->status = curl_easy_init()) == NULL)
-        return bench_fail("out of memory");
-    curl_easy_setopt(b->status, CURLOPT_URL, status_url);
-    curl_easy_setopt(b->status, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(b->status, CURLOPT_TIMEOUT_MS, 10000L);
-    curl_easy_setopt(b->status, CURLOPT_PROXY, "");
-    curl_easy_setopt(b->status, CURLOPT_WRITEFUNCTION, bench_sink_write);
-    curl_easy_setopt(b->status, CURLOPT_WRITEDATA, &b->sk);
+    if ((b->status = bench_nginx_status_open(b->ng.port, &b->sk)) == NULL)
+        return -1;
     if (probe(b) < 0 || raw_open(b, &b->raw[V_RAW], false) < 0 ||
         raw_open(b, &b->raw[V_RAW_SAME], true) < 0)
         return -1;
@@ -469,11 +461,7 @@ static void report(const bench *b, long n, const bench_runs *runs,
            n, PATH, b->body_len, b->in_flight, runs->done);
     printf("  nginx on 127.0.0.1:%d, keep-alive connections, libcurl %s\n",
            b->ng.port, curl_version_info(CURLVERSION_NOW)->version);
-    if (g_cpu_self < 0)
-        printf("  cpus: none (not pinned)");
-    else
-        printf("  cpus: %s (benchmark on cpu %d, nginx on cpu %d)", g_pin,
-               g_cpu_self, g_cpu_nginx);
+    bench_print_cpus(g_pin, g_cpu_self, g_cpu_nginx);
     printf("; load average %.2f before, %.2f after\n", load[0], load[1]);
     printf("  %-30s %7s %7s %6s %8s %6s %6s %6s  %s\n", "", "req/s", "us/req",
            "x raw", "cpu us", "+cpu", "nginx", "other", "req/s range");
@@ -529,13 +517,8 @@ int main(int argc, char **argv)
     }
     if (argc > 4)
         g_pin = argv[4];
-    if (bench_install_signals() < 0 ||
-        bench_place(g_pin, &g_cpu_self, &g_cpu_nginx) < 0)
+    if (bench_start(g_pin, &g_cpu_self, &g_cpu_nginx) < 0)
         return 1;
-    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
-        bench_fail("curl_global_init failed");
-        return 1;
-    }
     int rc = setup(&b);
     /* Warm up untimed: every variant's connections opened (a block of
      * in-flight requests at once), the pool's handles, caches. */

@@ -221,7 +221,6 @@ static int run_block(void *ctx, int v, long n)
 
 static int setup(bench *b)
 {
-    char probe[192];
     long accepts, requests;
 
     if (rd_daemon_init(&b->d, NULL) < 0)
@@ -238,18 +237,12 @@ static int setup(bench *b)
     snprintf(b->base_url, sizeof(b->base_url), "http://127.0.0.1:%d",
              b->ng.port);
     snprintf(b->url, sizeof(b->url), "%s%s", b->base_url, b->path);
-    snprintf(probe, sizeof(probe), "%s/status", b->base_url);
     b->raw = curl_easy_init();
     b->raw_same = curl_easy_init();
-    b->status = curl_easy_init();
-    if (b->raw == NULL || b->raw_same == NULL || b->status == NULL)
+    if (b->raw == NULL || b->raw_same == NULL)
         return bench_fail("out of memory");
-    curl_easy_setopt(b->status, CURLOPT_URL, probe);
-    curl_easy_setopt(b->status, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(b->status, CURLOPT_TIMEOUT_MS, 10000L);
-    curl_easy_setopt(b->status, CURLOPT_PROXY, "");
-    curl_easy_setopt(b->status, CURLOPT_WRITEFUNCTION, bench_sink_write);
-    curl_easy_setopt(b->status, CURLOPT_WRITEDATA, &b->sk);
+    if ((b->status = bench_nginx_status_open(b->ng.port, &b->sk)) == NULL)
+        return -1;
     if (bench_nginx_counters(b->status, &b->sk, &accepts, &requests) < 0)
         return -1;
     raw_options(b, b->raw);
@@ -311,11 +304,8 @@ static void report(const bench *b, long n, const bench_runs *runs)
     printf("  nginx on 127.0.0.1:%d, one keep-alive connection per variant, "
            "libcurl %s\n",
            b->ng.port, curl_version_info(CURLVERSION_NOW)->version);
-    if (g_cpu_self < 0)
-        printf("  cpus: none (not pinned)\n");
-    else
-        printf("  cpus: %s (benchmark on cpu %d, nginx on cpu %d)\n", g_pin,
-               g_cpu_self, g_cpu_nginx);
+    bench_print_cpus(g_pin, g_cpu_self, g_cpu_nginx);
+    printf("\n");
     printf("  %-30s %7s %7s %6s %6s %8s %6s  %s\n", "", "req/s", "us/req",
            "+us", "x raw", "cpu us", "+cpu", "req/s range");
     for (int v = 0; v < N_VARIANTS; v++) {
@@ -361,15 +351,8 @@ int main(int argc, char **argv)
         snprintf(b.path, sizeof(b.path), "%s", argv[3]);
     if (argc > 4)
         g_pin = argv[4];
-    if (bench_install_signals() < 0 ||
-        bench_place(g_pin, &g_cpu_self, &g_cpu_nginx) < 0)
+    if (bench_start(g_pin, &g_cpu_self, &g_cpu_nginx) < 0)
         return 1;
-    /* Before any handle exists; retryd_client_new's own call is then a
-     * no-op. */
-    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
-        bench_fail("curl_global_init failed");
-        return 1;
-    }
     int rc = setup(&b);
     /* Warm up every variant untimed: connections, the pool's handle, the
      * budget's lane, caches. */

@@ -269,6 +269,24 @@ size_t bench_sink_write(char *data, size_t size, size_t n, void *ctx)
     return len;
 }
 
+CURL *bench_nginx_status_open(int port, bench_sink *sk)
+{
+    char url[64];
+    CURL *h = curl_easy_init();
+    if (h == NULL) {
+        bench_fail("out of memory");
+        return NULL;
+    }
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d/status", port);
+    curl_easy_setopt(h, CURLOPT_URL, url); /* libcurl copies it */
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, 10000L);
+    curl_easy_setopt(h, CURLOPT_PROXY, "");
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, bench_sink_write);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, sk);
+    return h;
+}
+
 int bench_nginx_counters(CURL *status, bench_sink *sk, long *accepts,
                          long *requests)
 {

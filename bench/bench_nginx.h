@@ -70,6 +70,10 @@ typedef struct bench_sink {
  * @p ctx. */
 size_t bench_sink_write(char *data, size_t size, size_t n, void *ctx);
 
+/* An easy handle on nginx's stub_status at 127.0.0.1:@p port, on its own
+ * connection, writing into @p sk; NULL with a message. */
+CURL *bench_nginx_status_open(int port, bench_sink *sk);
+
 /*
  * nginx's counters from stub_status, with @p status (an easy handle on
  * http://127.0.0.1:port/status, its write callback bench_sink_write into

@@ -155,3 +155,21 @@ void bench_cpu_ratios_of(const bench_runs *r, int v, int base, bench_ratios *st)
                        (r->cpu_us[v][i] + r->peer_us[v][i]);
     spread(st);
 }
+
+int bench_start(const char *mode, int *self, int *nginx)
+{
+    if (bench_install_signals() < 0 || bench_place(mode, self, nginx) < 0)
+        return -1;
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
+        return bench_fail("curl_global_init failed");
+    return 0;
+}
+
+void bench_print_cpus(const char *mode, int self, int nginx)
+{
+    if (self < 0)
+        printf("  cpus: none (not pinned)");
+    else
+        printf("  cpus: %s (benchmark on cpu %d, nginx on cpu %d)", mode, self,
+               nginx);
+}

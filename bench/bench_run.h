@@ -90,4 +90,16 @@ void bench_ratios_of(const bench_runs *r, int v, int base, bench_ratios *st);
 void bench_cpu_ratios_of(const bench_runs *r, int v, int base,
                          bench_ratios *st);
 
+/*
+ * What both benchmarks do before setting up: the signals that stop them
+ * (bench_install_signals), the CPUs of @p mode for the benchmark and
+ * nginx (bench_place, into @p self and @p nginx), and libcurl's global
+ * init, before any handle exists (retryd_client_new's own call is then a
+ * no-op). 0, or -1 with a message.
+ */
+int bench_start(const char *mode, int *self, int *nginx);
+
+/* "  cpus: ..." for the report, without the line's end. */
+void bench_print_cpus(const char *mode, int self, int nginx);
+
 #endif

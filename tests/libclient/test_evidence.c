@@ -114,6 +114,20 @@ static void sink_refused(attempt_trace *t)
     t->sink_refused = true;
 }
 
+/* The caller cancelled (retryd_multi_cancel) a transfer whose re-send had
+ * been vetoed: the proof of the stages stands, the reason is the cancel. */
+static void cancelled_after_veto(attempt_trace *t)
+{
+    h1_died_and_vetoed(t);
+    t->cancelled = true;
+}
+
+static void cancelled_refused(attempt_trace *t)
+{
+    h2_refused(t);
+    t->cancelled = true;
+}
+
 #define NS RETRYD_EVIDENCE_NOT_SENT
 #define SNR RETRYD_EVIDENCE_SENT_NO_RESPONSE
 #define RR RETRYD_EVIDENCE_RESPONSE_RECEIVED
@@ -167,6 +181,10 @@ static const row rows[] = {
     {"headers over the bound", headers_too_large, CURLE_WRITE_ERROR, SNR,
      RETRYD_FAILURE_ABORTED},
     {"ok without final headers", h1_written, CURLE_OK, SNR, RETRYD_FAILURE_IO},
+    {"cancelled after a vetoed re-send", cancelled_after_veto,
+     CURLE_ABORTED_BY_CALLBACK, SNR, RETRYD_FAILURE_ABORTED},
+    {"cancelled after a refused stream", cancelled_refused,
+     CURLE_ABORTED_BY_CALLBACK, NS, RETRYD_FAILURE_ABORTED},
 };
 
 Test(evidence, every_row_of_the_mapping)

@@ -23,6 +23,7 @@
 #include "testsrv.h"
 
 #include "exec_fixture.h"
+#include "exec_profile.h"
 #include "srv_log.h"
 
 #define MS INT64_C(1000000)
@@ -30,23 +31,6 @@
 
 TestSuite(executor_rules, .init = exec_setup, .fini = exec_teardown,
           .timeout = 60);
-
-static retryd_profile *profile(retryd_profile_opts o)
-{
-    char base[64];
-    retryd_profile *p;
-    snprintf(base, sizeof(base), "http://127.0.0.1:%d", testsrv_port(srv));
-    o.sz = sizeof(o);
-    o.base_url = base;
-    static const retryd_backoff_policy fast = {sizeof(fast), RETRYD_JITTER_FULL,
-                                               1 * MS, 4 * MS, 5 * S};
-    if (o.backoff == NULL)
-        o.backoff = &fast;
-    if (o.budget == NULL)
-        o.budget = &plenty;
-    cr_assert_eq(retryd_profile_new(client, &o, &p), 0);
-    return p;
-}
 
 static retryd_result *run(retryd_profile *p, retryd_request q)
 {
@@ -95,7 +79,7 @@ Test(executor_rules, raw_libcurl_resends_a_post_on_a_dead_keepalive_connection)
 
 Test(executor_rules, executor_vetoes_the_resend_and_answers_ambiguous)
 {
-    retryd_profile *p = profile((retryd_profile_opts){0});
+    retryd_profile *p = exec_profile((retryd_profile_opts){0});
     retryd_body *b;
     cr_assert_eq(retryd_body_new_bytes("pay 10", 6, &b), 0);
     retryd_request q = {.method = "POST",
@@ -118,7 +102,7 @@ Test(executor_rules, executor_vetoes_the_resend_and_answers_ambiguous)
 
 Test(executor_rules, idempotent_request_is_retried_by_the_engine_instead)
 {
-    retryd_profile *p = profile((retryd_profile_opts){0});
+    retryd_profile *p = exec_profile((retryd_profile_opts){0});
     retryd_request q = {.path = "/drop-second?id=idem",
                         .idempotency = RETRYD_IDEMPOTENCY_SAFE};
     retryd_result_free(run(p, q));
@@ -139,7 +123,7 @@ Test(executor_rules, idempotent_request_is_retried_by_the_engine_instead)
 
 Test(executor_rules, redirect_is_the_response_and_is_not_followed)
 {
-    retryd_profile *p = profile((retryd_profile_opts){0});
+    retryd_profile *p = exec_profile((retryd_profile_opts){0});
     retryd_result *r = run(
         p, (retryd_request){.method = "POST",
                             .path = "/redirect?to=/ok%3Fid%3Dtarget&id=moved",
@@ -159,7 +143,7 @@ Test(executor_rules, redirect_is_the_response_and_is_not_followed)
 Test(executor_rules, uploads_never_ask_for_100_continue)
 {
     enum { BIG = 2 * 1024 * 1024 };
-    retryd_profile *p = profile((retryd_profile_opts){0});
+    retryd_profile *p = exec_profile((retryd_profile_opts){0});
     char *big = malloc(BIG);
     cr_assert(big != NULL);
     memset(big, 'u', BIG);
@@ -196,7 +180,7 @@ Test(executor_rules, uploads_never_ask_for_100_continue)
 
 Test(executor_rules, closed_before_reading_is_never_executed)
 {
-    retryd_profile *p = profile((retryd_profile_opts){0});
+    retryd_profile *p = exec_profile((retryd_profile_opts){0});
     cr_assert_eq(testsrv_mode(srv, "accept-close"), 0);
     retryd_request q = {.method = "POST",
                         .path = "/ok?id=acc",
@@ -217,7 +201,7 @@ Test(executor_rules, closed_before_reading_is_never_executed)
 
 Test(executor_rules, keepalive_connection_is_reused)
 {
-    retryd_profile *p = profile((retryd_profile_opts){0});
+    retryd_profile *p = exec_profile((retryd_profile_opts){0});
     for (int i = 0; i < 20; i++) {
         retryd_result *r = run(p, (retryd_request){.path = "/ok?id=ka"});
         cr_assert_eq(retryd_result_status(r), 200);
@@ -231,7 +215,7 @@ Test(executor_rules, keepalive_connection_is_reused)
 
 Test(executor_rules, retry_after_seconds_is_the_wait)
 {
-    retryd_profile *p = profile((retryd_profile_opts){.max_attempts = 2});
+    retryd_profile *p = exec_profile((retryd_profile_opts){.max_attempts = 2});
     int64_t t0 = now_ns();
     retryd_result *r = run(
         p, (retryd_request){.path = "/status?code=429&retry_after=1&id=ra"});
@@ -249,7 +233,7 @@ Test(executor_rules, retry_after_seconds_is_the_wait)
 
 Test(executor_rules, retry_after_http_date_is_the_wait)
 {
-    retryd_profile *p = profile((retryd_profile_opts){.max_attempts = 2});
+    retryd_profile *p = exec_profile((retryd_profile_opts){.max_attempts = 2});
     char date[64], path[160];
     /* 3 s ahead: at least 2 s of wait left even when the first attempt
      * is answered a whole (sanitized, loaded) second later. */
@@ -285,7 +269,7 @@ static void expect_server_gap(const char *id, int64_t at_least_ms)
 
 Test(executor_rules, retry_after_is_a_floor_at_the_server)
 {
-    retryd_profile *p = profile((retryd_profile_opts){.max_attempts = 2});
+    retryd_profile *p = exec_profile((retryd_profile_opts){.max_attempts = 2});
     retryd_result *r = run(
         p, (retryd_request){.path = "/status?code=429&retry_after=2&id=rf"});
     cr_assert_eq(retryd_result_attempt_count(r), 2);
@@ -308,10 +292,10 @@ Test(executor_rules, retry_after_nobody_can_honour_returns_without_waiting)
 {
     static const retryd_backoff_policy patient = {
         sizeof(patient), RETRYD_JITTER_FULL, 1 * MS, 4 * MS, 300 * S};
-    retryd_profile *dflt = profile((retryd_profile_opts){
+    retryd_profile *dflt = exec_profile((retryd_profile_opts){
         .backoff = &retryd_backoff_default, .max_attempts = 3});
-    retryd_profile *slow =
-        profile((retryd_profile_opts){.backoff = &patient, .max_attempts = 3});
+    retryd_profile *slow = exec_profile(
+        (retryd_profile_opts){.backoff = &patient, .max_attempts = 3});
     struct {
         retryd_profile *p;
         const char *path, *id;
@@ -344,7 +328,7 @@ Test(executor_rules, retry_after_nobody_can_honour_returns_without_waiting)
 
 Test(executor_rules, retry_after_past_the_deadline_is_not_waited_for)
 {
-    retryd_profile *p = profile((retryd_profile_opts){0});
+    retryd_profile *p = exec_profile((retryd_profile_opts){0});
     retryd_result *r =
         run(p, (retryd_request){.path = "/status?code=503&retry_after=4&id=rl",
                                 .deadline_ns = 2 * S});
@@ -370,7 +354,7 @@ static int refresh_good(void *ctx, char *value, size_t len)
 
 Test(executor_rules, status_401_refreshes_credentials_once_then_succeeds)
 {
-    retryd_profile *p = profile((retryd_profile_opts){0});
+    retryd_profile *p = exec_profile((retryd_profile_opts){0});
     static const char *const hdrs[] = {"Authorization: Bearer stale", NULL};
     refreshes = 0;
     retryd_result *r =
@@ -388,7 +372,7 @@ Test(executor_rules, status_401_refreshes_credentials_once_then_succeeds)
 
 Test(executor_rules, status_401_after_the_refresh_is_final)
 {
-    retryd_profile *p = profile((retryd_profile_opts){.max_attempts = 5});
+    retryd_profile *p = exec_profile((retryd_profile_opts){.max_attempts = 5});
     refreshes = 0;
     retryd_result *r =
         run(p, (retryd_request){.path = "/auth?token=never&id=au2",
@@ -405,7 +389,7 @@ Test(executor_rules, status_401_after_the_refresh_is_final)
 
 Test(executor_rules, status_401_is_not_replayed_for_a_payment)
 {
-    retryd_profile *p = profile((retryd_profile_opts){0});
+    retryd_profile *p = exec_profile((retryd_profile_opts){0});
     refreshes = 0;
     retryd_result *r = run(
         p, (retryd_request){.method = "POST",
@@ -440,7 +424,7 @@ static size_t to_sink(const void *d, size_t len, void *ctx)
 
 Test(executor_rules, success_streams_into_the_sink)
 {
-    retryd_profile *p = profile((retryd_profile_opts){0});
+    retryd_profile *p = exec_profile((retryd_profile_opts){0});
     sink_buf s = {0};
     retryd_result *r =
         run(p, (retryd_request){.path = "/slow-body?len=64&chunk=8&ms=5&id=sk",
@@ -458,7 +442,7 @@ Test(executor_rules, success_streams_into_the_sink)
 
 Test(executor_rules, delivered_bytes_forbid_a_retry)
 {
-    retryd_profile *p = profile((retryd_profile_opts){0});
+    retryd_profile *p = exec_profile((retryd_profile_opts){0});
     sink_buf s = {0};
     retryd_result *r =
         run(p, (retryd_request){.path = "/partial?len=100&sent=40&id=sp",
@@ -477,7 +461,7 @@ Test(executor_rules, delivered_bytes_forbid_a_retry)
 
 Test(executor_rules, retried_error_bodies_never_reach_the_sink)
 {
-    retryd_profile *p = profile((retryd_profile_opts){0});
+    retryd_profile *p = exec_profile((retryd_profile_opts){0});
     sink_buf s = {0};
     retryd_result *r =
         run(p, (retryd_request){.path = "/seq?codes=503,200&id=se",
@@ -496,7 +480,7 @@ Test(executor_rules, retried_error_bodies_never_reach_the_sink)
 Test(executor_rules, oversized_response_is_refused_not_buffered)
 {
     retryd_profile *p =
-        profile((retryd_profile_opts){.max_response_bytes = 1000});
+        exec_profile((retryd_profile_opts){.max_response_bytes = 1000});
     retryd_result *r =
         run(p, (retryd_request){.path = "/ok?len=100000&id=big"});
     cr_expect_eq(retryd_result_outcome(r), RETRYD_OUTCOME_FAILURE);
@@ -527,7 +511,7 @@ static void *bg_run(void *arg)
 
 Test(executor_rules, bulkhead_wait_that_runs_out_is_not_sent)
 {
-    retryd_profile *p = profile((retryd_profile_opts){
+    retryd_profile *p = exec_profile((retryd_profile_opts){
         .bulkhead = 1, .bulkhead_wait_ns = 50 * MS, .max_attempts = 2});
     bg hold = {.p = p,
                .q = {.path = "/hold?ms=1500&id=hold", .deadline_ns = 10 * S}};
@@ -557,7 +541,7 @@ Test(executor_rules, backoff_holds_no_permit)
      * gets it: a waiting retry holds nothing. Had A kept the permit
      * through its waits, B would need 600 ms; the 250 ms leave A time to
      * read its first answer and let go on a loaded machine. */
-    retryd_profile *p = profile((retryd_profile_opts){
+    retryd_profile *p = exec_profile((retryd_profile_opts){
         .bulkhead = 1,
         .bulkhead_wait_ns = 250 * MS,
         .backoff = &(const retryd_backoff_policy){sizeof(retryd_backoff_policy),
@@ -586,7 +570,7 @@ Test(executor_rules, backoff_holds_no_permit)
 
 Test(executor_rules, draining_process_denies_retries)
 {
-    retryd_profile *p = profile((retryd_profile_opts){0});
+    retryd_profile *p = exec_profile((retryd_profile_opts){0});
     retryd_host_set_draining(retryd_client_host(client), true);
     retryd_result *r =
         run(p, (retryd_request){.path = "/status?code=503&id=dr"});
@@ -600,7 +584,7 @@ Test(executor_rules, draining_process_denies_retries)
 
 Test(executor_rules, attempt_timeout_is_bounded_by_the_deadline)
 {
-    retryd_profile *p = profile((retryd_profile_opts){
+    retryd_profile *p = exec_profile((retryd_profile_opts){
         .attempt_timeout_ns = 5 * S, .min_attempt_ns = 100 * MS});
     int64_t t0 = now_ns();
     retryd_result *r = run(p, (retryd_request){.path = "/hold?ms=3000&id=dl",
@@ -622,7 +606,7 @@ Test(executor_rules, empty_budget_denies_the_retry)
     static const retryd_budget_params dry = {sizeof(retryd_budget_params), 0, 0,
                                              1};
     retryd_profile *p =
-        profile((retryd_profile_opts){.budget = &dry, .upstream = "dry"});
+        exec_profile((retryd_profile_opts){.budget = &dry, .upstream = "dry"});
     retryd_result *r =
         run(p, (retryd_request){.path = "/status?code=503&id=bu"});
     cr_expect_eq(retryd_result_decision(r)->reason,
@@ -650,7 +634,7 @@ static int open_failing(void *ctx, retryd_body_reader *ret)
 
 Test(executor_rules, failing_body_source_is_permanent)
 {
-    retryd_profile *p = profile((retryd_profile_opts){0});
+    retryd_profile *p = exec_profile((retryd_profile_opts){0});
     retryd_body *b;
     cr_assert_eq(retryd_body_new_supplier(open_failing, NULL, &b), 0);
     retryd_result *r =
@@ -681,7 +665,7 @@ static void expect_refused(retryd_profile *p, retryd_request q,
 
 Test(executor_rules, request_smuggling_is_refused_before_sending)
 {
-    retryd_profile *p = profile((retryd_profile_opts){0});
+    retryd_profile *p = exec_profile((retryd_profile_opts){0});
     static const char *const bad_header[] = {"X-A: 1\r\nX-B: 2", NULL};
     static const char *const bad_name[] = {"X A: 1", NULL};
     /* Any control character but a tab, not only CR and LF. */
@@ -784,7 +768,7 @@ Test(executor_rules, endless_response_headers_are_cut_off)
 Test(executor_rules, head_then_bodyless_post_on_one_handle_sends_a_post)
 {
     /* One permit: every request takes the same pooled handle. */
-    retryd_profile *p = profile((retryd_profile_opts){.bulkhead = 1});
+    retryd_profile *p = exec_profile((retryd_profile_opts){.bulkhead = 1});
     static const struct {
         const char *method, *id;
     } seq[] = {{"HEAD", "m1"}, {"POST", "m2"}, {"GET", "m3"},
@@ -813,7 +797,7 @@ static int open_never(void *ctx, retryd_body_reader *ret)
 
 Test(executor_rules, body_that_fails_to_open_keeps_the_connection)
 {
-    retryd_profile *p = profile((retryd_profile_opts){.bulkhead = 1});
+    retryd_profile *p = exec_profile((retryd_profile_opts){.bulkhead = 1});
     retryd_body *b;
     cr_assert_eq(retryd_body_new_supplier(open_never, NULL, &b), 0);
     retryd_result *r = run(p, (retryd_request){.path = "/ok?id=c1"});
@@ -848,7 +832,7 @@ Test(executor_rules, failed_refresh_is_a_denial_that_spends_no_token)
     /* No floor: the balance moves only by deposits and withdrawals. */
     static const retryd_budget_params exact = {sizeof(retryd_budget_params), 1,
                                                0, 10};
-    retryd_profile *p = profile(
+    retryd_profile *p = exec_profile(
         (retryd_profile_opts){.budget = &exact, .upstream = "refresh-fails"});
     double balance;
     refreshes = 0;
@@ -907,7 +891,7 @@ Test(executor_rules, options_refuse_a_set_field_they_do_not_know)
 
 Test(executor_rules, a_request_with_an_unknown_set_field_is_not_sent)
 {
-    retryd_profile *p = profile((retryd_profile_opts){0});
+    retryd_profile *p = exec_profile((retryd_profile_opts){0});
     struct {
         retryd_request q;
         void *unknown_field;
@@ -922,7 +906,7 @@ Test(executor_rules, a_request_with_an_unknown_set_field_is_not_sent)
 
 Test(executor_rules, attempts_and_their_decisions_carry_their_size)
 {
-    retryd_profile *p = profile((retryd_profile_opts){0});
+    retryd_profile *p = exec_profile((retryd_profile_opts){0});
     retryd_result *r =
         run(p, (retryd_request){.path = "/status?code=503&id=sz",
                                 .idempotency = RETRYD_IDEMPOTENCY_SAFE});
@@ -952,7 +936,7 @@ static int open_short_reader(void *ctx, retryd_body_reader *ret)
 
 Test(executor_rules, a_reader_without_its_size_fails_the_attempt_unsent)
 {
-    retryd_profile *p = profile((retryd_profile_opts){0});
+    retryd_profile *p = exec_profile((retryd_profile_opts){0});
     retryd_body *body;
     cr_assert_eq(retryd_body_new_supplier(open_short_reader, NULL, &body), 0);
     retryd_result *r =
@@ -973,7 +957,7 @@ Test(executor_rules, a_reader_without_its_size_fails_the_attempt_unsent)
 Test(executor_rules, extreme_deadlines_neither_overflow_nor_pass)
 {
     retryd_profile *p =
-        profile((retryd_profile_opts){.bulkhead_wait_ns = INT64_MAX});
+        exec_profile((retryd_profile_opts){.bulkhead_wait_ns = INT64_MAX});
     retryd_result *r =
         run(p, (retryd_request){.path = "/ok?id=dmax",
                                 .deadline_ns = INT64_MAX,

@@ -21,6 +21,7 @@
 #include "testsrv.h"
 
 #include "exec_fixture.h"
+#include "exec_profile.h"
 #include "srv_log.h"
 
 #define MS INT64_C(1000000)
@@ -33,24 +34,6 @@ static int64_t now_ns(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * S + ts.tv_nsec;
-}
-
-static const retryd_backoff_policy fast = {sizeof(fast), RETRYD_JITTER_FULL,
-                                           1 * MS, 4 * MS, 5 * S};
-
-static retryd_profile *profile(retryd_profile_opts o)
-{
-    char base[64];
-    retryd_profile *p;
-    snprintf(base, sizeof(base), "http://127.0.0.1:%d", testsrv_port(srv));
-    o.sz = sizeof(o);
-    o.base_url = base;
-    if (o.backoff == NULL)
-        o.backoff = &fast;
-    if (o.budget == NULL)
-        o.budget = &plenty;
-    cr_assert_eq(retryd_profile_new(client, &o, &p), 0);
-    return p;
 }
 
 static retryd_multi *new_multi(void)
@@ -196,10 +179,10 @@ static void check_retry_after(const job *j)
 Test(multi, hundreds_of_requests_on_one_thread)
 {
     static job jobs[N_KINDS][PER_KIND];
-    retryd_backoff_policy ra = fast;
-    retryd_profile *p = profile((retryd_profile_opts){
+    retryd_backoff_policy ra = exec_fast;
+    retryd_profile *p = exec_profile((retryd_profile_opts){
         .max_attempts = 2, .bulkhead = 1000, .backoff = &ra});
-    retryd_profile *slow = profile((retryd_profile_opts){
+    retryd_profile *slow = exec_profile((retryd_profile_opts){
         .max_attempts = 2, .bulkhead = 1000, .attempt_timeout_ns = 300 * MS});
     retryd_multi *m = new_multi();
     /* Interleaved, so that every kind is in flight with every other. */
@@ -266,7 +249,7 @@ static void chain_submit(chain *c)
 Test(multi, a_completion_submits_the_next_on_a_kept_connection)
 {
     static chain c;
-    c.p = profile((retryd_profile_opts){0});
+    c.p = exec_profile((retryd_profile_opts){0});
     c.m = new_multi();
     chain_submit(&c);
     cr_assert_eq(retryd_multi_run(c.m, 20 * S), 0);
@@ -287,7 +270,7 @@ Test(multi, a_completion_submits_the_next_on_a_kept_connection)
 Test(multi, a_burst_keeps_its_connections_for_the_next)
 {
     static job j[2][30];
-    retryd_profile *p = profile((retryd_profile_opts){0});
+    retryd_profile *p = exec_profile((retryd_profile_opts){0});
     retryd_multi *m = new_multi();
     for (int burst = 0; burst < 2; burst++) {
         for (int i = 0; i < 30; i++) {
@@ -315,7 +298,7 @@ static int open_never(void *ctx, retryd_body_reader *ret)
 
 Test(multi, a_completion_never_runs_inside_submit)
 {
-    retryd_profile *p = profile((retryd_profile_opts){0});
+    retryd_profile *p = exec_profile((retryd_profile_opts){0});
     retryd_multi *m = new_multi();
     retryd_body *b;
     cr_assert_eq(retryd_body_new_supplier(open_never, NULL, &b), 0);
@@ -346,7 +329,7 @@ Test(multi, a_completion_never_runs_inside_submit)
 static void cancel_mid_transfer(retryd_idempotency idem, const char *id,
                                 retryd_outcome outcome)
 {
-    retryd_profile *p = profile((retryd_profile_opts){0});
+    retryd_profile *p = exec_profile((retryd_profile_opts){0});
     retryd_multi *m = new_multi();
     job j = {0};
     submit(m, p, &j, id, "/hold?ms=10000", "POST", idem);
@@ -411,7 +394,7 @@ Test(multi, cancel_during_a_backoff_ends_the_wait)
 {
     static const retryd_backoff_policy two_s = {
         sizeof(two_s), RETRYD_JITTER_DECORRELATED, 2 * S, 2 * S, 5 * S};
-    retryd_profile *p = profile((retryd_profile_opts){
+    retryd_profile *p = exec_profile((retryd_profile_opts){
         .max_attempts = 3, .backoff = &two_s, .budget = &ledger});
     retryd_upstream *up = retryd_profile_budget(p);
     for (int i = 0; i < 10; i++)
@@ -440,7 +423,7 @@ Test(multi, cancel_during_a_backoff_ends_the_wait)
 
 Test(multi, cancel_while_waiting_for_a_permit)
 {
-    retryd_profile *p = profile((retryd_profile_opts){.bulkhead = 1});
+    retryd_profile *p = exec_profile((retryd_profile_opts){.bulkhead = 1});
     retryd_multi *m = new_multi();
     job holder = {0}, waiter = {0};
     submit(m, p, &holder, "cpholder", "/hold?ms=10000", "GET",
@@ -463,7 +446,7 @@ Test(multi, cancel_while_waiting_for_a_permit)
 
 Test(multi, freeing_the_multi_completes_every_call_cancelled)
 {
-    retryd_profile *p = profile((retryd_profile_opts){.bulkhead = 1});
+    retryd_profile *p = exec_profile((retryd_profile_opts){.bulkhead = 1});
     retryd_multi *m = new_multi();
     job j[3] = {0};
     submit(m, p, &j[0], "fr0", "/hold?ms=10000", "GET",
@@ -488,7 +471,7 @@ Test(multi, freeing_the_multi_completes_every_call_cancelled)
 Test(multi, a_deadline_bounds_a_permit_wait)
 {
     /* bulkhead_wait_ns 0: a permit is waited for until the deadline. */
-    retryd_profile *p = profile((retryd_profile_opts){.bulkhead = 1});
+    retryd_profile *p = exec_profile((retryd_profile_opts){.bulkhead = 1});
     retryd_multi *m = new_multi();
     job holder = {0}, late = {0};
     submit(m, p, &holder, "dlholder", "/hold?ms=10000", "GET",
@@ -523,7 +506,7 @@ Test(multi, a_deadline_bounds_a_permit_wait)
 
 Test(multi, the_queue_gets_the_permits_its_calls_give_back)
 {
-    retryd_profile *p = profile((retryd_profile_opts){.bulkhead = 2});
+    retryd_profile *p = exec_profile((retryd_profile_opts){.bulkhead = 2});
     retryd_multi *m = new_multi();
     job j[10] = {0};
     int64_t t0 = now_ns();
@@ -562,7 +545,7 @@ static void *sync_run(void *arg)
 
 Test(multi, a_permit_given_back_by_another_thread_is_found)
 {
-    retryd_profile *p = profile(
+    retryd_profile *p = exec_profile(
         (retryd_profile_opts){.bulkhead = 1, .bulkhead_wait_ns = 5 * S});
     sync_call s = {.p = p};
     pthread_t t;
@@ -591,7 +574,7 @@ Test(multi, a_backoff_holds_no_permit)
     static const retryd_backoff_policy wait300 = {
         sizeof(wait300), RETRYD_JITTER_DECORRELATED, 300 * MS, 300 * MS, 5 * S};
     retryd_profile *p =
-        profile((retryd_profile_opts){.bulkhead = 1, .backoff = &wait300});
+        exec_profile((retryd_profile_opts){.bulkhead = 1, .backoff = &wait300});
     retryd_multi *m = new_multi();
     job a = {0}, b = {0};
     submit(m, p, &a, "boA", "/status?code=503", "GET", RETRYD_IDEMPOTENCY_SAFE);
@@ -625,7 +608,7 @@ static int ignore_timer(void *ctx, long ms)
 
 Test(multi, misuse_is_refused_and_completes_nothing)
 {
-    retryd_profile *p = profile((retryd_profile_opts){0});
+    retryd_profile *p = exec_profile((retryd_profile_opts){0});
     retryd_multi *m = new_multi(), *looped;
     job j = {0};
     retryd_request q = {.sz = sizeof(q), .method = "GET\r\nX: y", .path = "/"};

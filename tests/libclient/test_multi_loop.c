@@ -20,6 +20,7 @@
 #include "testsrv.h"
 
 #include "exec_fixture.h"
+#include "exec_profile.h"
 
 #define MS INT64_C(1000000)
 #define S INT64_C(1000000000)
@@ -167,19 +168,8 @@ static void loop_start(loop *l)
 static retryd_profile *profile(uint32_t max_attempts,
                                const retryd_backoff_policy *backoff)
 {
-    char base[64];
-    retryd_profile *p;
-    static const retryd_backoff_policy fast = {sizeof(fast), RETRYD_JITTER_FULL,
-                                               1 * MS, 4 * MS, 5 * S};
-    snprintf(base, sizeof(base), "http://127.0.0.1:%d", testsrv_port(srv));
-    retryd_profile_opts o = {.sz = sizeof(o),
-                             .base_url = base,
-                             .max_attempts = max_attempts,
-                             .bulkhead = 1000,
-                             .backoff = backoff ? backoff : &fast,
-                             .budget = &plenty};
-    cr_assert_eq(retryd_profile_new(client, &o, &p), 0);
-    return p;
+    return exec_profile((retryd_profile_opts){
+        .max_attempts = max_attempts, .bulkhead = 1000, .backoff = backoff});
 }
 
 typedef struct job {
