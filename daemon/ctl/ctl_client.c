@@ -155,20 +155,27 @@ static int ask(int fd, const Retryd__ControlRequest *req)
     return reply_status(rep);
 }
 
+/* The hello every control connection starts with, as @p client. */
+static void hello_request(Retryd__Hello *hello, Retryd__ControlRequest *req,
+                          char *client)
+{
+    retryd__hello__init(hello);
+    retryd__control_request__init(req);
+    hello->protocol_version = RETRYD_PROTOCOL_VERSION;
+    hello->client = client;
+    req->body_case = RETRYD__CONTROL_REQUEST__BODY_HELLO;
+    req->hello = hello;
+}
+
 int ctl_control(const ctl_sockets *s, const Retryd__ControlRequest *req)
 {
     Retryd__Hello hello;
-    retryd__hello__init(&hello);
     Retryd__ControlRequest hreq;
-    retryd__control_request__init(&hreq);
     int fd = connect_loud(s->control), r;
 
     if (fd < 0)
         return RETRYD_ENOTCONN;
-    hello.protocol_version = RETRYD_PROTOCOL_VERSION;
-    hello.client = "retrydctl";
-    hreq.body_case = RETRYD__CONTROL_REQUEST__BODY_HELLO;
-    hreq.hello = &hello;
+    hello_request(&hello, &hreq, "retrydctl");
     r = ask(fd, &hreq);
     if (r == 0)
         r = ask(fd, req);
@@ -180,18 +187,13 @@ int ctl_hello(const char *control, char *version, size_t vlen, char *err,
               size_t len)
 {
     Retryd__Hello hello;
-    retryd__hello__init(&hello);
     Retryd__ControlRequest hreq;
-    retryd__control_request__init(&hreq);
     Retryd__ControlReply *rep;
     int fd = connect_to(control, err, len), r;
 
     if (fd < 0)
         return fd == -EACCES || fd == -EPERM ? RETRYD_EPERM : RETRYD_ENOTCONN;
-    hello.protocol_version = RETRYD_PROTOCOL_VERSION;
-    hello.client = "retrydctl doctor";
-    hreq.body_case = RETRYD__CONTROL_REQUEST__BODY_HELLO;
-    hreq.hello = &hello;
+    hello_request(&hello, &hreq, "retrydctl doctor");
     r = retryd__control_exchange(fd, &hreq, CTL_TIMEOUT_MS, &rep, NULL);
     close(fd);
     if (r < 0) {

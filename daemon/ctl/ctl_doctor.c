@@ -266,11 +266,6 @@ static void socket_source(doctor *d, const ctl_sockets *s, bool given)
                                    : "the default";
 }
 
-static const struct option doctor_options[] = {
-    CTL_COMMON_OPTIONS,
-    {NULL, 0, NULL, 0},
-};
-
 static const ctl_cmd doctor_cmd = {
     "doctor",
     "usage: retrydctl doctor [options]\n"
@@ -280,24 +275,19 @@ static const ctl_cmd doctor_cmd = {
     "(sudo -u USER retrydctl doctor). Exit 0 sharing, 1 not, 64 "
     "usage.\n\n" CTL_COMMON_HELP,
     "h",
-    doctor_options,
+    ctl_common_options,
 };
 
 int ctl_doctor_main(int argc, char **argv)
 {
-    ctl_sockets s;
+    ctl_sockets s, defaults;
     doctor d = {.uid = geteuid(), .gid = getegid()};
-    int code;
+    int code = ctl_parse_common(&doctor_cmd, argc, argv, &s, false);
 
-    ctl_sockets_init(&s);
-    const char *before = s.control;
-    optind = 0;
-    if (ctl_getopt(&doctor_cmd, argc, argv, &s, &code) == CTL_GETOPT_EXIT)
+    if (code >= 0)
         return code;
-    if (optind < argc)
-        return ctl_usage_error(&doctor_cmd, "unexpected argument '%s'",
-                               argv[optind]);
-    socket_source(&d, &s, s.control != before);
+    ctl_sockets_init(&defaults);
+    socket_source(&d, &s, s.control != defaults.control);
     user_name(d.uid, d.user, sizeof(d.user));
     d.n_groups = getgroups(DOCTOR_MAX_GROUPS, d.groups);
     if (d.n_groups < 0)

@@ -70,3 +70,21 @@ int ctl_getopt(const ctl_cmd *c, int argc, char **argv, ctl_sockets *s,
     }
     return CTL_GETOPT_END;
 }
+
+const struct option ctl_common_options[] = {
+    CTL_COMMON_OPTIONS,
+    {NULL, 0, NULL, 0},
+};
+
+int ctl_parse_common(const ctl_cmd *c, int argc, char **argv, ctl_sockets *s,
+                     bool operands)
+{
+    int code;
+    ctl_sockets_init(s);
+    optind = 0;
+    if (ctl_getopt(c, argc, argv, s, &code) == CTL_GETOPT_EXIT)
+        return code;
+    if (!operands && optind < argc)
+        return ctl_usage_error(c, "unexpected argument '%s'", argv[optind]);
+    return -1;
+}

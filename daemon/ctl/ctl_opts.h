@@ -8,6 +8,7 @@
 #define RETRYD_CTL_OPTS_H
 
 #include <getopt.h>
+#include <stdbool.h>
 #include <stdio.h>
 
 #include "ctl_client.h"
@@ -65,6 +66,18 @@ enum {
  */
 int ctl_getopt(const ctl_cmd *c, int argc, char **argv, ctl_sockets *s,
                int *exit_code);
+
+/* The common options and nothing else: the table of a command without
+ * options of its own. */
+extern const struct option ctl_common_options[];
+
+/*
+ * Parses the command line of a command that has only the common options:
+ * -1 to go on (its operands from optind), or the exit code. With
+ * @p operands false an operand is a usage error too.
+ */
+int ctl_parse_common(const ctl_cmd *c, int argc, char **argv, ctl_sockets *s,
+                     bool operands);
 
 /* "retrydctl CMD: MESSAGE; see 'retrydctl CMD --help'" on stderr; 64. */
 int ctl_usage_error(const ctl_cmd *c, const char *fmt, ...)

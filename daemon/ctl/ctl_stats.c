@@ -261,43 +261,23 @@ int ctl_stats_main(int argc, char **argv)
     return CTL_EXIT_OK;
 }
 
-/* The common options and nothing else, for the commands without their
- * own. */
-static const struct option common_options[] = {
-    CTL_COMMON_OPTIONS,
-    {NULL, 0, NULL, 0},
-};
-
-/* Parses a command that has only the common options: -1 to go on (the
- * operands from optind), or the exit code. */
-static int parse_common(const ctl_cmd *c, int argc, char **argv, ctl_sockets *s)
-{
-    int code;
-    ctl_sockets_init(s);
-    optind = 0;
-    return ctl_getopt(c, argc, argv, s, &code) == CTL_GETOPT_EXIT ? code : -1;
-}
-
 static const ctl_cmd upstreams_cmd = {
     "upstreams",
     "usage: retrydctl upstreams [options]\n"
     "The registered upstreams: slot, generation, parameters and "
     "balance.\n\n" CTL_COMMON_HELP,
     "h",
-    common_options,
+    ctl_common_options,
 };
 
 int ctl_upstreams_main(int argc, char **argv)
 {
     ctl_sockets s;
     Retryd__StatsReply *r;
-    int code = parse_common(&upstreams_cmd, argc, argv, &s);
+    int code = ctl_parse_common(&upstreams_cmd, argc, argv, &s, false);
 
     if (code >= 0)
         return code;
-    if (optind < argc)
-        return ctl_usage_error(&upstreams_cmd, "unexpected argument '%s'",
-                               argv[optind]);
     if (ctl_fetch_stats(&s, false, &r) < 0)
         return CTL_EXIT_ERROR;
     printf("%-24s %5s %5s %8s %8s %8s %10s\n", "UPSTREAM", "SLOT", "GEN",
@@ -321,7 +301,7 @@ static const ctl_cmd drain_cmd = {
     "Needs the control socket (the daemon's group or allow "
     "lists).\n\n" CTL_COMMON_HELP,
     "h",
-    common_options,
+    ctl_common_options,
 };
 
 int ctl_drain_main(int argc, char **argv)
@@ -331,7 +311,7 @@ int ctl_drain_main(int argc, char **argv)
     retryd__drain__init(&dr);
     Retryd__ControlRequest req;
     retryd__control_request__init(&req);
-    int code = parse_common(&drain_cmd, argc, argv, &s);
+    int code = ctl_parse_common(&drain_cmd, argc, argv, &s, true);
 
     if (code >= 0)
         return code;
@@ -354,7 +334,7 @@ static const ctl_cmd retire_cmd = {
     "process to open NAME registers it afresh. A NAME that starts with '-'\n"
     "follows '--'.\n\n" CTL_COMMON_HELP,
     "h",
-    common_options,
+    ctl_common_options,
 };
 
 int ctl_retire_main(int argc, char **argv)
@@ -364,7 +344,7 @@ int ctl_retire_main(int argc, char **argv)
     retryd__retire__init(&rt);
     Retryd__ControlRequest req;
     retryd__control_request__init(&req);
-    int code = parse_common(&retire_cmd, argc, argv, &s);
+    int code = ctl_parse_common(&retire_cmd, argc, argv, &s, true);
 
     if (code >= 0)
         return code;

@@ -62,11 +62,6 @@ int ctl_share_probe(const char *control, const char *client,
     return 0;
 }
 
-static const struct option status_options[] = {
-    CTL_COMMON_OPTIONS,
-    {NULL, 0, NULL, 0},
-};
-
 static const ctl_cmd status_cmd = {
     "status",
     "usage: retrydctl status [options]\n"
@@ -75,22 +70,17 @@ static const ctl_cmd status_cmd = {
     "'retrydctl doctor' checks each step and says what to "
     "change.\n\n" CTL_COMMON_HELP,
     "h",
-    status_options,
+    ctl_common_options,
 };
 
 int ctl_status_main(int argc, char **argv)
 {
     ctl_sockets s;
     retryd_share_status st;
-    int code;
+    int code = ctl_parse_common(&status_cmd, argc, argv, &s, false);
 
-    ctl_sockets_init(&s);
-    optind = 0;
-    if (ctl_getopt(&status_cmd, argc, argv, &s, &code) == CTL_GETOPT_EXIT)
+    if (code >= 0)
         return code;
-    if (optind < argc)
-        return ctl_usage_error(&status_cmd, "unexpected argument '%s'",
-                               argv[optind]);
     int r = ctl_share_probe(s.control, "retrydctl status", &st);
     if (r < 0) {
         fprintf(stderr, "retrydctl: %s\n", retryd_strerror(r));

@@ -152,7 +152,8 @@ static void print_legend(const top_sink *o)
     emit(o, &b);
 }
 
-/* Damage the daemon found in the segment and handled, all kinds. */
+/* The daemon's line (its segment health: the damage found and handled,
+ * all kinds together), the interval of the rates, the legend. */
 static void print_header(const top_sink *o, const top_frame *f)
 {
     const Retryd__StatsReply *r = f->cur;

@@ -322,6 +322,11 @@ Test(retrydctl_request, user_sends_basic_credentials)
     cr_expect_eq(res.exit_code, 0, "%s", res.err);
     cr_expect_eq(srv_log_count(srv, "basic", "Basic%20dXNlcjpwYXNz"), 1,
                  "LOG escapes the space");
+    /* Lengths that are not a multiple of 3 end in base64's padding. */
+    REQUEST("-u", "ab:c", "--safe", at("/ok?id=basic1"));
+    cr_expect_eq(srv_log_count(srv, "basic1", "Basic%20YWI6Yw=="), 1);
+    REQUEST("-u", "abcd:", "--safe", at("/ok?id=basic2"));
+    cr_expect_eq(srv_log_count(srv, "basic2", "Basic%20YWJjZDo="), 1);
 }
 
 Test(retrydctl_request, max_time_bounds_the_whole_call)
