@@ -194,7 +194,6 @@ static void conn_free(server *d, conn *c)
     c->dead = true;
     c->next_dead = d->dead;
     d->dead = c;
-    d->n_conns--;
 }
 
 void control_reap(server *d)
@@ -470,7 +469,6 @@ static void conn_open(server *d, int fd, const struct ucred *cr)
         free(c);
         return;
     }
-    d->n_conns++;
     c->next = d->conns;
     if (d->conns != NULL)
         d->conns->prev = c;

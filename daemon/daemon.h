@@ -99,7 +99,6 @@ typedef struct server {
     int timer_fd;
     conn *conns; /* every open control connection */
     conn *dead;  /* closed during this epoll batch, freed after it */
-    unsigned n_conns;
     conn_queue timers[CONN_TIMERS];
     unsigned n_unattached; /* the length of timers[CONN_T_IDLE] */
     /* Refused peers' descriptors, oldest first (a ring). */
