@@ -143,8 +143,7 @@ static void timer_stop(server *d, conn *c, enum conn_timer k)
         q->tail = c->t[k].prev;
     c->t[k].prev = c->t[k].next = NULL;
     c->t[k].queued = false;
-    if (k == CONN_T_IDLE)
-        d->n_unattached--;
+    q->n--;
 }
 
 /* (Re)start timer @p k of @p c from now: to the tail of its queue. */
@@ -161,8 +160,7 @@ static void timer_start(server *d, conn *c, enum conn_timer k)
         q->head = c;
     q->tail = c;
     c->t[k].queued = true;
-    if (k == CONN_T_IDLE)
-        d->n_unattached++;
+    q->n++;
 }
 
 /* Traffic on an unattached connection: it is the most recently active. */
@@ -389,7 +387,7 @@ static const char *admit(server *d, uid_t uid, pid_t pid)
         victim = pick_victim(d, false, uid, &held);
         if (victim == NULL || !fairer(held, mine_pid))
             return "too many connections from this user";
-    } else if (d->n_unattached >= cfg->connections_unattached) {
+    } else if (d->timers[CONN_T_IDLE].n >= cfg->connections_unattached) {
         victim = pick_victim(d, true, 0, &held);
         if (victim == NULL || !fairer(held, mine_uid))
             return "too many connections";

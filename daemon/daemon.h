@@ -62,6 +62,7 @@ enum conn_timer {
 
 typedef struct conn_queue {
     conn *head, *tail;
+    unsigned n; /* its length: for CONN_T_IDLE, the unattached pool's size */
 } conn_queue;
 
 /* What an epoll event points at. */
@@ -100,7 +101,6 @@ typedef struct server {
     conn *conns; /* every open control connection */
     conn *dead;  /* closed during this epoll batch, freed after it */
     conn_queue timers[CONN_TIMERS];
-    unsigned n_unattached; /* the length of timers[CONN_T_IDLE] */
     /* Refused peers' descriptors, oldest first (a ring). */
     int refused_fd[CONTROL_REFUSED_LINGER_MAX];
     uint64_t refused_due_ns[CONTROL_REFUSED_LINGER_MAX];
