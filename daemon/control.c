@@ -285,15 +285,19 @@ static int conn_flush(server *d, conn *c)
 
 /* --- admission ----------------------------------------------------------- */
 
-/* Unattached connections of @p uid (all uids when @p any_uid) and, of
- * those, of @p pid. */
-static unsigned count_unattached(const server *d, bool any_uid, uid_t uid,
-                                 bool any_pid, pid_t pid)
+/* Unattached connections of @p uid (*ret_uid) and, of those, of @p pid
+ * (*ret_pid): one pass over the pool. */
+static void count_unattached(const server *d, uid_t uid, pid_t pid,
+                             unsigned *ret_uid, unsigned *ret_pid)
 {
-    unsigned n = 0;
+    unsigned nu = 0, np = 0;
     for (conn *c = d->timers[CONN_T_IDLE].head; c; c = c->t[CONN_T_IDLE].next)
-        n += (any_uid || c->uid == uid) && (any_pid || c->pid == pid);
-    return n;
+        if (c->uid == uid) {
+            nu++;
+            np += c->pid == pid;
+        }
+    *ret_uid = nu;
+    *ret_pid = np;
 }
 
 /* A holder of unattached connections: a user or a process. */
@@ -374,13 +378,12 @@ static bool fairer(unsigned held, unsigned mine)
  */
 static const char *admit(server *d, uid_t uid, pid_t pid)
 {
-    unsigned mine_pid = count_unattached(d, false, uid, false, pid);
-    unsigned mine_uid = count_unattached(d, false, uid, true, 0);
-    unsigned held;
+    unsigned mine_uid, mine_pid, held;
     conn *victim;
 
     const config *cfg = d->cfg;
 
+    count_unattached(d, uid, pid, &mine_uid, &mine_pid);
     if (mine_pid >= cfg->connections_per_process)
         return "too many connections from this process";
     if (mine_uid >= cfg->connections_per_uid) {
