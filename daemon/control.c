@@ -679,13 +679,9 @@ static int attach_slot(server *d, conn *c, const Retryd__Attach *a,
 static int attach_refused(server *d, conn *c, int r, bool quota)
 {
     const char *who = c->client[0] ? c->client : "?";
-    if (quota)
+    if (quota) {
         atomic_fetch_add_explicit(&d->slots_refused_quota, 1,
                                   memory_order_relaxed);
-    else if (r == RETRYD_EFULL)
-        atomic_fetch_add_explicit(&d->slots_refused_capacity, 1,
-                                  memory_order_relaxed);
-    if (quota) {
         log_limited(LOG_WARN,
                     "pid %d uid %u (%s) refused a process slot: its user "
                     "holds %u, its quota (process_slots_per_uid); it spends "
@@ -697,6 +693,8 @@ static int attach_refused(server *d, conn *c, int r, bool quota)
                            "(process_slots_per_uid)");
     }
     if (r == RETRYD_EFULL) {
+        atomic_fetch_add_explicit(&d->slots_refused_capacity, 1,
+                                  memory_order_relaxed);
         log_limited(LOG_WARN,
                     "pid %d uid %u (%s) refused a process slot: all %u are "
                     "taken (raise process_capacity); it spends from a local "
