@@ -517,8 +517,8 @@ static int params_key(parse_state *st, const char *section, budget_params *p,
  * a key set twice, is an error naming both lines (with "last one wins", a
  * copied block could silently change a budget). 1 to go on, 0 on error.
  */
-static int note_key(parse_state *st, const char *section, seen_lines *seen,
-                    const char *const *keys, size_t n_keys, const char *key)
+static int note_key_at(parse_state *st, const char *section, seen_lines *seen,
+                       int i, const char *key)
 {
     if (seen->header == 0)
         seen->header = st->header_line;
@@ -527,25 +527,25 @@ static int note_key(parse_state *st, const char *section, seen_lines *seen,
                     "section repeated (first at line %d): set each "
                     "section's keys in one place",
                     seen->header);
-    for (size_t i = 0; i < n_keys; i++) {
-        if (strcmp(keys[i], key) != 0)
-            continue;
-        if (seen->key[i] != 0)
-            return fail(st, section, key, "set twice (first at line %d)",
-                        seen->key[i]);
-        seen->key[i] = st->line;
-    }
-    return 1; /* an unknown key is its handler's to report */
+    if (i < 0)
+        return 1; /* an unknown key is its handler's to report */
+    if (seen->key[i] != 0)
+        return fail(st, section, key, "set twice (first at line %d)",
+                    seen->key[i]);
+    seen->key[i] = st->line;
+    return 1;
 }
 
-static const char *const limit_names[] = {
-    "process_slots_per_uid",   "connections_unattached", "connections_per_uid",
-    "connections_per_process", "hello_timeout_ms",       "frame_timeout_ms",
-    "idle_timeout_ms",         "write_timeout_ms",       "log_limit_lines",
-    "log_limit_interval_s",
-};
-_Static_assert(sizeof(limit_names) / sizeof(limit_names[0]) == N_LIMIT_KEYS,
-               "a name per limit");
+/* note_key_at() for @p key found in @p keys (-1: unknown). */
+static int note_key(parse_state *st, const char *section, seen_lines *seen,
+                    const char *const *keys, size_t n_keys, const char *key)
+{
+    int at = -1;
+    for (size_t i = 0; i < n_keys && at < 0; i++)
+        if (strcmp(keys[i], key) == 0)
+            at = (int)i;
+    return note_key_at(st, section, seen, at, key);
+}
 
 static int limit_index(const char *key)
 {
@@ -560,9 +560,9 @@ static uint32_t *limit_field(config *c, size_t i)
     return (uint32_t *)(void *)((char *)c + limit_keys[i].off);
 }
 
-static int limit_value(parse_state *st, const char *key, const char *v)
+static int limit_value(parse_state *st, size_t i, const char *key,
+                       const char *v)
 {
-    size_t i = (size_t)limit_index(key);
     const limit_key *k = &limit_keys[i];
     if (!parse_u32(v, k->lo, k->hi, limit_field(st->cfg, i)))
         return fail(st, SECTION_DAEMON, key, "'%s' is not in %u..%u", v, k->lo,
@@ -663,14 +663,15 @@ static int handler(void *user, const char *section, const char *key,
     parse_state *st = user;
 
     section = whole_section(st, section);
-    if (strcmp(section, SECTION_DAEMON) == 0 && limit_index(key) >= 0)
-        return note_key(st, section, &st->seen_limits, limit_names,
-                        N_LIMIT_KEYS, key) &&
-               limit_value(st, key, value);
-    if (strcmp(section, SECTION_DAEMON) == 0)
+    if (strcmp(section, SECTION_DAEMON) == 0) {
+        int limit = limit_index(key);
+        if (limit >= 0)
+            return note_key_at(st, section, &st->seen_limits, limit, key) &&
+                   limit_value(st, (size_t)limit, key, value);
         return note_key(st, section, &st->seen_daemon, daemon_keys,
                         N_DAEMON_KEYS, key) &&
                daemon_key(st, key, value);
+    }
     if (strcmp(section, SECTION_DEFAULTS) == 0)
         return note_key(st, section, &st->seen_defaults, params_keys,
                         N_PARAMS_KEYS, key) &&
