@@ -570,11 +570,13 @@ static int limit_value(parse_state *st, size_t i, const char *key,
     return 1;
 }
 
-/* A limit above the one it is part of, or the default when unset. */
-static int limit_within(config *c, const parse_state *st, size_t i, size_t of,
-                        uint32_t dflt, char *err, size_t err_len)
+/* Limit @p i above @p max, the value of the key @p of (the one it is part
+ * of), or the default (at most @p max) when unset. */
+static int limit_within(config *c, const parse_state *st, size_t i,
+                        uint32_t max, const char *of, uint32_t dflt, char *err,
+                        size_t err_len)
 {
-    uint32_t *v = limit_field(c, i), max = *limit_field(c, of);
+    uint32_t *v = limit_field(c, i);
     if (*v == 0) {
         *v = dflt < max ? dflt : max;
         return 0;
@@ -582,8 +584,8 @@ static int limit_within(config *c, const parse_state *st, size_t i, size_t of,
     if (*v <= max)
         return 0;
     snprintf(err, err_len, "%s:%d: [%s] %s: %u is more than %s (%u)", c->path,
-             st->seen_limits.key[i], SECTION_DAEMON, limit_keys[i].key, *v,
-             limit_keys[of].key, max);
+             st->seen_limits.key[i], SECTION_DAEMON, limit_keys[i].key, *v, of,
+             max);
     return RETRYD_ECONFIG;
 }
 
@@ -605,22 +607,15 @@ static int limits_finish(config *c, const parse_state *st, char *err,
     if (c->connections_unattached == 0)
         c->connections_unattached = dflt[LK_UNATTACHED];
     uint32_t half = c->process_capacity / 2;
-    uint32_t slots = half > 16 ? half : 16;
-    uint32_t cap = c->process_capacity;
-    if (c->process_slots_per_uid == 0)
-        c->process_slots_per_uid = slots < cap ? slots : cap;
-    if (c->process_slots_per_uid > cap) {
-        snprintf(err, err_len,
-                 "%s:%d: [%s] process_slots_per_uid: %u is more than "
-                 "process_capacity (%u)",
-                 c->path, st->seen_limits.key[LK_SLOTS_PER_UID], SECTION_DAEMON,
-                 c->process_slots_per_uid, cap);
-        return RETRYD_ECONFIG;
-    }
-    if (limit_within(c, st, LK_PER_UID, LK_UNATTACHED,
-                     c->connections_unattached / 2, err, err_len) < 0 ||
-        limit_within(c, st, LK_PER_PROCESS, LK_PER_UID, dflt[LK_PER_PROCESS],
-                     err, err_len) < 0)
+    if (limit_within(c, st, LK_SLOTS_PER_UID, c->process_capacity,
+                     "process_capacity", half > 16 ? half : 16, err,
+                     err_len) < 0 ||
+        limit_within(c, st, LK_PER_UID, c->connections_unattached,
+                     "connections_unattached", c->connections_unattached / 2,
+                     err, err_len) < 0 ||
+        limit_within(c, st, LK_PER_PROCESS, c->connections_per_uid,
+                     "connections_per_uid", dflt[LK_PER_PROCESS], err,
+                     err_len) < 0)
         return RETRYD_ECONFIG;
     return 0;
 }
