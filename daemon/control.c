@@ -219,7 +219,7 @@ static void conn_close(server *d, conn *c)
 /* Watch for output while replies wait, else for input (unless closing).
  * No request is read while a reply waits: a peer that does not read its
  * replies stops being served once the kernel's buffer is full, costs no
- * work, and is closed at CONTROL_WRITE_TIMEOUT_MS; CONTROL_OUTPUT_MAX is
+ * work, and is closed at write_timeout_ms; CONTROL_OUTPUT_MAX is
  * the backstop. */
 static void conn_watch(server *d, conn *c)
 {
@@ -889,7 +889,7 @@ static int conn_input(server *d, conn *c)
  * A readiness event: input unless closing, then whatever output the
  * kernel takes. A hang-up is noticed as end of file, after the frames
  * sent before it; a peer that stopped reading keeps its replies here
- * until CONTROL_OUTPUT_MAX or CONTROL_WRITE_TIMEOUT_MS.
+ * until CONTROL_OUTPUT_MAX or write_timeout_ms (CONN_T_WRITE).
  */
 void control_ready(server *d, conn *c, uint32_t events)
 {
