@@ -149,6 +149,19 @@ void daemon_release_process(server *d, uint32_t slot);
 int daemon_register(server *d, const char *name, const budget_params *given,
                     reg_entry *ret);
 
+/* The eviction order of the stats socket's and /metrics's connections
+ * when places run out: whether one (@p answered: its request is in;
+ * accepted at @p at_ns) goes before another (@p other_answered,
+ * @p other_at_ns): one still sending its request before one being
+ * answered, then the oldest. */
+static inline bool daemon_evict_before(bool answered, uint64_t at_ns,
+                                       bool other_answered,
+                                       uint64_t other_at_ns)
+{
+    return (other_answered && !answered) ||
+           (other_answered == answered && at_ns < other_at_ns);
+}
+
 /* stats.c: the stats thread. It serves many readers at once (its own
  * epoll), each with a deadline; when all STATS_CONNECTIONS_MAX are taken
  * the oldest is closed for the newcomer. */

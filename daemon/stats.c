@@ -373,9 +373,9 @@ static int free_place(stats_loop *l)
         stats_conn *c = l->conns[i];
         if (c == NULL)
             return (int)i;
-        if (oldest == NULL || (oldest->replying && !c->replying) ||
-            (oldest->replying == c->replying &&
-             c->accepted_ns < oldest->accepted_ns))
+        if (oldest == NULL ||
+            daemon_evict_before(c->replying, c->accepted_ns, oldest->replying,
+                                oldest->accepted_ns))
             oldest = c;
     }
     unsigned i = oldest->index;
