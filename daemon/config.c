@@ -517,8 +517,8 @@ static int params_key(parse_state *st, const char *section, budget_params *p,
  * a key set twice, is an error naming both lines (with "last one wins", a
  * copied block could silently change a budget). 1 to go on, 0 on error.
  */
-static int note_key(parse_state *st, const char *section, seen_lines *seen,
-                    const char *const *keys, size_t n_keys, const char *key)
+static int note_key_at(parse_state *st, const char *section, seen_lines *seen,
+                       int i, const char *key)
 {
     if (seen->header == 0)
         seen->header = st->header_line;
@@ -527,25 +527,25 @@ static int note_key(parse_state *st, const char *section, seen_lines *seen,
                     "section repeated (first at line %d): set each "
                     "section's keys in one place",
                     seen->header);
-    for (size_t i = 0; i < n_keys; i++) {
-        if (strcmp(keys[i], key) != 0)
-            continue;
-        if (seen->key[i] != 0)
-            return fail(st, section, key, "set twice (first at line %d)",
-                        seen->key[i]);
-        seen->key[i] = st->line;
-    }
-    return 1; /* an unknown key is its handler's to report */
+    if (i < 0)
+        return 1; /* an unknown key is its handler's to report */
+    if (seen->key[i] != 0)
+        return fail(st, section, key, "set twice (first at line %d)",
+                    seen->key[i]);
+    seen->key[i] = st->line;
+    return 1;
 }
 
-static const char *const limit_names[] = {
-    "process_slots_per_uid",   "connections_unattached", "connections_per_uid",
-    "connections_per_process", "hello_timeout_ms",       "frame_timeout_ms",
-    "idle_timeout_ms",         "write_timeout_ms",       "log_limit_lines",
-    "log_limit_interval_s",
-};
-_Static_assert(sizeof(limit_names) / sizeof(limit_names[0]) == N_LIMIT_KEYS,
-               "a name per limit");
+/* note_key_at() for @p key found in @p keys (-1: unknown). */
+static int note_key(parse_state *st, const char *section, seen_lines *seen,
+                    const char *const *keys, size_t n_keys, const char *key)
+{
+    int at = -1;
+    for (size_t i = 0; i < n_keys && at < 0; i++)
+        if (strcmp(keys[i], key) == 0)
+            at = (int)i;
+    return note_key_at(st, section, seen, at, key);
+}
 
 static int limit_index(const char *key)
 {
@@ -560,9 +560,9 @@ static uint32_t *limit_field(config *c, size_t i)
     return (uint32_t *)(void *)((char *)c + limit_keys[i].off);
 }
 
-static int limit_value(parse_state *st, const char *key, const char *v)
+static int limit_value(parse_state *st, size_t i, const char *key,
+                       const char *v)
 {
-    size_t i = (size_t)limit_index(key);
     const limit_key *k = &limit_keys[i];
     if (!parse_u32(v, k->lo, k->hi, limit_field(st->cfg, i)))
         return fail(st, SECTION_DAEMON, key, "'%s' is not in %u..%u", v, k->lo,
@@ -570,11 +570,13 @@ static int limit_value(parse_state *st, const char *key, const char *v)
     return 1;
 }
 
-/* A limit above the one it is part of, or the default when unset. */
-static int limit_within(config *c, const parse_state *st, size_t i, size_t of,
-                        uint32_t dflt, char *err, size_t err_len)
+/* Limit @p i above @p max, the value of the key @p of (the one it is part
+ * of), or the default (at most @p max) when unset. */
+static int limit_within(config *c, const parse_state *st, size_t i,
+                        uint32_t max, const char *of, uint32_t dflt, char *err,
+                        size_t err_len)
 {
-    uint32_t *v = limit_field(c, i), max = *limit_field(c, of);
+    uint32_t *v = limit_field(c, i);
     if (*v == 0) {
         *v = dflt < max ? dflt : max;
         return 0;
@@ -582,8 +584,8 @@ static int limit_within(config *c, const parse_state *st, size_t i, size_t of,
     if (*v <= max)
         return 0;
     snprintf(err, err_len, "%s:%d: [%s] %s: %u is more than %s (%u)", c->path,
-             st->seen_limits.key[i], SECTION_DAEMON, limit_keys[i].key, *v,
-             limit_keys[of].key, max);
+             st->seen_limits.key[i], SECTION_DAEMON, limit_keys[i].key, *v, of,
+             max);
     return RETRYD_ECONFIG;
 }
 
@@ -605,22 +607,15 @@ static int limits_finish(config *c, const parse_state *st, char *err,
     if (c->connections_unattached == 0)
         c->connections_unattached = dflt[LK_UNATTACHED];
     uint32_t half = c->process_capacity / 2;
-    uint32_t slots = half > 16 ? half : 16;
-    uint32_t cap = c->process_capacity;
-    if (c->process_slots_per_uid == 0)
-        c->process_slots_per_uid = slots < cap ? slots : cap;
-    if (c->process_slots_per_uid > cap) {
-        snprintf(err, err_len,
-                 "%s:%d: [%s] process_slots_per_uid: %u is more than "
-                 "process_capacity (%u)",
-                 c->path, st->seen_limits.key[LK_SLOTS_PER_UID], SECTION_DAEMON,
-                 c->process_slots_per_uid, cap);
-        return RETRYD_ECONFIG;
-    }
-    if (limit_within(c, st, LK_PER_UID, LK_UNATTACHED,
-                     c->connections_unattached / 2, err, err_len) < 0 ||
-        limit_within(c, st, LK_PER_PROCESS, LK_PER_UID, dflt[LK_PER_PROCESS],
-                     err, err_len) < 0)
+    if (limit_within(c, st, LK_SLOTS_PER_UID, c->process_capacity,
+                     "process_capacity", half > 16 ? half : 16, err,
+                     err_len) < 0 ||
+        limit_within(c, st, LK_PER_UID, c->connections_unattached,
+                     "connections_unattached", c->connections_unattached / 2,
+                     err, err_len) < 0 ||
+        limit_within(c, st, LK_PER_PROCESS, c->connections_per_uid,
+                     "connections_per_uid", dflt[LK_PER_PROCESS], err,
+                     err_len) < 0)
         return RETRYD_ECONFIG;
     return 0;
 }
@@ -663,14 +658,15 @@ static int handler(void *user, const char *section, const char *key,
     parse_state *st = user;
 
     section = whole_section(st, section);
-    if (strcmp(section, SECTION_DAEMON) == 0 && limit_index(key) >= 0)
-        return note_key(st, section, &st->seen_limits, limit_names,
-                        N_LIMIT_KEYS, key) &&
-               limit_value(st, key, value);
-    if (strcmp(section, SECTION_DAEMON) == 0)
+    if (strcmp(section, SECTION_DAEMON) == 0) {
+        int limit = limit_index(key);
+        if (limit >= 0)
+            return note_key_at(st, section, &st->seen_limits, limit, key) &&
+                   limit_value(st, (size_t)limit, key, value);
         return note_key(st, section, &st->seen_daemon, daemon_keys,
                         N_DAEMON_KEYS, key) &&
                daemon_key(st, key, value);
+    }
     if (strcmp(section, SECTION_DEFAULTS) == 0)
         return note_key(st, section, &st->seen_defaults, params_keys,
                         N_PARAMS_KEYS, key) &&

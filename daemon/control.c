@@ -27,6 +27,7 @@
 
 #include "base/clock.h"
 #include "daemon.h"
+#include "frame_io.h"
 #include "shared/frame.h"
 #include "log.h"
 #include "retryd.pb-c.h"
@@ -45,12 +46,7 @@ struct conn {
     pid_t pid;
     uid_t uid;
     int32_t slot; /* process slot attached through this connection, or -1 */
-    /* The frame being read: its header, then a body of the announced
-     * length (at most RETRYD_FRAME_REQUEST_MAX, checked first). */
-    uint8_t hdr[RETRYD_FRAME_HEADER];
-    size_t hdr_len;
-    uint8_t *body;
-    size_t body_len, body_got;
+    frame_in in;  /* the frame being read */
     /* Replies not yet taken by the kernel, at most CONTROL_OUTPUT_MAX. */
     uint8_t *out;
     size_t out_off, out_len;
@@ -143,8 +139,7 @@ static void timer_stop(server *d, conn *c, enum conn_timer k)
         q->tail = c->t[k].prev;
     c->t[k].prev = c->t[k].next = NULL;
     c->t[k].queued = false;
-    if (k == CONN_T_IDLE)
-        d->n_unattached--;
+    q->n--;
 }
 
 /* (Re)start timer @p k of @p c from now: to the tail of its queue. */
@@ -161,8 +156,7 @@ static void timer_start(server *d, conn *c, enum conn_timer k)
         q->head = c;
     q->tail = c;
     c->t[k].queued = true;
-    if (k == CONN_T_IDLE)
-        d->n_unattached++;
+    q->n++;
 }
 
 /* Traffic on an unattached connection: it is the most recently active. */
@@ -186,15 +180,14 @@ static void conn_free(server *d, conn *c)
         timer_stop(d, c, (enum conn_timer)k);
     epoll_ctl(d->epfd, EPOLL_CTL_DEL, c->fd, NULL);
     close(c->fd);
-    free(c->body);
+    frame_in_reset(&c->in);
     free(c->out);
-    c->body = c->out = NULL;
+    c->out = NULL;
     /* Other events of the current epoll batch may still point at it: it
      * is freed when the batch is done (control_reap). */
     c->dead = true;
     c->next_dead = d->dead;
     d->dead = c;
-    d->n_conns--;
 }
 
 void control_reap(server *d)
@@ -226,7 +219,7 @@ static void conn_close(server *d, conn *c)
 /* Watch for output while replies wait, else for input (unless closing).
  * No request is read while a reply waits: a peer that does not read its
  * replies stops being served once the kernel's buffer is full, costs no
- * work, and is closed at CONTROL_WRITE_TIMEOUT_MS; CONTROL_OUTPUT_MAX is
+ * work, and is closed at write_timeout_ms; CONTROL_OUTPUT_MAX is
  * the backstop. */
 static void conn_watch(server *d, conn *c)
 {
@@ -288,15 +281,19 @@ static int conn_flush(server *d, conn *c)
 
 /* --- admission ----------------------------------------------------------- */
 
-/* Unattached connections of @p uid (all uids when @p any_uid) and, of
- * those, of @p pid. */
-static unsigned count_unattached(const server *d, bool any_uid, uid_t uid,
-                                 bool any_pid, pid_t pid)
+/* Unattached connections of @p uid (*ret_uid) and, of those, of @p pid
+ * (*ret_pid): one pass over the pool. */
+static void count_unattached(const server *d, uid_t uid, pid_t pid,
+                             unsigned *ret_uid, unsigned *ret_pid)
 {
-    unsigned n = 0;
+    unsigned nu = 0, np = 0;
     for (conn *c = d->timers[CONN_T_IDLE].head; c; c = c->t[CONN_T_IDLE].next)
-        n += (any_uid || c->uid == uid) && (any_pid || c->pid == pid);
-    return n;
+        if (c->uid == uid) {
+            nu++;
+            np += c->pid == pid;
+        }
+    *ret_uid = nu;
+    *ret_pid = np;
 }
 
 /* A holder of unattached connections: a user or a process. */
@@ -377,20 +374,19 @@ static bool fairer(unsigned held, unsigned mine)
  */
 static const char *admit(server *d, uid_t uid, pid_t pid)
 {
-    unsigned mine_pid = count_unattached(d, false, uid, false, pid);
-    unsigned mine_uid = count_unattached(d, false, uid, true, 0);
-    unsigned held;
+    unsigned mine_uid, mine_pid, held;
     conn *victim;
 
     const config *cfg = d->cfg;
 
+    count_unattached(d, uid, pid, &mine_uid, &mine_pid);
     if (mine_pid >= cfg->connections_per_process)
         return "too many connections from this process";
     if (mine_uid >= cfg->connections_per_uid) {
         victim = pick_victim(d, false, uid, &held);
         if (victim == NULL || !fairer(held, mine_pid))
             return "too many connections from this user";
-    } else if (d->n_unattached >= cfg->connections_unattached) {
+    } else if (d->timers[CONN_T_IDLE].n >= cfg->connections_unattached) {
         victim = pick_victim(d, true, 0, &held);
         if (victim == NULL || !fairer(held, mine_uid))
             return "too many connections";
@@ -431,9 +427,7 @@ static void refuse(server *d, int fd, const char *why)
     uint8_t buf[256];
     size_t n = protobuf_c_message_get_packed_size(&rep.base);
     if (n <= sizeof(buf) - RETRYD_FRAME_HEADER) {
-        buf[0] = (uint8_t)(n >> 24), buf[1] = (uint8_t)(n >> 16);
-        buf[2] = (uint8_t)(n >> 8), buf[3] = (uint8_t)n;
-        protobuf_c_message_pack(&rep.base, buf + RETRYD_FRAME_HEADER);
+        frame_pack(&rep.base, n, buf);
         (void)!send(fd, buf, n + RETRYD_FRAME_HEADER,
                     MSG_NOSIGNAL | MSG_DONTWAIT);
     }
@@ -470,7 +464,6 @@ static void conn_open(server *d, int fd, const struct ucred *cr)
         free(c);
         return;
     }
-    d->n_conns++;
     c->next = d->conns;
     if (d->conns != NULL)
         d->conns->prev = c;
@@ -583,10 +576,7 @@ static int reply(conn *c, Retryd__ControlReply *rep, int pass_fd)
     if (grown == NULL)
         return RETRYD_ENOMEM;
     c->out = grown;
-    uint8_t *p = c->out + c->out_len;
-    p[0] = (uint8_t)(n >> 24), p[1] = (uint8_t)(n >> 16);
-    p[2] = (uint8_t)(n >> 8), p[3] = (uint8_t)n;
-    protobuf_c_message_pack(&rep->base, p + RETRYD_FRAME_HEADER);
+    frame_pack(&rep->base, n, c->out + c->out_len);
     if (pass_fd >= 0) {
         c->pass_fd = pass_fd;
         c->pass_at = c->out_len;
@@ -680,13 +670,9 @@ static int attach_slot(server *d, conn *c, const Retryd__Attach *a,
 static int attach_refused(server *d, conn *c, int r, bool quota)
 {
     const char *who = c->client[0] ? c->client : "?";
-    if (quota)
+    if (quota) {
         atomic_fetch_add_explicit(&d->slots_refused_quota, 1,
                                   memory_order_relaxed);
-    else if (r == RETRYD_EFULL)
-        atomic_fetch_add_explicit(&d->slots_refused_capacity, 1,
-                                  memory_order_relaxed);
-    if (quota) {
         log_limited(LOG_WARN,
                     "pid %d uid %u (%s) refused a process slot: its user "
                     "holds %u, its quota (process_slots_per_uid); it spends "
@@ -698,6 +684,8 @@ static int attach_refused(server *d, conn *c, int r, bool quota)
                            "(process_slots_per_uid)");
     }
     if (r == RETRYD_EFULL) {
+        atomic_fetch_add_explicit(&d->slots_refused_capacity, 1,
+                                  memory_order_relaxed);
         log_limited(LOG_WARN,
                     "pid %d uid %u (%s) refused a process slot: all %u are "
                     "taken (raise process_capacity); it spends from a local "
@@ -834,18 +822,16 @@ static int dispatch(server *d, conn *c, const Retryd__ControlRequest *req)
 /* The frame is done with: ready for the next one. */
 static void frame_reset(server *d, conn *c)
 {
-    free(c->body);
-    c->body = NULL;
-    c->hdr_len = c->body_len = c->body_got = 0;
+    frame_in_reset(&c->in);
     timer_stop(d, c, CONN_T_FRAME);
 }
 
-/* Unpack and serve the whole frame in c->body; < 0 when the connection is
+/* Unpack and serve the whole frame in c->in; < 0 when the connection is
  * to close after its replies. */
 static int serve_frame(server *d, conn *c)
 {
     Retryd__ControlRequest *req =
-        retryd__control_request__unpack(NULL, c->body_len, c->body);
+        retryd__control_request__unpack(NULL, c->in.body_len, c->in.body);
     frame_reset(d, c);
     if (req == NULL) {
         log_limited(LOG_WARN, "pid %d: undecodable request: closing",
@@ -858,52 +844,29 @@ static int serve_frame(server *d, conn *c)
     return r;
 }
 
-/* The header is whole: check the length before anything is allocated or
- * read for it. < 0 to close. */
-static int frame_header(conn *c)
+/*
+ * One read toward the frame being assembled (frame_in_read()). Returns 1
+ * when the frame is whole, 0 when more is to come, < 0 to close: -2 at
+ * once (end of file, an error: the peer is gone), -1 after the replies
+ * (an oversized length, answered; no memory).
+ */
+static int frame_read(server *d, conn *c)
 {
-    const uint8_t *body;
-    size_t used;
-    if (retryd__frame_decode(c->hdr, c->hdr_len, RETRYD_FRAME_REQUEST_MAX,
-                             &body, &c->body_len, &used) < 0) {
+    bool fresh = c->in.hdr_len == 0;
+    size_t n;
+    int r = frame_in_read(&c->in, c->fd, &n);
+    if (fresh && n > 0)
+        timer_start(d, c, CONN_T_FRAME); /* a frame begun must end */
+    if (n > 0)
+        conn_active(d, c);
+    if (r == RETRYD_EPROTO) {
         log_limited(LOG_WARN, "pid %d: oversized frame: closing", (int)c->pid);
         reply_error(c, RETRYD_EPROTO, "frame length out of bounds");
         return -1;
     }
-    if (c->body_len > 0 && (c->body = malloc(c->body_len)) == NULL)
-        return -1;
-    return 0;
-}
-
-/*
- * One read toward the frame being assembled: the rest of its header, then
- * the rest of the body it announced, never into the next frame. Returns 1
- * when the frame is whole, 0 when more is to come (EAGAIN), < 0 to close
- * (end of file, an error, an oversized length).
- */
-static int frame_read(server *d, conn *c)
-{
-    bool in_header = c->hdr_len < RETRYD_FRAME_HEADER;
-    uint8_t *at = in_header ? c->hdr + c->hdr_len : c->body + c->body_got;
-    size_t want = in_header ? RETRYD_FRAME_HEADER - c->hdr_len
-                            : c->body_len - c->body_got;
-    ssize_t n = want > 0 ? read(c->fd, at, want) : 0;
-    if (want > 0 && n < 0 && (errno == EAGAIN || errno == EINTR))
-        return 0;
-    if (want > 0 && n <= 0)
-        return -2; /* EOF or error: the peer is gone */
-    if (c->hdr_len == 0 && n > 0)
-        timer_start(d, c, CONN_T_FRAME); /* a frame begun must end */
-    if (n > 0)
-        conn_active(d, c);
-    if (in_header) {
-        c->hdr_len += (size_t)n;
-        if (c->hdr_len < RETRYD_FRAME_HEADER)
-            return 0;
-        return frame_header(c) < 0 ? -1 : c->body_len == 0;
-    }
-    c->body_got += (size_t)n;
-    return c->body_got == c->body_len;
+    if (r == RETRYD_EIO)
+        return -2;
+    return r < 0 ? -1 : r;
 }
 
 /* Input: at most one frame per readiness event (a read for its header,
@@ -926,7 +889,7 @@ static int conn_input(server *d, conn *c)
  * A readiness event: input unless closing, then whatever output the
  * kernel takes. A hang-up is noticed as end of file, after the frames
  * sent before it; a peer that stopped reading keeps its replies here
- * until CONTROL_OUTPUT_MAX or CONTROL_WRITE_TIMEOUT_MS.
+ * until CONTROL_OUTPUT_MAX or write_timeout_ms (CONN_T_WRITE).
  */
 void control_ready(server *d, conn *c, uint32_t events)
 {

@@ -62,6 +62,7 @@ enum conn_timer {
 
 typedef struct conn_queue {
     conn *head, *tail;
+    unsigned n; /* its length: for CONN_T_IDLE, the unattached pool's size */
 } conn_queue;
 
 /* What an epoll event points at. */
@@ -99,9 +100,7 @@ typedef struct server {
     int timer_fd;
     conn *conns; /* every open control connection */
     conn *dead;  /* closed during this epoll batch, freed after it */
-    unsigned n_conns;
     conn_queue timers[CONN_TIMERS];
-    unsigned n_unattached; /* the length of timers[CONN_T_IDLE] */
     /* Refused peers' descriptors, oldest first (a ring). */
     int refused_fd[CONTROL_REFUSED_LINGER_MAX];
     uint64_t refused_due_ns[CONTROL_REFUSED_LINGER_MAX];
@@ -149,6 +148,19 @@ void daemon_release_process(server *d, uint32_t slot);
  * here; the configuration and an adopted segment check their own. */
 int daemon_register(server *d, const char *name, const budget_params *given,
                     reg_entry *ret);
+
+/* The eviction order of the stats socket's and /metrics's connections
+ * when places run out: whether one (@p answered: its request is in;
+ * accepted at @p at_ns) goes before another (@p other_answered,
+ * @p other_at_ns): one still sending its request before one being
+ * answered, then the oldest. */
+static inline bool daemon_evict_before(bool answered, uint64_t at_ns,
+                                       bool other_answered,
+                                       uint64_t other_at_ns)
+{
+    return (other_answered && !answered) ||
+           (other_answered == answered && at_ns < other_at_ns);
+}
 
 /* stats.c: the stats thread. It serves many readers at once (its own
  * epoll), each with a deadline; when all STATS_CONNECTIONS_MAX are taken

@@ -111,10 +111,9 @@ void log_limited_msg(log_limit *l, int level, const char *fmt, ...)
     if (level > atomic_load(&max_level))
         return;
     pthread_mutex_lock(&limit_lock);
-    if (!l->linked) {
+    if (l->site == NULL) { /* first use: link it */
         l->site = fmt;
         l->level = level;
-        l->linked = true;
         l->window_start_ns = now;
         l->next = limits;
         limits = l;

@@ -32,13 +32,13 @@ enum log_level { LOG_ERR = 3, LOG_WARN = 4, LOG_INFO = 6, LOG_DEBUG = 7 };
 /* One call site's window. Static storage, zero-initialised; log.c links
  * it into its list on first use, to report what it suppressed. */
 typedef struct log_limit {
-    const char *site; /* what the "suppressed" line names: the format */
+    const char *site; /* what the "suppressed" line names: the format;
+                       * NULL until its first use links it */
     int level;
     uint64_t window_start_ns;
     unsigned lines;      /* printed in this window */
     unsigned suppressed; /* counted in this window */
     struct log_limit *next;
-    _Bool linked;
 } log_limit;
 
 void log_set_level(int level);

@@ -91,13 +91,12 @@ static void drop(mconn *c)
     shutdown(c->fd, SHUT_RDWR);
 }
 
-/* Whether @p c should go before @p best: one still sending its request
- * before one being answered, then the oldest. */
+/* Whether @p c should go before @p best (daemon_evict_before()). */
 static bool goes_first(const mconn *c, const mconn *best)
 {
-    return best == NULL || (best->requested && !c->requested) ||
-           (best->requested == c->requested &&
-            c->accepted_ns < best->accepted_ns);
+    return best == NULL ||
+           daemon_evict_before(c->requested, c->accepted_ns, best->requested,
+                               best->accepted_ns);
 }
 
 /* Room for a newcomer from @p peer: a free place, after closing the

@@ -23,6 +23,7 @@
 
 #include "shared/bucket.h"
 #include "daemon.h"
+#include "frame_io.h"
 #include "shared/frame.h"
 #include "log.h"
 #include "metrics.h"
@@ -37,10 +38,7 @@ typedef struct stats_conn {
     int fd;
     unsigned index; /* in loop->conns, and its epoll tag */
     bool replying;  /* the request is in; out holds the whole reply */
-    uint8_t hdr[RETRYD_FRAME_HEADER];
-    size_t hdr_len;
-    uint8_t *body;
-    size_t body_len, body_got;
+    frame_in in;
     uint8_t *out;
     size_t out_len, out_off;
     uint64_t accepted_ns, due_ns;
@@ -75,9 +73,7 @@ static int queue_reply(stats_conn *c, const ProtobufCMessage *msg)
     uint8_t *buf = malloc(RETRYD_FRAME_HEADER + n);
     if (buf == NULL)
         return RETRYD_ENOMEM;
-    buf[0] = (uint8_t)(n >> 24), buf[1] = (uint8_t)(n >> 16);
-    buf[2] = (uint8_t)(n >> 8), buf[3] = (uint8_t)n;
-    protobuf_c_message_pack(msg, buf + RETRYD_FRAME_HEADER);
+    frame_pack(msg, n, buf);
     free(c->out);
     c->loop->pending -= c->out_len - c->out_off;
     c->out = buf;
@@ -288,7 +284,7 @@ static void conn_close(stats_conn *c)
     close(c->fd);
     l->pending -= c->out_len - c->out_off;
     l->conns[c->index] = NULL;
-    free(c->body);
+    frame_in_reset(&c->in);
     free(c->out);
     free(c);
 }
@@ -297,7 +293,7 @@ static void conn_close(stats_conn *c)
 static void serve_request(server *d, stats_conn *c)
 {
     Retryd__StatsRequest *req =
-        retryd__stats_request__unpack(NULL, c->body_len, c->body);
+        retryd__stats_request__unpack(NULL, c->in.body_len, c->in.body);
     c->replying = true;
     c->due_ns = retryd__clock_monotonic_ns() + ms_ns(STATS_REPLY_TIMEOUT_MS);
     if (req == NULL) {
@@ -316,33 +312,14 @@ static void serve_request(server *d, stats_conn *c)
  * close at once. An oversized length is answered, then closed. */
 static int request_read(stats_conn *c)
 {
-    bool in_header = c->hdr_len < RETRYD_FRAME_HEADER;
-    uint8_t *at = in_header ? c->hdr + c->hdr_len : c->body + c->body_got;
-    size_t want = in_header ? RETRYD_FRAME_HEADER - c->hdr_len
-                            : c->body_len - c->body_got;
-    ssize_t n = read(c->fd, at, want);
-    if (n < 0 && (errno == EAGAIN || errno == EINTR))
-        return 0;
-    if (n <= 0)
-        return -1;
-    if (!in_header) {
-        c->body_got += (size_t)n;
-        return c->body_got == c->body_len;
-    }
-    c->hdr_len += (size_t)n;
-    if (c->hdr_len < RETRYD_FRAME_HEADER)
-        return 0;
-    const uint8_t *body;
-    size_t used;
-    if (retryd__frame_decode(c->hdr, c->hdr_len, RETRYD_FRAME_REQUEST_MAX,
-                             &body, &c->body_len, &used) < 0) {
+    size_t n;
+    int r = frame_in_read(&c->in, c->fd, &n);
+    if (r == RETRYD_EPROTO) {
         c->replying = true;
         reply_error(c, RETRYD_EPROTO, "frame length out of bounds");
         return 0;
     }
-    if (c->body_len > 0 && (c->body = malloc(c->body_len)) == NULL)
-        return -1;
-    return c->body_len == 0;
+    return r < 0 ? -1 : r;
 }
 
 /* Write what the kernel takes; < 0 when done (all sent, or gone). */
@@ -396,9 +373,9 @@ static int free_place(stats_loop *l)
         stats_conn *c = l->conns[i];
         if (c == NULL)
             return (int)i;
-        if (oldest == NULL || (oldest->replying && !c->replying) ||
-            (oldest->replying == c->replying &&
-             c->accepted_ns < oldest->accepted_ns))
+        if (oldest == NULL ||
+            daemon_evict_before(c->replying, c->accepted_ns, oldest->replying,
+                                oldest->accepted_ns))
             oldest = c;
     }
     unsigned i = oldest->index;
