@@ -504,10 +504,11 @@ int main(int argc, char **argv)
 
     b.in_flight = 100;
     if (argc > 6 ||
-        (argc > 1 && !bench_parse_long(argv[1], 1, 100000000, &n)) ||
-        (argc > 2 && !bench_parse_long(argv[2], 1, BENCH_MAX_RUNS, &n_runs)) ||
+        (argc > 1 && !retryd__parse_long(argv[1], 1, 100000000, &n)) ||
+        (argc > 2 &&
+         !retryd__parse_long(argv[2], 1, BENCH_MAX_RUNS, &n_runs)) ||
         (argc > 3 &&
-         !bench_parse_long(argv[3], 1, MAX_IN_FLIGHT, &b.in_flight)) ||
+         !retryd__parse_long(argv[3], 1, MAX_IN_FLIGHT, &b.in_flight)) ||
         (argc > 4 && !bench_place_mode_ok(argv[4])) ||
         (argc > 5 && !parse_only(argv[5], &runs.only))) {
         fprintf(stderr, "usage: bench_async [requests-per-run>0] [runs 1..64] "

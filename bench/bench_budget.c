@@ -882,9 +882,10 @@ static int parse_args(int argc, char **argv, options *o)
     long runs = 11;
     *o = (options){.shm_ops = 4000000, .rpc_ops = 5000};
     if (argc > 4 ||
-        (argc > 1 && !bench_parse_long(argv[1], 1, 1000000000, &o->shm_ops)) ||
-        (argc > 2 && !bench_parse_long(argv[2], 1, 100000000, &o->rpc_ops)) ||
-        (argc > 3 && !bench_parse_long(argv[3], 1, MAX_RUNS, &runs))) {
+        (argc > 1 &&
+         !retryd__parse_long(argv[1], 1, 1000000000, &o->shm_ops)) ||
+        (argc > 2 && !retryd__parse_long(argv[2], 1, 100000000, &o->rpc_ops)) ||
+        (argc > 3 && !retryd__parse_long(argv[3], 1, MAX_RUNS, &runs))) {
         fprintf(stderr, "usage: bench_budget [shm-ops-per-process>0] "
                         "[round-trips-per-process>0] [runs 1..64]\n");
         return -1;

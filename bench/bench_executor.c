@@ -337,8 +337,9 @@ int main(int argc, char **argv)
 
     snprintf(b.path, sizeof(b.path), "/ok");
     if (argc > 5 ||
-        (argc > 1 && !bench_parse_long(argv[1], 1, 100000000, &n)) ||
-        (argc > 2 && !bench_parse_long(argv[2], 1, BENCH_MAX_RUNS, &n_runs)) ||
+        (argc > 1 && !retryd__parse_long(argv[1], 1, 100000000, &n)) ||
+        (argc > 2 &&
+         !retryd__parse_long(argv[2], 1, BENCH_MAX_RUNS, &n_runs)) ||
         (argc > 3 && (argv[3][0] != '/' || strlen(argv[3]) >= sizeof(b.path) ||
                       strpbrk(argv[3], " \t\r\n") != NULL)) ||
         (argc > 4 && !bench_place_mode_ok(argv[4]))) {

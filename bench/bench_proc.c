@@ -50,17 +50,6 @@ void bench_sleep_ms(long ms)
     (void)nanosleep(&ts, NULL); /* an early wake only shortens a poll */
 }
 
-bool bench_parse_long(const char *s, long lo, long hi, long *ret)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno != 0 || end == s || *end != '\0' || v < lo || v > hi)
-        return false;
-    *ret = v;
-    return true;
-}
-
 static void on_signal(int sig)
 {
     (void)sig;

@@ -10,6 +10,8 @@
 
 #include <signal.h>
 #include <stdbool.h>
+
+#include "base/number.h"
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -32,9 +34,6 @@ int bench_fail_errno(const char *what);
 
 int64_t bench_now_ms(void);
 void bench_sleep_ms(long ms);
-
-/* A decimal in [lo, hi], the whole of @p s. */
-bool bench_parse_long(const char *s, long lo, long hi, long *ret);
 
 /* SIGINT, SIGTERM and SIGHUP set bench_stop, without SA_RESTART: a signal
  * interrupts our waits, and cleanup runs. SIGPIPE is ignored: a dead peer

@@ -5,15 +5,14 @@
 
 #include <stdbool.h>
 
+#include "base/number.h"
+
 /* Exit codes shared by the subcommands (documented in retrydctl --help). */
 enum {
     CTL_EXIT_OK = 0,
     CTL_EXIT_USAGE = 64, /* EX_USAGE: bad options */
     CTL_EXIT_ERROR = 70, /* EX_SOFTWARE: could not do it */
 };
-
-/* A whole decimal number in [lo, hi]; false for anything else. */
-bool ctl_parse_long(const char *s, long lo, long hi, long *ret);
 
 int ctl_decide_main(int argc, char **argv);
 int ctl_request_main(int argc, char **argv);

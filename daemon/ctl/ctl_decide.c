@@ -246,21 +246,21 @@ static int apply_value(decide_args *a, int opt, const char *arg)
     case OPT_JITTER:
         return jitter_from_name(arg, &a->policy.jitter);
     case OPT_STATUS:
-        if (!ctl_parse_long(arg, 100, 999, &v))
+        if (!retryd__parse_long(arg, 100, 999, &v))
             return -1;
         f->status = (int)v;
         return 0;
     case OPT_ATTEMPT:
     case OPT_MAX_ATTEMPTS:
-        if (!ctl_parse_long(arg, 1, 1000000, &v))
+        if (!retryd__parse_long(arg, 1, 1000000, &v))
             return -1;
         *(opt == OPT_ATTEMPT ? &f->attempt : &f->max_attempts) = (uint32_t)v;
         return 0;
     case OPT_BUDGET:
-        return ctl_parse_long(arg, 0, 1000000000, &a->budget) ? 0 : -1;
+        return retryd__parse_long(arg, 0, 1000000000, &a->budget) ? 0 : -1;
     case OPT_SEED:
         a->seeded = true;
-        if (!ctl_parse_long(arg, 0, LONG_MAX, &v))
+        if (!retryd__parse_long(arg, 0, LONG_MAX, &v))
             return -1;
         a->seed = (uint64_t)v;
         return 0;

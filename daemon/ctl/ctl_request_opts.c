@@ -327,11 +327,11 @@ static int set_number(req_args *a, int opt, const char *arg)
     case O_CONNECT_TIMEOUT:
         return parse_seconds(arg, &a->connect_ns) ? 0 : bad("time", arg);
     case O_MAX_ATTEMPTS:
-        return ctl_parse_long(arg, 1, 100, &a->max_attempts)
+        return retryd__parse_long(arg, 1, 100, &a->max_attempts)
                    ? 0
                    : bad("attempt count", arg);
     default: /* O_MAX_REDIRS */
-        return ctl_parse_long(arg, 0, 1000, &a->max_redirs)
+        return retryd__parse_long(arg, 0, 1000, &a->max_redirs)
                    ? 0
                    : bad("redirect count", arg);
     }

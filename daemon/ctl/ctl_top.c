@@ -412,7 +412,7 @@ static int parse_top(int argc, char **argv, top_opts *o)
                                    "to 3600, not '%s'",
                                    optarg);
         else if (opt == 'n' &&
-                 !ctl_parse_long(optarg, 1, 1000000000, &o->iterations))
+                 !retryd__parse_long(optarg, 1, 1000000000, &o->iterations))
             return ctl_usage_error(&top_cmd,
                                    "--iterations wants a count "
                                    "from 1, not '%s'",

@@ -37,17 +37,6 @@ static const subcommand subcommands[] = {
 
 #define N_SUBCOMMANDS (sizeof(subcommands) / sizeof(subcommands[0]))
 
-bool ctl_parse_long(const char *s, long lo, long hi, long *ret)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno != 0 || end == s || *end != '\0' || v < lo || v > hi)
-        return false;
-    *ret = v;
-    return true;
-}
-
 static void usage(FILE *out)
 {
     fprintf(out, "usage: retrydctl <command> [options]\n\ncommands:\n");
