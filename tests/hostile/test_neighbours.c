@@ -174,6 +174,12 @@ Test(neighbours, a_user_fills_its_slot_quota_and_another_still_shares)
 
 /* --- a full listen backlog ----------------------------------------------- */
 
+static bool told_to_go(void *arg)
+{
+    (void)arg;
+    return atomic_load(&B->go) != 0;
+}
+
 /* One attach once the test says go, timed; the client's own bound is 5 s. */
 static _Noreturn void patient_client(void)
 {
@@ -182,10 +188,8 @@ static _Noreturn void patient_client(void)
                           .timeout_ms = 5000,
                           .client_name = "patient"};
     retryd_host *h;
-    for (int i = 0; i < 10000 && !atomic_load(&B->go); i++) {
-        struct timespec ms = {0, 1000000};
-        nanosleep(&ms, NULL);
-    }
+    if (!rd_wait_until(told_to_go, NULL, 10000))
+        _exit(2);
     atomic_store(&B->started, 1);
     uint64_t t0 = rd_now_ns();
     if (retryd_host_open(&o, &h) < 0)
@@ -305,6 +309,13 @@ static bool peer_closed(void *arg)
     return r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
 }
 
+/* Whether the log holds more reloads than the *arg seen before. */
+static bool reloaded_since(void *arg)
+{
+    return rd_file_lines_with(D.log, "configuration reloaded", NULL) >
+           *(long *)arg;
+}
+
 /* A connection that stays silent is closed at hello_timeout_ms; a process
  * past connections_per_process is refused; a reload changes both. */
 Test(neighbours, socket_limits_are_configuration_keys)
@@ -328,14 +339,8 @@ Test(neighbours, socket_limits_are_configuration_keys)
                  0);
     long before = rd_file_lines_with(D.log, "configuration reloaded", NULL);
     cr_assert_eq(kill(D.pid, SIGHUP), 0);
-    for (int i = 0; i < 5000 && rd_file_lines_with(D.log,
-                                                   "configuration "
-                                                   "reloaded",
-                                                   NULL) == before;
-         i++) {
-        struct timespec ms = {0, 1000000};
-        nanosleep(&ms, NULL);
-    }
+    cr_assert(rd_wait_until(reloaded_since, &before, 5000),
+              "no reload logged; see %s", D.log);
     uint64_t t0 = rd_now_ns();
     int silent = raw_connect(D.control);
     cr_expect(rd_wait_until(peer_closed, &silent, 2000),
