@@ -427,30 +427,13 @@ Test(neighbours, register_and_retire_churn_is_rate_limited)
     enum { CHURN = 1000 };
     restart_at("info", "log_limit_interval_s = 2\n");
     int fd = raw_connect(D.control);
-    Retryd__ControlRequest req;
-    retryd__control_request__init(&req);
-    Retryd__Hello hello;
-    retryd__hello__init(&hello);
-    hello.protocol_version = RETRYD_PROTOCOL_VERSION;
-    req.body_case = RETRYD__CONTROL_REQUEST__BODY_HELLO;
-    req.hello = &hello;
-    cr_assert_eq(rd_control_request(fd, &req), 0);
+    cr_assert_eq(rd_control_hello(fd), 0);
     uint64_t t0 = rd_now_ns();
     for (int i = 0; i < CHURN; i++) {
         char name[32];
         snprintf(name, sizeof(name), "junk-%d", i);
-        Retryd__Register reg;
-        retryd__register__init(&reg);
-        reg.name = name;
-        req.body_case = RETRYD__CONTROL_REQUEST__BODY_REGISTER;
-        req.register_ = &reg;
-        cr_assert_eq(rd_control_request(fd, &req), 0, "register %s", name);
-        Retryd__Retire ret;
-        retryd__retire__init(&ret);
-        ret.name = name;
-        req.body_case = RETRYD__CONTROL_REQUEST__BODY_RETIRE;
-        req.retire = &ret;
-        cr_assert_eq(rd_control_request(fd, &req), 0, "retire %s", name);
+        cr_assert_eq(rd_control_register_retire(fd, name), 0,
+                     "register/retire %s", name);
     }
     uint64_t secs = (rd_now_ns() - t0) / 1000000000u;
     close(fd);
