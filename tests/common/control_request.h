@@ -21,4 +21,39 @@ static inline int rd_control_request(int fd, Retryd__ControlRequest *req)
     return e;
 }
 
+/* The hello that opens a raw connection, at the current protocol. */
+static inline int rd_control_hello(int fd)
+{
+    Retryd__ControlRequest req;
+    Retryd__Hello hello;
+    retryd__control_request__init(&req);
+    retryd__hello__init(&hello);
+    hello.protocol_version = RETRYD_PROTOCOL_VERSION;
+    req.body_case = RETRYD__CONTROL_REQUEST__BODY_HELLO;
+    req.hello = &hello;
+    return rd_control_request(fd, &req);
+}
+
+/* Register upstream @p name, then retire it: one turn of a peer that
+ * churns slots. The first error, as rd_control_request() gives it. */
+static inline int rd_control_register_retire(int fd, char *name)
+{
+    Retryd__ControlRequest req;
+    Retryd__Register reg;
+    Retryd__Retire ret;
+    retryd__control_request__init(&req);
+    retryd__register__init(&reg);
+    reg.name = name;
+    req.body_case = RETRYD__CONTROL_REQUEST__BODY_REGISTER;
+    req.register_ = &reg;
+    int e = rd_control_request(fd, &req);
+    if (e != 0)
+        return e;
+    retryd__retire__init(&ret);
+    ret.name = name;
+    req.body_case = RETRYD__CONTROL_REQUEST__BODY_RETIRE;
+    req.retire = &ret;
+    return rd_control_request(fd, &req);
+}
+
 #endif

@@ -16,16 +16,15 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
-/* Write @p d's configuration as rd_daemon_write_config() does, but at log
- * level @p level (the harness's is debug): a suite that counts the log's
- * lines runs the daemon as an operator would. 0, or -errno. */
 /* @p size zeroed bytes shared with the processes forked after: a
  * scoreboard the attackers and the test all write. NULL on failure. */
 static inline void *rd_shared_board(size_t size)
@@ -35,6 +34,23 @@ static inline void *rd_shared_board(size_t size)
     return p == MAP_FAILED ? NULL : p; /* anonymous: already zero */
 }
 
+/* fork(), the child killed when the test process ends: an attacker that a
+ * failed assertion left behind would hold the test's output open, and
+ * ctest would wait for it until its timeout. -1 on failure. */
+static inline pid_t rd_fork_attacker(void)
+{
+    fflush(NULL);
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid == 0 &&
+        (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent))
+        _exit(99);
+    return pid;
+}
+
+/* Write @p d's configuration as rd_daemon_write_config() does, but at log
+ * level @p level (the harness's is debug): a suite that counts the log's
+ * lines runs the daemon as an operator would. 0, or -errno. */
 static inline int rd_write_config_at(const char *config, const char *runtime,
                                      const char *level, const char *extra)
 {

@@ -69,29 +69,12 @@ static int churn(void)
 {
     int fd = rd_raw_connect(D.control, 0);
     CHECK(fd >= 0, "connect: %s", strerror(-fd));
-    Retryd__ControlRequest req;
-    retryd__control_request__init(&req);
-    Retryd__Hello hello;
-    retryd__hello__init(&hello);
-    hello.protocol_version = RETRYD_PROTOCOL_VERSION;
-    req.body_case = RETRYD__CONTROL_REQUEST__BODY_HELLO;
-    req.hello = &hello;
-    CHECK(rd_control_request(fd, &req) == 0, "hello");
+    CHECK(rd_control_hello(fd) == 0, "hello");
     for (int i = 0; i < CHURN; i++) {
         char name[32];
         snprintf(name, sizeof(name), "junk-%d", i);
-        Retryd__Register reg;
-        retryd__register__init(&reg);
-        reg.name = name;
-        req.body_case = RETRYD__CONTROL_REQUEST__BODY_REGISTER;
-        req.register_ = &reg;
-        CHECK(rd_control_request(fd, &req) == 0, "register %s", name);
-        Retryd__Retire ret;
-        retryd__retire__init(&ret);
-        ret.name = name;
-        req.body_case = RETRYD__CONTROL_REQUEST__BODY_RETIRE;
-        req.retire = &ret;
-        CHECK(rd_control_request(fd, &req) == 0, "retire %s", name);
+        CHECK(rd_control_register_retire(fd, name) == 0, "register/retire %s",
+              name);
     }
     close(fd);
     return 0;

@@ -122,7 +122,7 @@ Test(metrics_attacks, slowloris_delays_neither_scrapes_nor_attaches)
     pid_t att[ATTACKERS];
     int fds_before = rd_fd_count(D.pid);
     for (int i = 0; i < ATTACKERS; i++) {
-        att[i] = fork();
+        att[i] = rd_fork_attacker();
         cr_assert(att[i] >= 0);
         if (att[i] == 0) {
             attacker();

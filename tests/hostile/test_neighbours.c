@@ -62,8 +62,7 @@ static void board_new(void)
 
 static pid_t fork_or_die(void)
 {
-    fflush(NULL);
-    pid_t pid = fork();
+    pid_t pid = rd_fork_attacker();
     cr_assert(pid >= 0, "fork: %s", strerror(errno));
     return pid;
 }
@@ -174,6 +173,12 @@ Test(neighbours, a_user_fills_its_slot_quota_and_another_still_shares)
 
 /* --- a full listen backlog ----------------------------------------------- */
 
+static bool told_to_go(void *arg)
+{
+    (void)arg;
+    return atomic_load(&B->go) != 0;
+}
+
 /* One attach once the test says go, timed; the client's own bound is 5 s. */
 static _Noreturn void patient_client(void)
 {
@@ -182,10 +187,8 @@ static _Noreturn void patient_client(void)
                           .timeout_ms = 5000,
                           .client_name = "patient"};
     retryd_host *h;
-    for (int i = 0; i < 10000 && !atomic_load(&B->go); i++) {
-        struct timespec ms = {0, 1000000};
-        nanosleep(&ms, NULL);
-    }
+    if (!rd_wait_until(told_to_go, NULL, 10000))
+        _exit(2);
     atomic_store(&B->started, 1);
     uint64_t t0 = rd_now_ns();
     if (retryd_host_open(&o, &h) < 0)
@@ -305,6 +308,13 @@ static bool peer_closed(void *arg)
     return r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
 }
 
+/* Whether the log holds more reloads than the *arg seen before. */
+static bool reloaded_since(void *arg)
+{
+    return rd_file_lines_with(D.log, "configuration reloaded", NULL) >
+           *(long *)arg;
+}
+
 /* A connection that stays silent is closed at hello_timeout_ms; a process
  * past connections_per_process is refused; a reload changes both. */
 Test(neighbours, socket_limits_are_configuration_keys)
@@ -328,14 +338,8 @@ Test(neighbours, socket_limits_are_configuration_keys)
                  0);
     long before = rd_file_lines_with(D.log, "configuration reloaded", NULL);
     cr_assert_eq(kill(D.pid, SIGHUP), 0);
-    for (int i = 0; i < 5000 && rd_file_lines_with(D.log,
-                                                   "configuration "
-                                                   "reloaded",
-                                                   NULL) == before;
-         i++) {
-        struct timespec ms = {0, 1000000};
-        nanosleep(&ms, NULL);
-    }
+    cr_assert(rd_wait_until(reloaded_since, &before, 5000),
+              "no reload logged; see %s", D.log);
     uint64_t t0 = rd_now_ns();
     int silent = raw_connect(D.control);
     cr_expect(rd_wait_until(peer_closed, &silent, 2000),
@@ -423,30 +427,13 @@ Test(neighbours, register_and_retire_churn_is_rate_limited)
     enum { CHURN = 1000 };
     restart_at("info", "log_limit_interval_s = 2\n");
     int fd = raw_connect(D.control);
-    Retryd__ControlRequest req;
-    retryd__control_request__init(&req);
-    Retryd__Hello hello;
-    retryd__hello__init(&hello);
-    hello.protocol_version = RETRYD_PROTOCOL_VERSION;
-    req.body_case = RETRYD__CONTROL_REQUEST__BODY_HELLO;
-    req.hello = &hello;
-    cr_assert_eq(rd_control_request(fd, &req), 0);
+    cr_assert_eq(rd_control_hello(fd), 0);
     uint64_t t0 = rd_now_ns();
     for (int i = 0; i < CHURN; i++) {
         char name[32];
         snprintf(name, sizeof(name), "junk-%d", i);
-        Retryd__Register reg;
-        retryd__register__init(&reg);
-        reg.name = name;
-        req.body_case = RETRYD__CONTROL_REQUEST__BODY_REGISTER;
-        req.register_ = &reg;
-        cr_assert_eq(rd_control_request(fd, &req), 0, "register %s", name);
-        Retryd__Retire ret;
-        retryd__retire__init(&ret);
-        ret.name = name;
-        req.body_case = RETRYD__CONTROL_REQUEST__BODY_RETIRE;
-        req.retire = &ret;
-        cr_assert_eq(rd_control_request(fd, &req), 0, "retire %s", name);
+        cr_assert_eq(rd_control_register_retire(fd, name), 0,
+                     "register/retire %s", name);
     }
     uint64_t secs = (rd_now_ns() - t0) / 1000000000u;
     close(fd);

@@ -266,8 +266,7 @@ typedef struct outcome {
 
 static pid_t fork_or_die(void)
 {
-    fflush(NULL);
-    pid_t pid = fork();
+    pid_t pid = rd_fork_attacker();
     cr_assert(pid >= 0, "fork: %s", strerror(errno));
     return pid;
 }

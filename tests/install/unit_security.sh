@@ -89,7 +89,12 @@ if command -v strace >/dev/null 2>&1; then
     ctl stats --processes --stats-socket "$rt/run/stats.sock" >/dev/null
     ctl drain on --control-socket "$rt/run/control.sock" >/dev/null
     kill -HUP "$daemon_pid"
-    sleep 0.3
+    i=0
+    until grep -q 'configuration reloaded' "$work/traced.log"; do
+        i=$((i + 1))
+        [ $i -lt 100 ] || fail "the traced daemon did not reload"
+        sleep 0.1
+    done
     stop
     trace 2
     stop
