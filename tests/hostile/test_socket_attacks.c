@@ -492,7 +492,10 @@ Test(sockets, connection_flood_from_an_unauthorised_user)
 }
 
 /* The same flood from another user the daemon does serve: it gets its
- * share, never the legitimate user's. */
+ * share of the pool, never the legitimate user's. Sized as it is (4
+ * processes of at most connections_per_process = 8 each: 32, which is
+ * connections_per_uid), it cannot tell whether the per-user limit holds:
+ * the per-process one alone gives the same outcome. The next test does. */
 Test(sockets, connection_flood_from_another_authorised_user)
 {
     restart_for_nobody("root nogroup", "");
@@ -503,6 +506,101 @@ Test(sockets, connection_flood_from_another_authorised_user)
                 .as_nobody = true,
                 .want_opened = 1200};
     attack_unharmed("flood, authorised other uid", &a, NULL);
+}
+
+/* The per-user limit, sized small: a pool of SHARE_POOL unattached
+ * connections, UID_SHARE per user and per process. SHARE_PROCS processes
+ * of nobody at UID_SHARE each fill the pool: every limit but the per-user
+ * one would let nobody hold SHARE_POOL connections, so holding exactly
+ * UID_SHARE is that limit's doing. */
+#define UID_SHARE 4
+#define SHARE_PROCS 4
+#define SHARE_POOL 16
+_Static_assert(SHARE_POOL == SHARE_PROCS * UID_SHARE,
+               "the other limits alone must let nobody fill the pool");
+
+/* What hold_count() saw: nobody's connections opened and still held, and
+ * the daemon's descriptors, once every connection was resolved. */
+static long share_opened, share_held;
+static int share_fds;
+
+static bool legit_finished(void *arg)
+{
+    (void)arg;
+    return atomic_load(&B->legit_done) != 0;
+}
+
+static bool all_settled(void *arg)
+{
+    (void)arg;
+    return atomic_load(&B->settled) == SHARE_PROCS;
+}
+
+static bool all_counted(void *arg)
+{
+    (void)arg;
+    return atomic_load(&B->counted) == SHARE_PROCS;
+}
+
+/* Once the legitimate client is done, the attack still on: pause the
+ * attackers, wait until each of their connections is answered (admitted)
+ * or closed, then have them count what is still open. No sleep: each step
+ * waits for its condition, bounded. */
+static void hold_count(void)
+{
+    cr_assert(rd_wait_until(legit_finished, NULL, 60000),
+              "the legitimate client did not finish");
+    atomic_store(&B->pause, 1);
+    cr_assert(rd_wait_until(all_settled, NULL, 10000),
+              "%d of %d attackers settled: connections neither answered "
+              "nor closed",
+              atomic_load(&B->settled), SHARE_PROCS);
+    atomic_store(&B->count_now, 1);
+    cr_assert(rd_wait_until(all_counted, NULL, 10000),
+              "%d of %d attackers counted", atomic_load(&B->counted),
+              SHARE_PROCS);
+    share_held = atomic_load(&B->held);
+    share_opened = atomic_load(&B->opened);
+    share_fds = rd_fd_count(D.pid);
+}
+
+/* Another authorised user floods past its share: 4 processes of nobody
+ * each keep trying to hold 8 connections (32) against connections_per_uid
+ * = 4. Those beyond the share are refused or evict the user's own oldest,
+ * so when the attack settles the daemon holds exactly 4 of them; root's
+ * legitimate client attaches throughout, within P99_BOUND_MS, and shares. */
+Test(sockets, another_users_flood_is_held_to_its_per_uid_share)
+{
+    char limits[160];
+    snprintf(limits, sizeof(limits),
+             "connections_unattached = %d\nconnections_per_uid = %d\n"
+             "connections_per_process = %d\n",
+             SHARE_POOL, UID_SHARE, UID_SHARE);
+    restart_for_nobody("root nogroup", limits);
+    attack a = {.path = D.control,
+                .kind = A_HELLO,
+                .procs = SHARE_PROCS,
+                .conns = 8,
+                .as_nobody = true,
+                .want_opened = 1000};
+    attack_unharmed("flood past the per-uid share", &a, hold_count);
+    printf("flood past the per-uid share: nobody opened %ld connections, "
+           "the daemon holds %ld (connections_per_uid %d); daemon "
+           "descriptors %d\n",
+           share_opened, share_held, UID_SHARE, share_fds);
+    cr_expect_eq(share_held, UID_SHARE,
+                 "the daemon holds %ld of nobody's unattached connections; "
+                 "connections_per_uid is %d",
+                 share_held, UID_SHARE);
+    /* The per-user limit said so: a newcomer refused for it, or one that
+     * evicted the user's own oldest. */
+    long said =
+        rd_file_lines_with(D.log,
+                           "uid 65534 refused: too many connections from "
+                           "this user",
+                           NULL) +
+        rd_file_lines_with(D.log, "uid 65534 evicted", "uid 65534\n");
+    cr_expect_geq(said, 1, "no per-user refusal or eviction in %s", D.log);
 }
 
 static bool some_closed(void *arg)
