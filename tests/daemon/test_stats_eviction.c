@@ -1,9 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The eviction order of the stats thread's connections (daemon.h,
- * daemon_evict_before()), on the stats socket: when every place is taken, a
- * newcomer closes the connection still sending its request that was accepted
- * first; only when none is still sending, the oldest of those being answered.
+ * daemon_evict_before()), on the stats socket and on the /metrics
+ * endpoint (which the stats thread serves too): when every place is
+ * taken (on /metrics, also when the newcomer's address holds its share),
+ * a newcomer closes the connection still sending its request that was
+ * accepted first; only when none is still sending, the oldest of those
+ * being answered.
  *
  * Each test fills the places with connections of known ages and states,
  * against a real retryd: they are opened one after another (the listen
@@ -12,14 +15,20 @@
  * is the order they were accepted in. Then it adds newcomers and asserts
  * which one each closed: the first hang-up seen within EVICT_BOUND_MS is
  * that one, no other connection is hung up then, and it came before that
- * connection's own deadline (an eviction, not an expiry).
+ * connection's own deadline (an eviction, not an expiry). On /metrics, a
+ * connection being answered that the daemon shuts shows no hang-up until
+ * the bytes already sent are read, so those are read to the end last:
+ * each must get its whole body.
  *
  * A connection stays "being answered" only while its reply does not fit
  * in the kernel's buffers, so the daemon serves UPSTREAMS upstreams with
  * the longest names: a stats reply of ~590 KB, where a Unix socket takes
- * ~220 KB from a peer that does not read.
+ * ~220 KB from a peer that does not read, and a /metrics body of ~12 MB,
+ * where loopback TCP takes a few MB.
  */
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +42,7 @@
 #include "child.h"
 #include "harness.h"
 #include "hostile.h"
+#include "metrics_http.h"
 #include "run.h"
 
 static const char *const base_config = "";
@@ -42,17 +52,24 @@ static const char *const base_config = "";
  * with SEG_NAME_MAX bytes: what makes replies bigger than socket buffers. */
 #define UPSTREAMS 4096
 #define NAME_PAD 89 /* "u0000-" and 89 bytes: 95, SEG_NAME_MAX */
-/* The daemon's places and deadlines (daemon/daemon.h). */
-#define STATS_PLACES 64       /* STATS_CONNECTIONS_MAX */
-#define STATS_REQUEST_MS 1000 /* STATS_REQUEST_TIMEOUT_MS */
-#define STATS_REPLY_MS 5000   /* STATS_REPLY_TIMEOUT_MS */
-/* The smallest reply that no socket buffer holds whole here: a Unix
- * socket takes ~220 KB. */
+/* The daemon's places and deadlines (daemon/daemon.h, daemon/metrics.h). */
+#define STATS_PLACES 64         /* STATS_CONNECTIONS_MAX */
+#define STATS_REQUEST_MS 1000   /* STATS_REQUEST_TIMEOUT_MS */
+#define STATS_REPLY_MS 5000     /* STATS_REPLY_TIMEOUT_MS */
+#define METRICS_PLACES 32       /* METRICS_CONNECTIONS_MAX */
+#define METRICS_PER_ADDRESS 16  /* METRICS_PER_IP_MAX */
+#define METRICS_REQUEST_MS 1000 /* METRICS_REQUEST_TIMEOUT_MS */
+#define METRICS_REPLY_MS 5000   /* METRICS_REPLY_TIMEOUT_MS */
+/* Smallest replies that no socket buffer holds whole here: a Unix socket
+ * takes ~220 KB; loopback TCP at most tcp_wmem's 4 MB and a window. */
 #define STATS_REPLY_MIN (512u * 1024)
+#define METRICS_BODY_MIN (8u * 1024 * 1024)
 /* An eviction is done when the newcomer is accepted: a loop turn. */
 #define EVICT_BOUND_MS 500
 
 /* --- the daemon ---------------------------------------------------------- */
+
+static int port; /* of /metrics */
 
 static void setup(void)
 {
@@ -62,7 +79,12 @@ static void setup(void)
     size_t cap = 128 + (size_t)UPSTREAMS * 128, n;
     char *extra = malloc(cap);
     cr_assert(extra != NULL);
-    n = (size_t)snprintf(extra, cap, "upstream_capacity = %d\n", UPSTREAMS);
+    port = rd_free_port(AF_INET);
+    cr_assert_gt(port, 0, "no free loopback port");
+    n = (size_t)snprintf(extra, cap,
+                         "upstream_capacity = %d\n"
+                         "metrics_listen = 127.0.0.1:%d\n",
+                         UPSTREAMS, port);
     for (int i = 0; i < UPSTREAMS; i++)
         n += (size_t)snprintf(extra + n, cap - n,
                               "[upstream u%04d-%s]\nratio = 0.1\n", i, pad);
@@ -84,19 +106,22 @@ typedef struct place {
     bool answered;      /* its request is in, its reply under way */
     uint64_t opened_ns; /* just before its connect */
     int deadline_ms;    /* the daemon's own deadline for it, from then */
+    size_t body_left;   /* /metrics: body bytes the reply still owes */
 } place;
 
 static place T[MAX_PLACES];
 static int nt; /* places opened so far, oldest first */
 
 /* Record connection @p fd, opened at @p t0, as the newest. */
-static void add(int fd, uint64_t t0, bool answered, int deadline_ms)
+static void add(int fd, uint64_t t0, bool answered, int deadline_ms,
+                size_t body_left)
 {
     cr_assert_lt(nt, MAX_PLACES);
     T[nt++] = (place){.fd = fd,
                       .answered = answered,
                       .opened_ns = t0,
-                      .deadline_ms = deadline_ms};
+                      .deadline_ms = deadline_ms,
+                      .body_left = body_left};
 }
 
 static const char *state(int i)
@@ -174,7 +199,7 @@ static const unsigned char STATS_REQUEST[] = {0, 0, 0, 0};
 static void stats_sending(void)
 {
     uint64_t t0 = rd_now_ns();
-    add(raw_connect(D.stats), t0, false, STATS_REQUEST_MS);
+    add(raw_connect(D.stats), t0, false, STATS_REQUEST_MS, 0);
 }
 
 /* A stats connection being answered: its request sent and its reply's
@@ -194,7 +219,7 @@ static void stats_answered(void)
                   "a stats reply of %u bytes: a socket buffer may hold it "
                   "whole, and the daemon would not hold its connection",
                   len);
-    add(fd, t0, true, STATS_REPLY_MS);
+    add(fd, t0, true, STATS_REPLY_MS, 0);
 }
 
 /* Answered connections older than every one still sending: a newcomer
@@ -229,4 +254,127 @@ Test(stats_eviction, the_oldest_answered_goes_when_none_is_still_sending)
     expect_evicted(STATS_PLACES,
                    "stats: the next newcomer, the previous one still "
                    "sending");
+}
+
+/* --- the /metrics endpoint ----------------------------------------------- */
+
+TestSuite(metrics_eviction, .init = setup, .fini = daemon_teardown,
+          .timeout = 60);
+
+/* A connection to /metrics from loopback address 127.0.0.@p host; reads
+ * on it are bounded at 5 s. */
+static int metrics_connect(int host)
+{
+    struct sockaddr_in src = {.sin_family = AF_INET,
+                              .sin_addr.s_addr = htonl(0x7f000000u | host)};
+    struct sockaddr_in dst = {.sin_family = AF_INET,
+                              .sin_port = htons((uint16_t)port),
+                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    cr_assert(fd >= 0);
+    cr_assert_eq(bind(fd, (struct sockaddr *)&src, sizeof(src)), 0,
+                 "bind 127.0.0.%d: %s", host, strerror(errno));
+    cr_assert_eq(connect(fd, (struct sockaddr *)&dst, sizeof(dst)), 0,
+                 "connect: %s", strerror(errno));
+    struct timeval tv = {5, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    return fd;
+}
+
+/* Still sending its request: the request line and one header, never the
+ * blank line that ends the headers. */
+static void metrics_sending(int host)
+{
+    static const char half[] = "GET /metrics HTTP/1.1\r\nHost: x\r\n";
+    uint64_t t0 = rd_now_ns();
+    int fd = metrics_connect(host);
+    send_all(fd, half, sizeof(half) - 1);
+    add(fd, t0, false, METRICS_REQUEST_MS, 0);
+}
+
+/* The reply's headers on @p fd, read up to the blank line: its
+ * Content-Length. */
+static size_t read_headers(int fd)
+{
+    char h[2048];
+    size_t n = 0;
+    while (n < sizeof(h) - 1 &&
+           (n < 4 || memcmp(h + n - 4, "\r\n\r\n", 4) != 0)) {
+        cr_assert_eq(recv(fd, h + n, 1, 0), 1, "no /metrics reply: %s",
+                     strerror(errno));
+        n++;
+    }
+    h[n] = '\0';
+    const char *cl = strcasestr(h, "\r\nContent-Length: ");
+    cr_assert(strncmp(h, "HTTP/1.1 200 ", 13) == 0 && cl != NULL, "reply: %s",
+              h);
+    return strtoul(cl + 18, NULL, 10);
+}
+
+/* Being answered: the whole request sent and the reply's headers read;
+ * the rest of its body (bigger than the socket buffers) left unread, so
+ * the daemon holds it. */
+static void metrics_answered(int host)
+{
+    static const char req[] = "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
+    uint64_t t0 = rd_now_ns();
+    int fd = metrics_connect(host);
+    send_all(fd, req, sizeof(req) - 1);
+    size_t body = read_headers(fd);
+    cr_assert_geq(body, METRICS_BODY_MIN,
+                  "a /metrics body of %zu bytes: socket buffers may hold "
+                  "it whole, and the daemon would not hold its connection",
+                  body);
+    add(fd, t0, true, METRICS_REPLY_MS, body);
+}
+
+/* Place @p i, being answered, was not evicted: its whole body arrives.
+ * (An evicted one is shut after what the kernel took, some MB: the way to
+ * see it, since its hang-up waits behind those bytes.) */
+static void expect_whole_body(int i)
+{
+    static char buf[1 << 16];
+    size_t got = 0;
+    ssize_t n;
+    while ((n = recv(T[i].fd, buf, sizeof(buf), 0)) > 0)
+        got += (size_t)n;
+    cr_expect_eq(got, T[i].body_left,
+                 "#%d (being answered): %zu of its %zu body bytes, then "
+                 "%s: it was closed early",
+                 i, got, T[i].body_left, n == 0 ? "the end" : "an error");
+}
+
+/* One address holding its share: a newcomer of that address closes its
+ * oldest connection still sending, not its older ones being answered, and
+ * the next newcomer the next oldest. */
+Test(metrics_eviction,
+     a_newcomer_closes_the_oldest_still_sending_of_its_address)
+{
+    enum { ANSWERED = 2 };
+    for (int i = 0; i < ANSWERED; i++)
+        metrics_answered(1);
+    while (nt < METRICS_PER_ADDRESS)
+        metrics_sending(1);
+    expect_all_held("metrics, 2 answered then 14 still sending");
+    metrics_sending(1);
+    expect_evicted(ANSWERED, "metrics: the first newcomer of 127.0.0.1");
+    metrics_sending(1);
+    expect_evicted(ANSWERED + 1, "metrics: the second newcomer of 127.0.0.1");
+    for (int i = 0; i < ANSWERED; i++)
+        expect_whole_body(i);
+}
+
+/* Every place taken, by three addresses under their share: a newcomer of a
+ * fourth closes the oldest connection still sending of any address (of
+ * 127.0.0.3), not the older one being answered (of 127.0.0.2). */
+Test(metrics_eviction, when_all_are_taken_the_oldest_still_sending_goes)
+{
+    metrics_answered(2);
+    metrics_sending(3);
+    while (nt < METRICS_PLACES)
+        metrics_sending(2 + nt % 3); /* 11, 11 and 10 places */
+    expect_all_held("metrics, 1 answered then 31 still sending");
+    metrics_sending(5);
+    expect_evicted(1, "metrics: a newcomer of 127.0.0.5, every place taken");
+    expect_whole_body(0);
 }
