@@ -101,6 +101,13 @@ typedef struct board {
     _Atomic int attached_shared; /* attaches that shared the pot */
     _Atomic int local;           /* attaches that fell back local */
     uint64_t lat_ns[ATTACHES];
+    /* Counting what the daemon holds (hold_count()): the test pauses the
+     * attackers, each says when it is settled, then counts when told. */
+    _Atomic int pause;     /* open nothing more */
+    _Atomic int settled;   /* attackers whose every connection is resolved */
+    _Atomic int count_now; /* every attacker is settled: count */
+    _Atomic int counted;   /* attackers that added their count to held */
+    _Atomic long held;     /* connections the daemon still holds */
 } board;
 
 #define QUICK_MS 500
@@ -167,8 +174,9 @@ static void on_gone(int *fd, uint64_t born_ns)
 }
 
 /* What a readiness event means for one attacker connection: true when the
- * daemon closed it. */
-static bool event(const attack *a, int fd, short revents)
+ * daemon closed it; *@p answered once the daemon replied on it (so it
+ * admitted it). */
+static bool event(const attack *a, int fd, short revents, bool *answered)
 {
     unsigned char buf[4096];
     if (a->kind == A_NOREAD) {
@@ -180,14 +188,18 @@ static bool event(const attack *a, int fd, short revents)
         return errno != EAGAIN && errno != EWOULDBLOCK;
     }
     ssize_t n = read(fd, buf, sizeof(buf));
+    if (n > 0)
+        *answered = true;
     return n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR);
 }
 
-/* Opens what is closed (paced), then waits for the daemon's doings. */
-static void attack_round(const attack *a, int *fds, uint64_t *born)
+/* Opens what is closed (paced; nothing once the test paused the attack),
+ * then waits for the daemon's doings. */
+static void attack_round(const attack *a, int *fds, uint64_t *born,
+                         bool *answered)
 {
     struct pollfd p[MAX_CONNS];
-    int opened = 0;
+    int opened = atomic_load(&B->pause) ? RECONNECTS_PER_ROUND : 0;
     for (int i = 0; i < a->conns && opened < RECONNECTS_PER_ROUND; i++) {
         if (fds[i] >= 0)
             continue;
@@ -197,6 +209,7 @@ static void attack_round(const attack *a, int *fds, uint64_t *born)
             break; /* backlog full: next round */
         }
         born[i] = rd_now_ns();
+        answered[i] = false;
         on_open(a, fds[i]);
         opened++;
     }
@@ -206,20 +219,64 @@ static void attack_round(const attack *a, int *fds, uint64_t *born)
     if (poll(p, (nfds_t)a->conns, 1) <= 0)
         return;
     for (int i = 0; i < a->conns; i++)
-        if (p[i].revents != 0 && fds[i] >= 0 && event(a, fds[i], p[i].revents))
+        if (p[i].revents != 0 && fds[i] >= 0 &&
+            event(a, fds[i], p[i].revents, &answered[i]))
             on_gone(&fds[i], born[i]);
+}
+
+/* The stages of an attacker once the test paused the attack. */
+enum { WAIT_SETTLED, WAIT_COUNT, COUNT, COUNTED };
+
+/*
+ * One step after the test paused the attack. WAIT_SETTLED until every
+ * connection still open was answered (the daemon admitted it) or closed:
+ * then this attacker is settled. WAIT_COUNT until the test says count,
+ * which it does once every attacker is settled, so no newcomer of any of
+ * them is left to evict anything. COUNT: the round just run polled after
+ * that word, so it saw every eviction; what is open now, the daemon holds.
+ */
+static void settle_and_count(const attack *a, const int *fds,
+                             const bool *answered, int *stage)
+{
+    long open = 0;
+    for (int i = 0; i < a->conns; i++) {
+        if (fds[i] >= 0 && !answered[i] && *stage == WAIT_SETTLED)
+            return;
+        open += fds[i] >= 0;
+    }
+    switch (*stage) {
+    case WAIT_SETTLED:
+        atomic_fetch_add(&B->settled, 1);
+        *stage = WAIT_COUNT;
+        break;
+    case WAIT_COUNT:
+        if (atomic_load(&B->count_now))
+            *stage = COUNT;
+        break;
+    case COUNT:
+        atomic_fetch_add(&B->held, open);
+        atomic_fetch_add(&B->counted, 1);
+        *stage = COUNTED;
+        break;
+    default:
+        break;
+    }
 }
 
 static _Noreturn void attacker(const attack *a)
 {
     static int fds[MAX_CONNS];
     static uint64_t born[MAX_CONNS];
+    static bool answered[MAX_CONNS];
+    int stage = WAIT_SETTLED;
     if (a->as_nobody && rd_become(65534, 65534) < 0)
         _exit(99);
     for (int i = 0; i < MAX_CONNS; i++)
         fds[i] = -1;
     while (!atomic_load(&B->stop)) {
-        attack_round(a, fds, born);
+        attack_round(a, fds, born, answered);
+        if (atomic_load(&B->pause))
+            settle_and_count(a, fds, answered, &stage);
         struct timespec ms = {0, 1000000};
         nanosleep(&ms, NULL);
     }
@@ -381,8 +438,9 @@ static void attack_unharmed(const char *name, const attack *a,
 
 /* Restart the daemon with its control socket (and the stats socket) in
  * group nogroup, the group of user nobody, and @p allow as the groups it
- * serves: nobody reaches the sockets, and is authorised or not. */
-static void restart_for_nobody(const char *allow)
+ * serves: nobody reaches the sockets, and is authorised or not. @p limits:
+ * more [retryd] keys ("" for none). */
+static void restart_for_nobody(const char *allow, const char *limits)
 {
     if (geteuid() != 0)
         cr_skip_test("needs root to run attackers as user nobody");
@@ -391,8 +449,8 @@ static void restart_for_nobody(const char *allow)
         cr_skip_test("no group 'nogroup' (65534) on this machine");
     char extra[512];
     cr_assert_eq(rd_daemon_stop(&D, SIGTERM), 0);
-    snprintf(extra, sizeof(extra), "group = nogroup\nallow_groups = %s\n%s",
-             allow, base_config);
+    snprintf(extra, sizeof(extra), "group = nogroup\nallow_groups = %s\n%s%s",
+             allow, limits, base_config);
     cr_assert_eq(rd_write_config_at(D.config, D.runtime, "info", extra), 0);
     cr_assert_eq(rd_daemon_start(&D), 0, "daemon did not start; see %s", D.log);
 }
@@ -415,7 +473,7 @@ Test(sockets, connection_flood_from_the_same_user)
  * each is refused at once and counts against no one. */
 Test(sockets, connection_flood_from_an_unauthorised_user)
 {
-    restart_for_nobody("root");
+    restart_for_nobody("root", "");
     attack a = {.path = D.control,
                 .kind = A_HELLO,
                 .procs = 4,
@@ -434,10 +492,13 @@ Test(sockets, connection_flood_from_an_unauthorised_user)
 }
 
 /* The same flood from another user the daemon does serve: it gets its
- * share, never the legitimate user's. */
+ * share of the pool, never the legitimate user's. Sized as it is (4
+ * processes of at most connections_per_process = 8 each: 32, which is
+ * connections_per_uid), it cannot tell whether the per-user limit holds:
+ * the per-process one alone gives the same outcome. The next test does. */
 Test(sockets, connection_flood_from_another_authorised_user)
 {
-    restart_for_nobody("root nogroup");
+    restart_for_nobody("root nogroup", "");
     attack a = {.path = D.control,
                 .kind = A_HELLO,
                 .procs = 4,
@@ -445,6 +506,101 @@ Test(sockets, connection_flood_from_another_authorised_user)
                 .as_nobody = true,
                 .want_opened = 1200};
     attack_unharmed("flood, authorised other uid", &a, NULL);
+}
+
+/* The per-user limit, sized small: a pool of SHARE_POOL unattached
+ * connections, UID_SHARE per user and per process. SHARE_PROCS processes
+ * of nobody at UID_SHARE each fill the pool: every limit but the per-user
+ * one would let nobody hold SHARE_POOL connections, so holding exactly
+ * UID_SHARE is that limit's doing. */
+#define UID_SHARE 4
+#define SHARE_PROCS 4
+#define SHARE_POOL 16
+_Static_assert(SHARE_POOL == SHARE_PROCS * UID_SHARE,
+               "the other limits alone must let nobody fill the pool");
+
+/* What hold_count() saw: nobody's connections opened and still held, and
+ * the daemon's descriptors, once every connection was resolved. */
+static long share_opened, share_held;
+static int share_fds;
+
+static bool legit_finished(void *arg)
+{
+    (void)arg;
+    return atomic_load(&B->legit_done) != 0;
+}
+
+static bool all_settled(void *arg)
+{
+    (void)arg;
+    return atomic_load(&B->settled) == SHARE_PROCS;
+}
+
+static bool all_counted(void *arg)
+{
+    (void)arg;
+    return atomic_load(&B->counted) == SHARE_PROCS;
+}
+
+/* Once the legitimate client is done, the attack still on: pause the
+ * attackers, wait until each of their connections is answered (admitted)
+ * or closed, then have them count what is still open. No sleep: each step
+ * waits for its condition, bounded. */
+static void hold_count(void)
+{
+    cr_assert(rd_wait_until(legit_finished, NULL, 60000),
+              "the legitimate client did not finish");
+    atomic_store(&B->pause, 1);
+    cr_assert(rd_wait_until(all_settled, NULL, 10000),
+              "%d of %d attackers settled: connections neither answered "
+              "nor closed",
+              atomic_load(&B->settled), SHARE_PROCS);
+    atomic_store(&B->count_now, 1);
+    cr_assert(rd_wait_until(all_counted, NULL, 10000),
+              "%d of %d attackers counted", atomic_load(&B->counted),
+              SHARE_PROCS);
+    share_held = atomic_load(&B->held);
+    share_opened = atomic_load(&B->opened);
+    share_fds = rd_fd_count(D.pid);
+}
+
+/* Another authorised user floods past its share: 4 processes of nobody
+ * each keep trying to hold 8 connections (32) against connections_per_uid
+ * = 4. Those beyond the share are refused or evict the user's own oldest,
+ * so when the attack settles the daemon holds exactly 4 of them; root's
+ * legitimate client attaches throughout, within P99_BOUND_MS, and shares. */
+Test(sockets, another_users_flood_is_held_to_its_per_uid_share)
+{
+    char limits[160];
+    snprintf(limits, sizeof(limits),
+             "connections_unattached = %d\nconnections_per_uid = %d\n"
+             "connections_per_process = %d\n",
+             SHARE_POOL, UID_SHARE, UID_SHARE);
+    restart_for_nobody("root nogroup", limits);
+    attack a = {.path = D.control,
+                .kind = A_HELLO,
+                .procs = SHARE_PROCS,
+                .conns = 8,
+                .as_nobody = true,
+                .want_opened = 1000};
+    attack_unharmed("flood past the per-uid share", &a, hold_count);
+    printf("flood past the per-uid share: nobody opened %ld connections, "
+           "the daemon holds %ld (connections_per_uid %d); daemon "
+           "descriptors %d\n",
+           share_opened, share_held, UID_SHARE, share_fds);
+    cr_expect_eq(share_held, UID_SHARE,
+                 "the daemon holds %ld of nobody's unattached connections; "
+                 "connections_per_uid is %d",
+                 share_held, UID_SHARE);
+    /* The per-user limit said so: a newcomer refused for it, or one that
+     * evicted the user's own oldest. */
+    long said =
+        rd_file_lines_with(D.log,
+                           "uid 65534 refused: too many connections from "
+                           "this user",
+                           NULL) +
+        rd_file_lines_with(D.log, "uid 65534 evicted", "uid 65534\n");
+    cr_expect_geq(said, 1, "no per-user refusal or eviction in %s", D.log);
 }
 
 static bool some_closed(void *arg)
