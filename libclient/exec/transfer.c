@@ -401,11 +401,16 @@ HALF void setup(call *c, easy *e, int64_t attempt_ns)
     if (c->headers != NULL || e->had_headers)
         curl_easy_setopt(e->curl, CURLOPT_HTTPHEADER, c->headers);
     e->had_headers = c->headers != NULL;
-    SET_IF_CHANGED(e, timeout_ms, CURLOPT_TIMEOUT_MS, ms_of(attempt_ns));
+    /* 0: the driver bounds the transfer itself (the multi, from its timer
+     * heap), and libcurl keeps no timer of its own: a handle last used by
+     * retryd_execute is told so. */
+    SET_IF_CHANGED(e, timeout_ms, CURLOPT_TIMEOUT_MS,
+                   attempt_ns ? ms_of(attempt_ns) : 0);
     SET_IF_CHANGED(e, connect_ms, CURLOPT_CONNECTTIMEOUT_MS,
-                   ms_of(p->connect_timeout_ns < attempt_ns
-                             ? p->connect_timeout_ns
-                             : attempt_ns));
+                   attempt_ns ? ms_of(p->connect_timeout_ns < attempt_ns
+                                          ? p->connect_timeout_ns
+                                          : attempt_ns)
+                              : 0);
     SET_IF_CHANGED(e, version, CURLOPT_HTTP_VERSION,
                    c->force_http11 ? CURL_HTTP_VERSION_1_1
                    : p->http_version == RETRYD_HTTP_2_TLS
