@@ -17,8 +17,9 @@
  *            target is measured against.
  *   raw + timeout + headers kept
  *            the same plus CURLOPT_TIMEOUT_MS and a header callback
- *            keeping every response header line: what the executor cannot
- *            leave out (bench_executor's second reference).
+ *            keeping every response header line: a bounded transfer with
+ *            kept headers through libcurl's own timer (bench_executor's
+ *            second reference; retryd_multi times its transfers itself).
  *   retryd   retryd_multi_run() on one multi: a safe GET through an
  *            HTTP/1.1 profile (local budget, a bulkhead of IN_FLIGHT, so
  *            no call waits for a permit), IN_FLIGHT submitted, each

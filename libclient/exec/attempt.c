@@ -58,6 +58,7 @@ STEP void attempt_reset(call *c)
     retryd__trace_init(&c->trace);
     retryd__hdrs_clear(&c->resp);
     c->pending_status = 0;
+    c->pending_version = 0;
     c->header_bytes = c->header_lines = 0;
     c->stream_to_sink = false;
     c->buf_len = 0;

@@ -48,6 +48,7 @@ typedef struct call {
     bool body_open;
     header_arena resp; /* the block being read; final once final_headers */
     int pending_status;
+    long pending_version; /* its status line's, as CURLINFO_HTTP_VERSION */
     size_t header_bytes, header_lines;
     bool stream_to_sink;
     unsigned char *buf; /* body_first until outgrown */

@@ -28,6 +28,8 @@ typedef struct attempt_trace {
     bool resend_blocked;     /* we vetoed a libcurl re-send */
     bool final_headers;      /* a final (non-1xx) header block completed */
     int status;              /* its status */
+    long http_version;       /* its status line's, as CURLINFO_HTTP_VERSION
+                                (0: another) */
     bool headers_too_large;  /* we refused a header block over our bound */
     bool body_too_large;     /* we refused a body over our bound */
     bool body_source_failed; /* the caller's body reader failed */

@@ -61,6 +61,7 @@ struct retryd_profile {
     pthread_mutex_t lock;
     pthread_cond_t freed;
     uint32_t bulkhead, in_flight;
+    uint32_t waiting; /* threads in retryd__slot_take's wait: whom to wake */
     /* Idle easy handles, each with its connection cache (keep-alive). */
     easy **idle;
     size_t n_idle;

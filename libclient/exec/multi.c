@@ -9,12 +9,19 @@
  *
  *   S_PERMIT    in its profile's permit queue, and in the timer heap at
  *               its bulkhead deadline (the attempt is open, nothing held);
- *   S_TRANSFER  its easy handle in the curl multi (a permit held);
+ *   S_TRANSFER  its easy handle in the curl multi (a permit held), and
+ *               in the timer heap at its connect or transfer deadline;
  *   S_BACKOFF   in the timer heap at the end of its wait (nothing held);
  *   S_DONE      in the done list, its completion due from the loop.
  *
  * The caller's loop sees one timer: the earliest of libcurl's, the heap's
  * top, the permit queues' polling and "at once" when a completion is due.
+ * A transfer's timeouts are the heap's, not libcurl's: libcurl keeps two
+ * timers per transfer (the connect and the whole-transfer timeout) in its
+ * own lists, at about 1 200 instructions a keep-alive request, where the
+ * multi's own timers (timer_add) cost a few dozen (docs/benchmarks.md).
+ * transfer_due() ends a transfer whose time came as libcurl would have,
+ * with CURLE_OPERATION_TIMEDOUT and the evidence its stages proved.
  * Completion callbacks run only from service(), outside every libcurl
  * call, so they may submit and cancel.
  */
@@ -63,11 +70,15 @@ struct retryd_call {
     retryd_request copy; /* a caller's request of another size, at ours */
     easy *h;             /* S_TRANSFER: the handle in the curl multi */
     enum call_state state;
-    int err;                  /* S_DONE: what done gets */
-    retryd_result *result;    /* S_DONE */
-    int64_t due;              /* S_PERMIT: bulkhead deadline; S_BACKOFF: end */
-    size_t heap_i;            /* in m->heap, or NO_HEAP */
-    retryd_call *prev, *next; /* m->all: every call in flight */
+    int err;               /* S_DONE: what done gets */
+    retryd_result *result; /* S_DONE */
+    int64_t due; /* S_PERMIT: bulkhead deadline; S_BACKOFF: end; S_TRANSFER:
+                  * the connect deadline, then transfer_end */
+    int64_t transfer_end;         /* S_TRANSFER: when the transfer times out */
+    size_t heap_i;                /* in m->heap, or NO_HEAP */
+    bool in_line;                 /* in m->line instead */
+    retryd_call *t_prev, *t_next; /* m->line */
+    retryd_call *prev, *next;     /* m->all: every call in flight */
     retryd_call *q_prev, *q_next; /* a permit queue, or the done list */
 };
 
@@ -103,6 +114,7 @@ struct retryd_multi {
     call_list done;
     retryd_call **heap; /* a binary min-heap on due */
     size_t n_heap, cap_heap;
+    retryd_call *line, *line_tail; /* timers added in order of due */
     permit_queue *queues;
     size_t n_queues, n_waiting;
     retryd_call *cache;
@@ -179,6 +191,54 @@ static void heap_remove(retryd_multi *m, retryd_call *k)
     heap_set(m, i, last);
     heap_up(m, i);
     heap_down(m, last->heap_i);
+}
+
+/*
+ * Timers that arrive in the order they are due go into a list instead:
+ * transfer deadlines of one profile do (now plus the same timeout), and a
+ * heap would pay a sift of log n levels each time a transfer ends near
+ * its top. Any timer earlier than the list's last goes into the heap. The
+ * earliest timer is the earlier of the heap's top and the list's head.
+ */
+static int timer_add(retryd_multi *m, retryd_call *k)
+{
+    if (m->line_tail != NULL && k->due < m->line_tail->due)
+        return heap_push(m, k);
+    k->in_line = true;
+    k->t_next = NULL;
+    k->t_prev = m->line_tail;
+    if (m->line_tail)
+        m->line_tail->t_next = k;
+    else
+        m->line = k;
+    m->line_tail = k;
+    return 0;
+}
+
+static void timer_remove(retryd_multi *m, retryd_call *k)
+{
+    if (!k->in_line) {
+        heap_remove(m, k);
+        return;
+    }
+    k->in_line = false;
+    if (k->t_prev)
+        k->t_prev->t_next = k->t_next;
+    else
+        m->line = k->t_next;
+    if (k->t_next)
+        k->t_next->t_prev = k->t_prev;
+    else
+        m->line_tail = k->t_prev;
+}
+
+/* The earliest timer, or NULL. */
+static retryd_call *timer_first(const retryd_multi *m)
+{
+    retryd_call *h = m->n_heap > 0 ? m->heap[0] : NULL;
+    if (m->line == NULL || (h != NULL && h->due < m->line->due))
+        return h;
+    return m->line;
 }
 
 /* --- lists ---------------------------------------------------------------- */
@@ -276,7 +336,7 @@ static void serve_queues(retryd_multi *m);
  * came to (none: no result). Its completion runs from complete(). */
 static void finish(retryd_multi *m, retryd_call *k, int err, bool with_result)
 {
-    heap_remove(m, k);
+    timer_remove(m, k);
     k->state = S_DONE;
     k->err = err;
     k->result = NULL;
@@ -300,7 +360,7 @@ static void decided(retryd_multi *m, retryd_call *k, int r)
          * a floor from the answer that carried it. */
         k->state = S_BACKOFF;
         k->due = retryd__now_ns() + k->c.wait;
-        if (heap_push(m, k) == 0)
+        if (timer_add(m, k) == 0)
             return;
         r = RETRYD_ENOMEM;
     }
@@ -335,18 +395,34 @@ static void keep_connections(retryd_multi *m)
                           (long)m->max_transfers);
 }
 
+/* The transfer's deadlines, as libcurl would count them from its start:
+ * connected within the profile's connect timeout, done within the
+ * attempt's time. The heap holds the earlier; transfer_due the rest. */
+static int arm_transfer(retryd_multi *m, retryd_call *k)
+{
+    int64_t now = retryd__now_ns();
+    int64_t connect_ns = k->c.p->connect_timeout_ns;
+    k->transfer_end = retryd__add_sat(now, k->c.attempt_ns);
+    k->due = connect_ns < k->c.attempt_ns ? now + connect_ns : k->transfer_end;
+    return timer_add(m, k);
+}
+
 /* With a permit and handle @p h: the body, the handle's options, and the
- * handle into the curl multi, whose loop runs the transfer. */
+ * handle into the curl multi, whose loop runs the transfer, bounded by the
+ * heap (no libcurl timer: attempt_ns 0 to the transfer). */
 static void begin_transfer(retryd_multi *m, retryd_call *k, easy *h)
 {
     int rc = CURLE_OK; /* stays so when the body did not open */
     k->h = h;
     k->state = S_TRANSFER;
     if (retryd__attempt_begin(&k->c) &&
-        (rc = retryd__transfer_setup(&k->c, h, k->c.attempt_ns)) == CURLE_OK) {
-        if (curl_multi_add_handle(m->curl, h->curl) == CURLM_OK) {
-            keep_connections(m);
-            return;
+        (rc = retryd__transfer_setup(&k->c, h, 0)) == CURLE_OK) {
+        if (arm_transfer(m, k) == 0) {
+            if (curl_multi_add_handle(m->curl, h->curl) == CURLM_OK) {
+                keep_connections(m);
+                return;
+            }
+            timer_remove(m, k);
         }
         rc = CURLE_OUT_OF_MEMORY;
         retryd__transfer_done(&k->c, h, &retryd__attempt_current(&k->c)->a, rc);
@@ -366,7 +442,7 @@ static void leave_queue(retryd_multi *m, retryd_call *k)
 {
     list_unlink(&queue_of(m, k->c.p)->l, k); /* found: it is queued */
     m->n_waiting--;
-    heap_remove(m, k);
+    timer_remove(m, k);
 }
 
 /*
@@ -388,7 +464,7 @@ static void ask_permit(retryd_multi *m, retryd_call *k)
     }
     if (r == RETRYD_EFULL) {
         k->due = k->c.permit_deadline;
-        if (heap_push(m, k) == 0) {
+        if (timer_add(m, k) == 0) {
             list_push(&q->l, k);
             if (m->n_waiting++ == 0)
                 m->poll_due = retryd__now_ns() + PERMIT_POLL_NS;
@@ -479,10 +555,11 @@ static void stop(retryd_multi *m, retryd_call *k)
         return;
     }
     if (k->state == S_BACKOFF) {
-        heap_remove(m, k);
+        timer_remove(m, k);
         return;
     }
     easy *h = k->h;
+    timer_remove(m, k);
     curl_multi_remove_handle(m->curl, h->curl);
     m->transfers--;
     k->c.trace.cancelled = true;
@@ -574,6 +651,7 @@ static bool read_messages(retryd_multi *m)
         curl_easy_getinfo(h, CURLINFO_PRIVATE, &priv);
         easy *e = (easy *)(void *)priv;
         retryd_call *k = of_call(e->call);
+        timer_remove(m, k);
         curl_multi_remove_handle(m->curl, h);
         m->transfers--;
         retryd__transfer_done(&k->c, e, &retryd__attempt_current(&k->c)->a, rc);
@@ -587,16 +665,46 @@ static bool read_messages(retryd_multi *m)
     return moved;
 }
 
-/* Timers whose time came: backoffs end, bulkhead deadlines pass, and the
- * permit queues are polled for permits given back elsewhere. */
+/*
+ * A transfer's deadline came. At the connect deadline, a transfer that
+ * libcurl has asked to send (the pre-request callback: connected, TLS
+ * done) runs on to its end; any other stops as libcurl's own timeout
+ * would stop it: out of the curl multi, CURLE_OPERATION_TIMEDOUT, libcurl's
+ * wording, and the evidence its stages proved (NOT_SENT while connecting).
+ */
+static void transfer_due(retryd_multi *m, retryd_call *k)
+{
+    easy *h = k->h;
+    bool connecting = k->due < k->transfer_end;
+    if (connecting && k->c.trace.prereq_calls > 0) {
+        k->due = k->transfer_end;
+        if (timer_add(m, k) == 0) /* it was just taken out: room */
+            return;
+    }
+    curl_multi_remove_handle(m->curl, h->curl);
+    m->transfers--;
+    snprintf(
+        h->errbuf, sizeof(h->errbuf), "%s timed out after %lld milliseconds",
+        connecting ? "Connection" : "Operation",
+        (long long)((retryd__now_ns() - (k->transfer_end - k->c.attempt_ns)) /
+                    1000000));
+    retryd__transfer_done(&k->c, h, &retryd__attempt_current(&k->c)->a,
+                          CURLE_OPERATION_TIMEDOUT);
+    end_attempt(m, k, CURLE_OPERATION_TIMEDOUT);
+}
+
+/* Timers whose time came: backoffs end, transfers and bulkhead waits time
+ * out, and the permit queues are polled for permits given back
+ * elsewhere. */
 static bool expire(retryd_multi *m, int64_t now)
 {
     bool moved = false;
-    while (m->n_heap > 0 && m->heap[0]->due <= now) {
-        retryd_call *k = m->heap[0];
-        heap_remove(m, k);
+    for (retryd_call *k; (k = timer_first(m)) != NULL && k->due <= now;) {
+        timer_remove(m, k);
         if (k->state == S_BACKOFF)
             start_attempt(m, k);
+        else if (k->state == S_TRANSFER)
+            transfer_due(m, k);
         else
             permit_deadline(m, k);
         moved = true;
@@ -613,8 +721,9 @@ static bool expire(retryd_multi *m, int64_t now)
 static int64_t next_due(const retryd_multi *m)
 {
     int64_t due = m->curl_due;
-    if (m->n_heap > 0 && (due < 0 || m->heap[0]->due < due))
-        due = m->heap[0]->due;
+    const retryd_call *t = timer_first(m);
+    if (t != NULL && (due < 0 || t->due < due))
+        due = t->due;
     if (m->n_waiting > 0 && (due < 0 || m->poll_due < due))
         due = m->poll_due;
     return m->done.head != NULL ? 0 : due;
@@ -902,6 +1011,7 @@ int retryd_multi_submit(retryd_multi *m, retryd_profile *p,
     k->done_ctx = done_ctx;
     k->h = NULL;
     k->heap_i = NO_HEAP;
+    k->in_line = false;
     k->q_prev = k->q_next = NULL;
     link_call(m, k);
     if (ret_call != NULL)

@@ -76,9 +76,11 @@ int retryd__slot_take(retryd_profile *p, int64_t deadline_ns, easy **ret)
     easy *h = NULL;
     int r = 0;
     pthread_mutex_lock(&p->lock);
+    p->waiting++;
     while (p->in_flight >= p->bulkhead && r == 0)
         if (pthread_cond_timedwait(&p->freed, &p->lock, &ts) == ETIMEDOUT)
             r = p->in_flight >= p->bulkhead ? RETRYD_ETIMEDOUT : 0;
+    p->waiting--;
     if (r == 0)
         h = permit_locked(p);
     pthread_mutex_unlock(&p->lock);
@@ -106,7 +108,10 @@ void retryd__slot_give(retryd_profile *p, easy *h, bool tainted)
         p->idle[p->n_idle++] = h;
         h = NULL;
     }
-    pthread_cond_signal(&p->freed);
+    /* Only a waiting thread needs waking: a multi polls its queues, and
+     * the signal is a measurable part of every keep-alive request. */
+    if (p->waiting > 0)
+        pthread_cond_signal(&p->freed);
     pthread_mutex_unlock(&p->lock);
     easy_free(h);
 }

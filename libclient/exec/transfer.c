@@ -37,8 +37,10 @@
 
 /* --- response headers ---------------------------------------------------- */
 
-/* "HTTP/1.1 200 OK", "HTTP/2 200": the status, or -1. */
-static int status_of(const char *line, size_t len)
+/* "HTTP/1.1 200 OK", "HTTP/2 200": the status, or -1; the version as
+ * CURLINFO_HTTP_VERSION would give it into *version (0: neither 1.0, 1.1
+ * nor 2). */
+static int status_of(const char *line, size_t len, long *version)
 {
     if (len < 12 || memcmp(line, "HTTP/", 5) != 0)
         return -1;
@@ -51,6 +53,12 @@ static int status_of(const char *line, size_t len)
             return -1;
         s = s * 10 + (sp[i] - '0');
     }
+    size_t v = (size_t)(sp - line) - 5; /* "1.1", "1.0", "2" */
+    *version = v == 3 && memcmp(line + 5, "1.1", 3) == 0 ? CURL_HTTP_VERSION_1_1
+               : v == 3 && memcmp(line + 5, "1.0", 3) == 0
+                   ? CURL_HTTP_VERSION_1_0
+               : v == 1 && line[5] == '2' ? CURL_HTTP_VERSION_2_0
+                                          : 0;
     return s;
 }
 
@@ -110,6 +118,7 @@ static void final_block(call *c)
     attempt_trace *t = &c->trace;
     t->final_headers = true;
     t->status = c->pending_status;
+    t->http_version = c->pending_version;
     /* A success streams straight to the caller's sink; anything else is
      * held back until the engine has said whether it is final. */
     c->stream_to_sink = c->req->sink != NULL && t->status / 100 == 2;
@@ -127,10 +136,12 @@ static size_t on_header(char *line, size_t size, size_t n, void *ctx)
         c->trace.headers_too_large = true;
         return 0;
     }
-    int status = status_of(line, len);
+    long version = 0;
+    int status = status_of(line, len, &version);
     if (status >= 0) { /* a new block: 1xx interim, or the final one */
         retryd__hdrs_clear(&c->resp);
         c->pending_status = status;
+        c->pending_version = version;
     } else if (len <= 2 && (line[0] == '\r' || line[0] == '\n')) {
         if (c->pending_status >= 200)
             final_block(c);
@@ -401,11 +412,16 @@ HALF void setup(call *c, easy *e, int64_t attempt_ns)
     if (c->headers != NULL || e->had_headers)
         curl_easy_setopt(e->curl, CURLOPT_HTTPHEADER, c->headers);
     e->had_headers = c->headers != NULL;
-    SET_IF_CHANGED(e, timeout_ms, CURLOPT_TIMEOUT_MS, ms_of(attempt_ns));
+    /* 0: the driver bounds the transfer itself (the multi, from its timer
+     * heap), and libcurl keeps no timer of its own: a handle last used by
+     * retryd_execute is told so. */
+    SET_IF_CHANGED(e, timeout_ms, CURLOPT_TIMEOUT_MS,
+                   attempt_ns ? ms_of(attempt_ns) : 0);
     SET_IF_CHANGED(e, connect_ms, CURLOPT_CONNECTTIMEOUT_MS,
-                   ms_of(p->connect_timeout_ns < attempt_ns
-                             ? p->connect_timeout_ns
-                             : attempt_ns));
+                   attempt_ns ? ms_of(p->connect_timeout_ns < attempt_ns
+                                          ? p->connect_timeout_ns
+                                          : attempt_ns)
+                              : 0);
     SET_IF_CHANGED(e, version, CURLOPT_HTTP_VERSION,
                    c->force_http11 ? CURL_HTTP_VERSION_1_1
                    : p->http_version == RETRYD_HTTP_2_TLS
@@ -431,8 +447,10 @@ HALF void transfer_done(call *c, easy *e, retryd_attempt *a, int rc)
     CURL *h = e->curl;
     if (rc != CURLE_OK)
         memcpy(c->errbuf, e->errbuf, sizeof(c->errbuf));
-    long v = 0;
-    curl_easy_getinfo(h, CURLINFO_HTTP_VERSION, &v);
+    /* The final block's status line said it; only without one, ask. */
+    long v = c->trace.final_headers ? c->trace.http_version : 0;
+    if (v == 0)
+        curl_easy_getinfo(h, CURLINFO_HTTP_VERSION, &v);
     a->http_version = v == CURL_HTTP_VERSION_2_0   ? 20
                       : v == CURL_HTTP_VERSION_1_1 ? 11
                       : v == CURL_HTTP_VERSION_1_0 ? 10

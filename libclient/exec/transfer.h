@@ -23,7 +23,10 @@ void retryd__handle_configure(retryd_profile *p, easy *e);
 
 /*
  * Before a transfer on handle @p e (the call holds its permit): the header
- * list and the per-request options, the transfer bounded by @p attempt_ns.
+ * list and the per-request options, the transfer bounded by @p attempt_ns
+ * through libcurl's timers (connecting by the profile's connect timeout
+ * too). 0: no libcurl timer; the driver bounds the transfer itself, as the
+ * multi does from its own timer heap (multi.c, transfer_due).
  * CURLE_OK: hand e->curl to curl_easy_perform or curl_multi; else the
  * transfer cannot run (CURLE_OUT_OF_MEMORY, the error text set) and
  * retryd__transfer_done is not due.

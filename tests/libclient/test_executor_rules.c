@@ -973,3 +973,107 @@ Test(executor_rules, extreme_deadlines_neither_overflow_nor_pass)
     cr_expect_eq(testsrv_count(srv, "dmin"), 0);
     retryd_profile_free(p);
 }
+
+/* --- connecting and transfer deadlines ------------------------------------
+ * Both executors bound a transfer the same way: retryd_execute through
+ * libcurl's timers, the multi through its own (multi.c, transfer_due).
+ * These rows hold for both, since this suite runs through each. */
+
+/* A listener that never accepts, its accept queue filled by connections of
+ * our own: the kernel drops the next SYN, so a client's connect hangs
+ * until its own timeout. The fillers are connected with a 100 ms send
+ * timeout until one does not complete: the queue is then full. */
+static int stalled_listener(int *port, int fill[], int cap, int *n)
+{
+    int l = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(a);
+    if (l < 0 || bind(l, (struct sockaddr *)&a, sizeof(a)) != 0 ||
+        listen(l, 0) != 0 || getsockname(l, (struct sockaddr *)&a, &len) != 0)
+        return -1;
+    *port = ntohs(a.sin_port);
+    struct timeval tv = {.tv_usec = 100000};
+    for (*n = 0; *n < cap;) {
+        int s = socket(AF_INET, SOCK_STREAM, 0);
+        if (s < 0)
+            return -1;
+        (void)setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+        fill[(*n)++] = s;
+        if (connect(s, (struct sockaddr *)&a, sizeof(a)) != 0)
+            return l; /* this SYN was dropped: the queue is full */
+    }
+    return -1;
+}
+
+Test(executor_rules, a_connect_that_hangs_times_out_not_sent_and_is_retried)
+{
+    int fill[32], n = 0, port = 0;
+    int l = stalled_listener(&port, fill, 32, &n);
+    cr_assert_geq(l, 0, "a listener with a full accept queue");
+    char base[64];
+    snprintf(base, sizeof(base), "http://127.0.0.1:%d", port);
+    retryd_profile_opts o = {.sz = sizeof(o),
+                             .base_url = base,
+                             .connect_timeout_ns = 200 * MS,
+                             .attempt_timeout_ns = 5 * S,
+                             .max_attempts = 2,
+                             .backoff = &exec_fast,
+                             .budget = &plenty};
+    retryd_profile *p;
+    cr_assert_eq(retryd_profile_new(client, &o, &p), 0);
+    int64_t t0 = now_ns();
+    /* A payment: never sent, so retrying it is safe, and the answer is a
+     * failure, not ambiguous. */
+    retryd_result *r = run(
+        p, (retryd_request){.method = "POST",
+                            .path = "/pay",
+                            .idempotency = RETRYD_IDEMPOTENCY_NON_IDEMPOTENT});
+    int64_t took = now_ns() - t0;
+    cr_expect_eq(retryd_result_outcome(r), RETRYD_OUTCOME_FAILURE);
+    cr_expect_eq(retryd_result_attempt_count(r), 2);
+    for (size_t i = 0; i < retryd_result_attempt_count(r); i++) {
+        const retryd_attempt *a = retryd_result_attempt(r, i);
+        cr_expect_eq(a->evidence, RETRYD_EVIDENCE_NOT_SENT, "attempt %zu", i);
+        cr_expect_eq(a->failure, RETRYD_FAILURE_CONNECT, "attempt %zu", i);
+        cr_expect_geq(a->duration_ns, 150 * MS, "attempt %zu: %lld ns", i,
+                      (long long)a->duration_ns);
+        cr_expect_lt(a->duration_ns, 1 * S, "attempt %zu: %lld ns", i,
+                     (long long)a->duration_ns);
+    }
+    cr_expect_lt(took, 3 * S, "took %lld ns", (long long)took);
+    retryd_result_free(r);
+    retryd_profile_free(p);
+    for (int i = 0; i < n; i++)
+        close(fill[i]);
+    close(l);
+}
+
+/* Connected in time, a transfer runs past the connect timeout to the
+ * attempt's: the answer after 300 ms arrives, one after 3 s does not. */
+Test(executor_rules, the_connect_timeout_ends_with_the_connection)
+{
+    retryd_profile *p =
+        exec_profile((retryd_profile_opts){.connect_timeout_ns = 100 * MS,
+                                           .attempt_timeout_ns = 800 * MS,
+                                           .max_attempts = 1});
+    retryd_result *r =
+        run(p, (retryd_request){.path = "/hold?ms=300&id=ct1",
+                                .idempotency = RETRYD_IDEMPOTENCY_SAFE});
+    cr_expect_eq(retryd_result_outcome(r), RETRYD_OUTCOME_RESPONSE);
+    cr_expect_eq(retryd_result_status(r), 200);
+    retryd_result_free(r);
+
+    int64_t t0 = now_ns();
+    r = run(p, (retryd_request){.path = "/hold?ms=3000&id=ct2",
+                                .idempotency = RETRYD_IDEMPOTENCY_SAFE});
+    int64_t took = now_ns() - t0;
+    const retryd_attempt *a = retryd_result_attempt(r, 0);
+    cr_expect_eq(retryd_result_outcome(r), RETRYD_OUTCOME_FAILURE);
+    cr_expect_eq(a->evidence, RETRYD_EVIDENCE_SENT_NO_RESPONSE);
+    cr_expect_eq(a->failure, RETRYD_FAILURE_TIMEOUT);
+    cr_expect_geq(took, 700 * MS, "took %lld ns", (long long)took);
+    cr_expect_lt(took, 2 * S, "took %lld ns", (long long)took);
+    retryd_result_free(r);
+    retryd_profile_free(p);
+}
