@@ -74,12 +74,12 @@ struct retryd_call {
     retryd_result *result; /* S_DONE */
     int64_t due; /* S_PERMIT: bulkhead deadline; S_BACKOFF: end; S_TRANSFER:
                   * the connect deadline, then transfer_end */
-    int64_t transfer_end;         /* S_TRANSFER: when the transfer times out */
-    size_t heap_i;                /* in m->heap, or NO_HEAP */
-    bool in_line;                 /* in m->line instead */
-    retryd_call *t_prev, *t_next; /* m->line */
-    retryd_call *prev, *next;     /* m->all: every call in flight */
-    retryd_call *q_prev, *q_next; /* a permit queue, or the done list */
+    int64_t transfer_end;     /* S_TRANSFER: when the transfer times out */
+    size_t heap_i;            /* in m->heap, or NO_HEAP */
+    bool in_line;             /* in m->line instead (q_prev, q_next) */
+    retryd_call *prev, *next; /* m->all: every call in flight */
+    /* A permit queue, the done list, or (S_TRANSFER) the timer line. */
+    retryd_call *q_prev, *q_next;
 };
 
 typedef struct call_list {
@@ -114,7 +114,7 @@ struct retryd_multi {
     call_list done;
     retryd_call **heap; /* a binary min-heap on due */
     size_t n_heap, cap_heap;
-    retryd_call *line, *line_tail; /* timers added in order of due */
+    call_list line; /* transfer timers added in order of due */
     permit_queue *queues;
     size_t n_queues, n_waiting;
     retryd_call *cache;
@@ -193,54 +193,6 @@ static void heap_remove(retryd_multi *m, retryd_call *k)
     heap_down(m, last->heap_i);
 }
 
-/*
- * Timers that arrive in the order they are due go into a list instead:
- * transfer deadlines of one profile do (now plus the same timeout), and a
- * heap would pay a sift of log n levels each time a transfer ends near
- * its top. Any timer earlier than the list's last goes into the heap. The
- * earliest timer is the earlier of the heap's top and the list's head.
- */
-static int timer_add(retryd_multi *m, retryd_call *k)
-{
-    if (m->line_tail != NULL && k->due < m->line_tail->due)
-        return heap_push(m, k);
-    k->in_line = true;
-    k->t_next = NULL;
-    k->t_prev = m->line_tail;
-    if (m->line_tail)
-        m->line_tail->t_next = k;
-    else
-        m->line = k;
-    m->line_tail = k;
-    return 0;
-}
-
-static void timer_remove(retryd_multi *m, retryd_call *k)
-{
-    if (!k->in_line) {
-        heap_remove(m, k);
-        return;
-    }
-    k->in_line = false;
-    if (k->t_prev)
-        k->t_prev->t_next = k->t_next;
-    else
-        m->line = k->t_next;
-    if (k->t_next)
-        k->t_next->t_prev = k->t_prev;
-    else
-        m->line_tail = k->t_prev;
-}
-
-/* The earliest timer, or NULL. */
-static retryd_call *timer_first(const retryd_multi *m)
-{
-    retryd_call *h = m->n_heap > 0 ? m->heap[0] : NULL;
-    if (m->line == NULL || (h != NULL && h->due < m->line->due))
-        return h;
-    return m->line;
-}
-
 /* --- lists ---------------------------------------------------------------- */
 
 static void list_push(call_list *l, retryd_call *k)
@@ -265,6 +217,44 @@ static void list_unlink(call_list *l, retryd_call *k)
     else
         l->tail = k->q_prev;
     k->q_prev = k->q_next = NULL;
+}
+
+/*
+ * A transfer's timer goes into a list instead when it is due no earlier
+ * than the list's last: one profile's transfers fall due in the order they
+ * started (now plus the same timeout), and the heap would sift log n
+ * levels each time a transfer ends near its top. Any other timer goes into
+ * the heap. The earliest timer is the earlier of the heap's top and the
+ * list's head. A transfer is in no other list, so the line uses q_prev and
+ * q_next.
+ */
+static int timer_add(retryd_multi *m, retryd_call *k)
+{
+    if (k->state != S_TRANSFER ||
+        (m->line.tail != NULL && k->due < m->line.tail->due))
+        return heap_push(m, k);
+    k->in_line = true;
+    list_push(&m->line, k);
+    return 0;
+}
+
+static void timer_remove(retryd_multi *m, retryd_call *k)
+{
+    if (!k->in_line) {
+        heap_remove(m, k);
+        return;
+    }
+    k->in_line = false;
+    list_unlink(&m->line, k);
+}
+
+/* The earliest timer, or NULL. */
+static retryd_call *timer_first(const retryd_multi *m)
+{
+    retryd_call *h = m->n_heap > 0 ? m->heap[0] : NULL;
+    if (m->line.head == NULL || (h != NULL && h->due < m->line.head->due))
+        return h;
+    return m->line.head;
 }
 
 static permit_queue *queue_of(retryd_multi *m, retryd_profile *p)
