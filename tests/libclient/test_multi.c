@@ -217,6 +217,39 @@ Test(multi, hundreds_of_requests_on_one_thread)
     retryd_profile_free(slow);
 }
 
+/* Thousands of calls in flight on one thread: every kind above but the
+ * slow one, 300 of each, through a bulkhead of 200, so that at any moment
+ * most calls wait for a permit or in a backoff and the rest transfer.
+ * Each completes once, as its kind says, and no payment runs twice. */
+#define MANY_PER_KIND 300
+#define MANY_KINDS (N_KINDS - 1) /* not "hold": its own profile */
+
+Test(multi, thousands_in_flight_on_one_thread)
+{
+    static job jobs[MANY_KINDS][MANY_PER_KIND];
+    cr_assert_str_eq(kinds[MANY_KINDS].name, "hold");
+    retryd_profile *p = exec_profile((retryd_profile_opts){
+        .max_attempts = 2, .bulkhead = 200, .bulkhead_wait_ns = 30 * S});
+    retryd_multi *m = new_multi();
+    for (int i = 0; i < MANY_PER_KIND; i++)
+        for (size_t k = 0; k < MANY_KINDS; k++) {
+            char id[48];
+            snprintf(id, sizeof(id), "m%s-%d", kinds[k].name, i);
+            submit(m, p, &jobs[k][i], id, kinds[k].path, kinds[k].method,
+                   kinds[k].idem);
+        }
+    cr_assert_eq(retryd_multi_in_flight(m), MANY_KINDS * MANY_PER_KIND);
+    cr_assert_eq(retryd_multi_run(m, 60 * S), 0);
+    cr_assert_eq(retryd_multi_in_flight(m), 0);
+    for (size_t k = 0; k < MANY_KINDS; k++)
+        for (int i = 0; i < MANY_PER_KIND; i++) {
+            check_job(&jobs[k][i], &kinds[k]);
+            retryd_result_free(jobs[k][i].r);
+        }
+    retryd_multi_free(m);
+    retryd_profile_free(p);
+}
+
 /* --- completions -----------------------------------------------------------
  */
 
