@@ -668,8 +668,9 @@ static void transfer_due(retryd_multi *m, retryd_call *k)
     bool connecting = k->due < k->transfer_end;
     if (connecting && k->c.trace.prereq_calls > 0) {
         k->due = k->transfer_end;
-        if (timer_add(m, k) == 0) /* it was just taken out: room */
+        if (timer_add(m, k) == 0)
             return;
+        /* Without memory for its timer it cannot be bounded: it ends. */
     }
     curl_multi_remove_handle(m->curl, h->curl);
     m->transfers--;
