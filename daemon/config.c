@@ -61,23 +61,24 @@ typedef struct limit_key {
     const char *key;
     size_t off; /* of its uint32_t in config */
     uint32_t lo, hi;
+    uint32_t dflt; /* when unset; 0: derived (limits_finish) */
 } limit_key;
 
-#define LIMIT(name, lo, hi)                                                    \
+#define LIMIT(name, lo, hi, dflt)                                              \
     {                                                                          \
-#name, offsetof(config, name), lo, hi                                  \
+#name, offsetof(config, name), lo, hi, dflt                            \
     }
 static const limit_key limit_keys[] = {
-    LIMIT(process_slots_per_uid, 1, SEG_MAX_PROCESSES),
-    LIMIT(connections_unattached, 2, CONFIG_UNATTACHED_MAX),
-    LIMIT(connections_per_uid, 1, CONFIG_UNATTACHED_MAX),
-    LIMIT(connections_per_process, 1, CONFIG_UNATTACHED_MAX),
-    LIMIT(hello_timeout_ms, 10, 60000),
-    LIMIT(frame_timeout_ms, 10, 60000),
-    LIMIT(idle_timeout_ms, 100, 3600000),
-    LIMIT(write_timeout_ms, 10, 60000),
-    LIMIT(log_limit_lines, 1, 1000),
-    LIMIT(log_limit_interval_s, 1, 3600),
+    LIMIT(process_slots_per_uid, 1, SEG_MAX_PROCESSES, 0),
+    LIMIT(connections_unattached, 2, CONFIG_UNATTACHED_MAX, 64),
+    LIMIT(connections_per_uid, 1, CONFIG_UNATTACHED_MAX, 0),
+    LIMIT(connections_per_process, 1, CONFIG_UNATTACHED_MAX, 8),
+    LIMIT(hello_timeout_ms, 10, 60000, 1000),
+    LIMIT(frame_timeout_ms, 10, 60000, 1000),
+    LIMIT(idle_timeout_ms, 100, 3600000, 10000),
+    LIMIT(write_timeout_ms, 10, 60000, 2000),
+    LIMIT(log_limit_lines, 1, 1000, LOG_LIMIT_LINES),
+    LIMIT(log_limit_interval_s, 1, 3600, LOG_LIMIT_WINDOW_MS / 1000),
 };
 #undef LIMIT
 #define N_LIMIT_KEYS (sizeof(limit_keys) / sizeof(limit_keys[0]))
@@ -598,14 +599,11 @@ static int limit_within(config *c, const parse_state *st, size_t i,
 static int limits_finish(config *c, const parse_state *st, char *err,
                          size_t err_len)
 {
-    static const uint32_t dflt[N_LIMIT_KEYS] = {
-        0, 64, 0, 8, 1000, 1000, 10000, 2000, 5, 10,
-    };
     for (size_t i = LK_PER_PROCESS + 1; i < N_LIMIT_KEYS; i++)
         if (*limit_field(c, i) == 0)
-            *limit_field(c, i) = dflt[i];
+            *limit_field(c, i) = limit_keys[i].dflt;
     if (c->connections_unattached == 0)
-        c->connections_unattached = dflt[LK_UNATTACHED];
+        c->connections_unattached = limit_keys[LK_UNATTACHED].dflt;
     uint32_t half = c->process_capacity / 2;
     if (limit_within(c, st, LK_SLOTS_PER_UID, c->process_capacity,
                      "process_capacity", half > 16 ? half : 16, err,
@@ -614,8 +612,8 @@ static int limits_finish(config *c, const parse_state *st, char *err,
                      "connections_unattached", c->connections_unattached / 2,
                      err, err_len) < 0 ||
         limit_within(c, st, LK_PER_PROCESS, c->connections_per_uid,
-                     "connections_per_uid", dflt[LK_PER_PROCESS], err,
-                     err_len) < 0)
+                     "connections_per_uid", limit_keys[LK_PER_PROCESS].dflt,
+                     err, err_len) < 0)
         return RETRYD_ECONFIG;
     return 0;
 }
