@@ -427,7 +427,7 @@ static void refuse(server *d, int fd, const char *why)
     uint8_t buf[256];
     size_t n = protobuf_c_message_get_packed_size(&rep.base);
     if (n <= sizeof(buf) - RETRYD_FRAME_HEADER) {
-        frame_pack(&rep.base, n, buf);
+        retryd__frame_pack(&rep.base, n, buf);
         (void)!send(fd, buf, n + RETRYD_FRAME_HEADER,
                     MSG_NOSIGNAL | MSG_DONTWAIT);
     }
@@ -576,7 +576,7 @@ static int reply(conn *c, Retryd__ControlReply *rep, int pass_fd)
     if (grown == NULL)
         return RETRYD_ENOMEM;
     c->out = grown;
-    frame_pack(&rep->base, n, c->out + c->out_len);
+    retryd__frame_pack(&rep->base, n, c->out + c->out_len);
     if (pass_fd >= 0) {
         c->pass_fd = pass_fd;
         c->pass_at = c->out_len;

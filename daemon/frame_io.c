@@ -43,10 +43,3 @@ void frame_in_reset(frame_in *f)
     free(f->body);
     *f = (frame_in){0};
 }
-
-void frame_pack(const ProtobufCMessage *msg, size_t n, uint8_t *buf)
-{
-    buf[0] = (uint8_t)(n >> 24), buf[1] = (uint8_t)(n >> 16);
-    buf[2] = (uint8_t)(n >> 8), buf[3] = (uint8_t)n;
-    protobuf_c_message_pack(msg, buf + RETRYD_FRAME_HEADER);
-}

@@ -37,8 +37,4 @@ int frame_in_read(frame_in *f, int fd, size_t *ret_n);
 /* Done with the frame (free its body): ready for the next one. */
 void frame_in_reset(frame_in *f);
 
-/* Pack @p msg, whose packed size is @p n, behind its frame header into
- * @p buf (RETRYD_FRAME_HEADER + @p n bytes). */
-void frame_pack(const ProtobufCMessage *msg, size_t n, uint8_t *buf);
-
 #endif

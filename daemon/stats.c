@@ -73,7 +73,7 @@ static int queue_reply(stats_conn *c, const ProtobufCMessage *msg)
     uint8_t *buf = malloc(RETRYD_FRAME_HEADER + n);
     if (buf == NULL)
         return RETRYD_ENOMEM;
-    frame_pack(msg, n, buf);
+    retryd__frame_pack(msg, n, buf);
     free(c->out);
     c->loop->pending -= c->out_len - c->out_off;
     c->out = buf;

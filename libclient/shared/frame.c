@@ -92,6 +92,13 @@ ssize_t retryd__send_with_fd(int fd, const void *buf, size_t len, int pass_fd)
     return sendmsg(fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
 }
 
+void retryd__frame_pack(const ProtobufCMessage *msg, size_t n, uint8_t *buf)
+{
+    buf[0] = (uint8_t)(n >> 24), buf[1] = (uint8_t)(n >> 16);
+    buf[2] = (uint8_t)(n >> 8), buf[3] = (uint8_t)n;
+    protobuf_c_message_pack(msg, buf + RETRYD_FRAME_HEADER);
+}
+
 int retryd__frame_send(int fd, const ProtobufCMessage *msg, int pass_fd,
                        int timeout_ms)
 {
@@ -101,11 +108,7 @@ int retryd__frame_send(int fd, const ProtobufCMessage *msg, int pass_fd,
     uint8_t *buf = malloc(RETRYD_FRAME_HEADER + n);
     if (buf == NULL)
         return RETRYD_ENOMEM;
-    buf[0] = (uint8_t)(n >> 24);
-    buf[1] = (uint8_t)(n >> 16);
-    buf[2] = (uint8_t)(n >> 8);
-    buf[3] = (uint8_t)n;
-    protobuf_c_message_pack(msg, buf + RETRYD_FRAME_HEADER);
+    retryd__frame_pack(msg, n, buf);
 
     int64_t deadline = now_ms() + timeout_ms;
     size_t total = RETRYD_FRAME_HEADER + n, sent = 0;

@@ -35,6 +35,11 @@ int retryd__frame_decode(const uint8_t *buf, size_t len, size_t cap,
                          const uint8_t **ret_body, size_t *ret_body_len,
                          size_t *ret_consumed);
 
+/* Pack @p msg, whose packed size is @p n, behind its frame header into
+ * @p buf (RETRYD_FRAME_HEADER + @p n bytes): the one encoder of a frame,
+ * for the client's sends and the daemon's replies. */
+void retryd__frame_pack(const ProtobufCMessage *msg, size_t n, uint8_t *buf);
+
 /*
  * Pack @p msg behind a header and send it on a connected socket, with
  * @p pass_fd attached by SCM_RIGHTS when >= 0. Blocks at most
