@@ -10,13 +10,14 @@
  *   S_PERMIT    in its profile's permit queue, and in the timer heap at
  *               its bulkhead deadline (the attempt is open, nothing held);
  *   S_TRANSFER  its easy handle in the curl multi (a permit held), and
- *               in the timer heap at its connect or transfer deadline;
+ *               in the timers (timer_add) at its connect or transfer
+ *               deadline;
  *   S_BACKOFF   in the timer heap at the end of its wait (nothing held);
  *   S_DONE      in the done list, its completion due from the loop.
  *
  * The caller's loop sees one timer: the earliest of libcurl's, the heap's
  * top, the permit queues' polling and "at once" when a completion is due.
- * A transfer's timeouts are the heap's, not libcurl's: libcurl keeps two
+ * A transfer's timeouts are the multi's, not libcurl's: libcurl keeps two
  * timers per transfer (the connect and the whole-transfer timeout) in its
  * own lists, at about 1 200 instructions a keep-alive request, where the
  * multi's own timers (timer_add) cost a few dozen (docs/benchmarks.md).
@@ -74,8 +75,8 @@ struct retryd_call {
     retryd_result *result; /* S_DONE */
     int64_t due; /* S_PERMIT: bulkhead deadline; S_BACKOFF: end; S_TRANSFER:
                   * the connect deadline, then transfer_end */
-    int64_t transfer_end;     /* S_TRANSFER: when the transfer times out */
-    size_t heap_i;            /* in m->heap, or NO_HEAP */
+    int64_t transfer_start, transfer_end; /* S_TRANSFER: armed, times out */
+    size_t heap_i;                        /* in m->heap, or NO_HEAP */
     bool in_line;             /* in m->line instead (q_prev, q_next) */
     retryd_call *prev, *next; /* m->all: every call in flight */
     /* A permit queue, the done list, or (S_TRANSFER) the timer line. */
@@ -387,11 +388,12 @@ static void keep_connections(retryd_multi *m)
 
 /* The transfer's deadlines, as libcurl would count them from its start:
  * connected within the profile's connect timeout, done within the
- * attempt's time. The heap holds the earlier; transfer_due the rest. */
+ * attempt's time. The timers hold the earlier; transfer_due the rest. */
 static int arm_transfer(retryd_multi *m, retryd_call *k)
 {
     int64_t now = retryd__now_ns();
     int64_t connect_ns = k->c.p->connect_timeout_ns;
+    k->transfer_start = now;
     k->transfer_end = retryd__add_sat(now, k->c.attempt_ns);
     k->due = connect_ns < k->c.attempt_ns ? now + connect_ns : k->transfer_end;
     return timer_add(m, k);
@@ -399,7 +401,7 @@ static int arm_transfer(retryd_multi *m, retryd_call *k)
 
 /* With a permit and handle @p h: the body, the handle's options, and the
  * handle into the curl multi, whose loop runs the transfer, bounded by the
- * heap (no libcurl timer: attempt_ns 0 to the transfer). */
+ * multi's timers (no libcurl timer: attempt_ns 0 to the transfer). */
 static void begin_transfer(retryd_multi *m, retryd_call *k, easy *h)
 {
     int rc = CURLE_OK; /* stays so when the body did not open */
@@ -674,11 +676,10 @@ static void transfer_due(retryd_multi *m, retryd_call *k)
     }
     curl_multi_remove_handle(m->curl, h->curl);
     m->transfers--;
-    snprintf(
-        h->errbuf, sizeof(h->errbuf), "%s timed out after %lld milliseconds",
-        connecting ? "Connection" : "Operation",
-        (long long)((retryd__now_ns() - (k->transfer_end - k->c.attempt_ns)) /
-                    1000000));
+    snprintf(h->errbuf, sizeof(h->errbuf),
+             "%s timed out after %lld milliseconds",
+             connecting ? "Connection" : "Operation",
+             (long long)((retryd__now_ns() - k->transfer_start) / 1000000));
     retryd__transfer_done(&k->c, h, &retryd__attempt_current(&k->c)->a,
                           CURLE_OPERATION_TIMEDOUT);
     end_attempt(m, k, CURLE_OPERATION_TIMEDOUT);
