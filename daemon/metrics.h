@@ -29,8 +29,11 @@
 #define METRICS_REQUEST_TIMEOUT_MS 1000
 /* The reply must be read this soon after it was built. */
 #define METRICS_REPLY_TIMEOUT_MS 5000
-/* Accepted per turn of the stats loop. */
-#define METRICS_ACCEPT_BATCH 16
+/* Accepted per turn of the stats loop, after the requests that arrived
+ * were read: half of one address's share, so that a newcomer sees two
+ * turns' reads before as many newcomers after it as its address holds
+ * could evict it (a scraper among slowloris peers of its own address). */
+#define METRICS_ACCEPT_BATCH (METRICS_PER_IP_MAX / 2)
 
 struct server;
 struct config;

@@ -502,6 +502,7 @@ static void *stats_main(void *arg)
         int n = epoll_wait(l.epfd, evs, 32, loop_timeout(&l));
         if (n < 0 && errno != EINTR)
             break;
+        bool newcomers = false;
         for (int i = 0; i < n && !stop; i++) {
             uint64_t tag = evs[i].data.u64;
             if (tag == STATS_TAG_STOP)
@@ -510,13 +511,20 @@ static void *stats_main(void *arg)
                 on_accept(&l);
             else if (tag == STATS_TAG_METRICS_WAKE)
                 take_metrics(&l);
-            else if (tag == STATS_TAG_METRICS_LISTEN && l.metrics != NULL)
-                metrics_accept(l.metrics);
+            else if (tag == STATS_TAG_METRICS_LISTEN)
+                newcomers = true;
             else if (tag < STATS_CONNECTIONS_MAX && l.conns[tag] != NULL)
                 conn_step(d, l.conns[tag]); /* not closed earlier */
         }
-        if (l.metrics != NULL) /* ready or due; cheap when neither */
+        if (l.metrics == NULL)
+            continue;
+        /* The requests that arrived are read before newcomers may evict
+         * their connections (metrics.c, make_room); then the newcomers'. */
+        metrics_run(l.metrics); /* ready or due; cheap when neither */
+        if (newcomers) {
+            metrics_accept(l.metrics);
             metrics_run(l.metrics);
+        }
     }
     loop_close(&l);
     urcu_memb_unregister_thread();

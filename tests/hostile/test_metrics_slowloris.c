@@ -136,10 +136,20 @@ Test(metrics_attacks, slowloris_delays_neither_scrapes_nor_attaches)
               rd_fd_count(D.pid));
 
     uint64_t scrape_ns[SCRAPES], attach_ns[ATTACHES];
+    int retried = 0;
     for (int i = 0; i < SCRAPES; i++) {
         rd_http r;
         uint64_t t0 = rd_now_ns();
         int rc = rd_http_get("127.0.0.1", port, "/metrics", &r);
+        if (rc == CURLE_GOT_NOTHING) {
+            /* Closed before its request arrived: as many newcomers of its
+             * address as the address may hold came first (the scraper was
+             * not scheduled in between), and a connection that has sent
+             * nothing is a slowloris to the daemon (daemon/metrics.c).
+             * Its retry must be answered, within the same bound. */
+            retried++;
+            rc = rd_http_get("127.0.0.1", port, "/metrics", &r);
+        }
         scrape_ns[i] = rd_now_ns() - t0;
         cr_assert_eq(rc, 0, "scrape %d: curl error %d", i, rc);
         cr_assert_eq(r.status, 200, "scrape %d", i);
@@ -168,18 +178,22 @@ Test(metrics_attacks, slowloris_delays_neither_scrapes_nor_attaches)
     uint64_t a99 = rd_percentile(attach_ns, ATTACHES, 99) / 1000;
     uint64_t a50 = rd_percentile(attach_ns, ATTACHES, 50) / 1000;
     long lines = rd_file_lines(D.log);
-    cr_log_info("metrics slowloris: scrape p50 %llu us, max %llu us; attach "
-                "p50 %llu us, p99 %llu us; daemon descriptors %d; log "
-                "lines %ld",
-                (unsigned long long)s50, (unsigned long long)smax,
+    cr_log_info("metrics slowloris: scrape p50 %llu us, max %llu us, %d "
+                "retried; attach p50 %llu us, p99 %llu us; daemon "
+                "descriptors %d; log lines %ld",
+                (unsigned long long)s50, (unsigned long long)smax, retried,
                 (unsigned long long)a50, (unsigned long long)a99, fds_during,
                 lines);
     fprintf(stderr,
-            "metrics slowloris: scrape p50 %llu us, max %llu us; attach p50 "
-            "%llu us, p99 %llu us; daemon descriptors %d; log lines %ld\n",
-            (unsigned long long)s50, (unsigned long long)smax,
+            "metrics slowloris: scrape p50 %llu us, max %llu us, %d retried; "
+            "attach p50 %llu us, p99 %llu us; daemon descriptors %d; log "
+            "lines %ld\n",
+            (unsigned long long)s50, (unsigned long long)smax, retried,
             (unsigned long long)a50, (unsigned long long)a99, fds_during,
             lines);
+    /* A retry is the exception: a scraper is not evicted as a rule. */
+    cr_expect_leq(retried, SCRAPES / 10, "%d of %d scrapes closed unanswered",
+                  retried, SCRAPES);
     cr_expect_leq(smax, SCRAPE_BOUND_MS * 1000u);
     cr_expect_leq(a99, ATTACH_P99_BOUND_MS * 1000u);
     /* At most the endpoint's places (and MHD's closing ones) beyond the
