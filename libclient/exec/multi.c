@@ -74,9 +74,9 @@ struct retryd_call {
     int err;               /* S_DONE: what done gets */
     retryd_result *result; /* S_DONE */
     int64_t due; /* S_PERMIT: bulkhead deadline; S_BACKOFF: end; S_TRANSFER:
-                  * the connect deadline, then transfer_end */
-    int64_t transfer_start, transfer_end; /* S_TRANSFER: armed, times out */
-    size_t heap_i;                        /* in m->heap, or NO_HEAP */
+                  * the connect deadline, then transfer_end() */
+    int64_t transfer_start;   /* S_TRANSFER: when its deadlines were armed */
+    size_t heap_i;            /* in m->heap, or NO_HEAP */
     bool in_line;             /* in m->line instead (q_prev, q_next) */
     retryd_call *prev, *next; /* m->all: every call in flight */
     /* A permit queue, the done list, or (S_TRANSFER) the timer line. */
@@ -386,6 +386,12 @@ static void keep_connections(retryd_multi *m)
                           (long)m->max_transfers);
 }
 
+/* When the transfer times out: the attempt's time from its start. */
+static int64_t transfer_end(const retryd_call *k)
+{
+    return retryd__add_sat(k->transfer_start, k->c.attempt_ns);
+}
+
 /* The transfer's deadlines, as libcurl would count them from its start:
  * connected within the profile's connect timeout, done within the
  * attempt's time. The timers hold the earlier; transfer_due the rest. */
@@ -394,8 +400,7 @@ static int arm_transfer(retryd_multi *m, retryd_call *k)
     int64_t now = retryd__now_ns();
     int64_t connect_ns = k->c.p->connect_timeout_ns;
     k->transfer_start = now;
-    k->transfer_end = retryd__add_sat(now, k->c.attempt_ns);
-    k->due = connect_ns < k->c.attempt_ns ? now + connect_ns : k->transfer_end;
+    k->due = connect_ns < k->c.attempt_ns ? now + connect_ns : transfer_end(k);
     return timer_add(m, k);
 }
 
@@ -667,9 +672,10 @@ static bool read_messages(retryd_multi *m)
 static void transfer_due(retryd_multi *m, retryd_call *k)
 {
     easy *h = k->h;
-    bool connecting = k->due < k->transfer_end;
+    int64_t end = transfer_end(k);
+    bool connecting = k->due < end;
     if (connecting && k->c.trace.prereq_calls > 0) {
-        k->due = k->transfer_end;
+        k->due = end;
         if (timer_add(m, k) == 0)
             return;
         /* Without memory for its timer it cannot be bounded: it ends. */
