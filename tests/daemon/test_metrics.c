@@ -376,6 +376,20 @@ typedef struct port_probe {
     bool serving; /* wanted: answers 200, or refuses the connection */
 } port_probe;
 
+/* A listening socket on loopback port @p p, held by the test: a port
+ * another process holds. */
+static int hold_port(int p)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET,
+                             .sin_port = htons((uint16_t)p),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    cr_assert(fd >= 0);
+    cr_assert_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    cr_assert_eq(listen(fd, 1), 0);
+    return fd;
+}
+
 static bool probe(void *arg)
 {
     port_probe *p = arg;
@@ -413,12 +427,7 @@ Test(metrics_config, reload_moves_keeps_or_stops_the_endpoint)
 
     /* A port another process holds: the running endpoint stays. */
     int c = rd_free_port(AF_INET);
-    int holder = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET,
-                             .sin_port = htons((uint16_t)c),
-                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    cr_assert_eq(bind(holder, (struct sockaddr *)&sa, sizeof(sa)), 0);
-    cr_assert_eq(listen(holder, 1), 0);
+    int holder = hold_port(c);
     snprintf(extra, sizeof(extra), "metrics_listen = 127.0.0.1:%d\n", c);
     reload_with(extra);
     cr_expect(rd_wait_until(log_has,
@@ -460,12 +469,7 @@ Test(metrics, a_restarted_daemon_names_the_processes_it_adopts)
 Test(metrics_config, a_port_in_use_at_start_is_an_error)
 {
     int p = rd_free_port(AF_INET);
-    int holder = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET,
-                             .sin_port = htons((uint16_t)p),
-                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    cr_assert_eq(bind(holder, (struct sockaddr *)&sa, sizeof(sa)), 0);
-    cr_assert_eq(listen(holder, 1), 0);
+    int holder = hold_port(p);
     char extra[96];
     snprintf(extra, sizeof(extra), "metrics_listen = 127.0.0.1:%d\n", p);
     cr_assert_eq(rd_daemon_init(&D, extra), 0);

@@ -178,19 +178,16 @@ Test(metrics_attacks, slowloris_delays_neither_scrapes_nor_attaches)
     uint64_t a99 = rd_percentile(attach_ns, ATTACHES, 99) / 1000;
     uint64_t a50 = rd_percentile(attach_ns, ATTACHES, 50) / 1000;
     long lines = rd_file_lines(D.log);
-    cr_log_info("metrics slowloris: scrape p50 %llu us, max %llu us, %d "
-                "retried; attach p50 %llu us, p99 %llu us; daemon "
-                "descriptors %d; log lines %ld",
-                (unsigned long long)s50, (unsigned long long)smax, retried,
-                (unsigned long long)a50, (unsigned long long)a99, fds_during,
-                lines);
-    fprintf(stderr,
-            "metrics slowloris: scrape p50 %llu us, max %llu us, %d retried; "
-            "attach p50 %llu us, p99 %llu us; daemon descriptors %d; log "
-            "lines %ld\n",
-            (unsigned long long)s50, (unsigned long long)smax, retried,
-            (unsigned long long)a50, (unsigned long long)a99, fds_during,
-            lines);
+    char summary[256];
+    snprintf(summary, sizeof(summary),
+             "metrics slowloris: scrape p50 %llu us, max %llu us, %d retried; "
+             "attach p50 %llu us, p99 %llu us; daemon descriptors %d; log "
+             "lines %ld",
+             (unsigned long long)s50, (unsigned long long)smax, retried,
+             (unsigned long long)a50, (unsigned long long)a99, fds_during,
+             lines);
+    cr_log_info("%s", summary);
+    fprintf(stderr, "%s\n", summary);
     /* A retry is the exception: a scraper is not evicted as a rule. */
     cr_expect_leq(retried, SCRAPES / 10, "%d of %d scrapes closed unanswered",
                   retried, SCRAPES);

@@ -148,6 +148,15 @@ static const kind kinds[] = {
 #define N_KINDS (sizeof(kinds) / sizeof(kinds[0]))
 #define PER_KIND 40
 
+/* The @p i-th call of kind @p k, its id "<prefix><kind>-<i>". */
+static void submit_kind(retryd_multi *m, retryd_profile *p, job *j,
+                        const kind *k, const char *prefix, int i)
+{
+    char id[48];
+    snprintf(id, sizeof(id), "%s%s-%d", prefix, k->name, i);
+    submit(m, p, j, id, k->path, k->method, k->idem);
+}
+
 static void check_job(const job *j, const kind *k)
 {
     cr_assert_eq(j->calls, 1, "%s: completed %d times", j->id, j->calls);
@@ -187,12 +196,9 @@ Test(multi, hundreds_of_requests_on_one_thread)
     retryd_multi *m = new_multi();
     /* Interleaved, so that every kind is in flight with every other. */
     for (int i = 0; i < PER_KIND; i++)
-        for (size_t k = 0; k < N_KINDS; k++) {
-            char id[48];
-            snprintf(id, sizeof(id), "%s-%d", kinds[k].name, i);
-            submit(m, kinds[k].slow ? slow : p, &jobs[k][i], id, kinds[k].path,
-                   kinds[k].method, kinds[k].idem);
-        }
+        for (size_t k = 0; k < N_KINDS; k++)
+            submit_kind(m, kinds[k].slow ? slow : p, &jobs[k][i], &kinds[k], "",
+                        i);
     cr_assert_eq(retryd_multi_in_flight(m), N_KINDS * PER_KIND);
     cr_assert_eq(retryd_multi_run(m, 30 * S), 0);
     cr_assert_eq(retryd_multi_in_flight(m), 0);
@@ -232,12 +238,8 @@ Test(multi, thousands_in_flight_on_one_thread)
         .max_attempts = 2, .bulkhead = 200, .bulkhead_wait_ns = 30 * S});
     retryd_multi *m = new_multi();
     for (int i = 0; i < MANY_PER_KIND; i++)
-        for (size_t k = 0; k < MANY_KINDS; k++) {
-            char id[48];
-            snprintf(id, sizeof(id), "m%s-%d", kinds[k].name, i);
-            submit(m, p, &jobs[k][i], id, kinds[k].path, kinds[k].method,
-                   kinds[k].idem);
-        }
+        for (size_t k = 0; k < MANY_KINDS; k++)
+            submit_kind(m, p, &jobs[k][i], &kinds[k], "m", i);
     cr_assert_eq(retryd_multi_in_flight(m), MANY_KINDS * MANY_PER_KIND);
     cr_assert_eq(retryd_multi_run(m, 60 * S), 0);
     cr_assert_eq(retryd_multi_in_flight(m), 0);
