@@ -16,7 +16,12 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${RETRYD_BUILD_DIR:-"$root/build"}
 if [ "${RETRYD_DEMO_NO_BUILD:-0}" != 1 ]; then
-    "$root/deploy/build.sh" "$build" >&2
+    # Only what the demo runs: the daemon and the CLI (the tests,
+    # benchmarks and examples are deploy/test.sh's).
+    echo "demo: building the daemon and retrydctl in $build (a line per step)" >&2
+    RETRYD_BUILD_SAY=1 RETRYD_BUILD_TARGETS="retryd_daemon retrydctl" \
+        "$root/deploy/build.sh" "$build"
+    echo "demo: starting the daemon, nginx and four client processes" >&2
 fi
 ctl="$build/daemon/ctl/retrydctl"
 retryd="$build/daemon/retryd"
