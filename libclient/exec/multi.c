@@ -5,18 +5,26 @@
  *
  * retryd_execute runs the steps of a call back to back on its thread; here
  * each call advances whenever what it waits for arrives, and in between it
- * sits in one place that says what it waits for:
+ * sits in one place that says what it waits for. Where a call sits is its
+ * state, and only mstate() moves it from one to another: it takes the call
+ * out of the old state's places and puts it into the new one's, so that
+ * what follows holds wherever the code looks at a call:
  *
- *   S_PERMIT    in its profile's permit queue, and in the timer heap at
- *               its bulkhead deadline (the attempt is open, nothing held);
- *   S_TRANSFER  its easy handle in the curl multi (a permit held), and
- *               in the timers (timer_add) at its connect or transfer
- *               deadline;
- *   S_BACKOFF   in the timer heap at the end of its wait (nothing held);
+ *   S_IDLE      not in flight (new, completed, or in the cache): in no
+ *               list but the cache, no timer;
+ *   S_ATTEMPT   held by the code driving it (an attempt opening, ending
+ *               or being decided), in m->all only;
+ *   S_PERMIT    in its profile's permit queue, counted in n_waiting, and
+ *               timed at its bulkhead deadline;
+ *   S_TRANSFER  its easy handle in the curl multi (a permit held), timed
+ *               at its connect deadline, then at its transfer's end;
+ *   S_BACKOFF   timed at the end of its wait;
  *   S_DONE      in the done list, its completion due from the loop.
  *
- * The caller's loop sees one timer: the earliest of libcurl's, the heap's
- * top, the permit queues' polling and "at once" when a completion is due.
+ * Every call in flight (any state but S_IDLE) is in m->all. The caller's
+ * loop sees one timer: the earliest of libcurl's, the calls' timers, the
+ * permit queues' polling and "at once" when a completion is due.
+ *
  * A transfer's timeouts are the multi's, not libcurl's: libcurl keeps two
  * timers per transfer (the connect and the whole-transfer timeout) in its
  * own lists, at about 1 200 instructions a keep-alive request, where the
@@ -26,18 +34,19 @@
  * Completion callbacks run only from service(), outside every libcurl
  * call, so they may submit and cancel.
  */
-#include <errno.h>
-#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <curl/curl.h>
 
 #include "base/clock.h"
+#include "base/heap.h"
 #include "base/macros.h"
+#include "base/queue.h"
 #include "exec/attempt.h"
 #include "exec/call.h"
 #include "exec/executor.h"
+#include "exec/pollset.h"
 #include "exec/pool.h"
 #include "exec/transfer.h"
 #include "exec/validate.h"
@@ -47,7 +56,6 @@
  * may have given back: the bulkhead's condition variable wakes only
  * threads, and a loop cannot wait on it. */
 #define PERMIT_POLL_NS (2 * INT64_C(1000000))
-#define NO_HEAP SIZE_MAX
 #define CALL_CACHE 64 /* finished calls kept for the next submit */
 
 _Static_assert(RETRYD_POLL_IN == CURL_POLL_IN &&
@@ -61,7 +69,17 @@ _Static_assert(RETRYD_CSELECT_IN == CURL_CSELECT_IN &&
                    RETRYD_SOCKET_TIMEOUT == CURL_SOCKET_TIMEOUT,
                "readiness values are libcurl's");
 
-enum call_state { S_PERMIT, S_TRANSFER, S_BACKOFF, S_DONE };
+enum call_state { S_IDLE, S_ATTEMPT, S_PERMIT, S_TRANSFER, S_BACKOFF, S_DONE };
+
+/* Where a timed call's timer is: the heap, or the transfers' line. */
+enum call_timer { T_NONE, T_HEAP, T_LINE };
+
+/* The calls of one profile waiting for its permits, oldest first. */
+typedef struct permit_queue {
+    retryd_profile *p;
+    retryd_queue calls; /* their q */
+    retryd_queue node;  /* in m->queues */
+} permit_queue;
 
 struct retryd_call {
     call c; /* the state machine's; first, so e->call leads back here */
@@ -71,27 +89,19 @@ struct retryd_call {
     retryd_request copy; /* a caller's request of another size, at ours */
     easy *h;             /* S_TRANSFER: the handle in the curl multi */
     enum call_state state;
+    enum call_timer timer;
     int err;               /* S_DONE: what done gets */
     retryd_result *result; /* S_DONE */
     int64_t due; /* S_PERMIT: bulkhead deadline; S_BACKOFF: end; S_TRANSFER:
                   * the connect deadline, then transfer_end() */
-    int64_t transfer_start;   /* S_TRANSFER: when its deadlines were armed */
-    size_t heap_i;            /* in m->heap, or NO_HEAP */
-    bool in_line;             /* in m->line instead (q_prev, q_next) */
-    retryd_call *prev, *next; /* m->all: every call in flight */
-    /* A permit queue, the done list, or (S_TRANSFER) the timer line. */
-    retryd_call *q_prev, *q_next;
+    int64_t transfer_start;     /* S_TRANSFER: when its deadlines were armed */
+    permit_queue *pq;           /* S_PERMIT: the queue it waits in */
+    retryd_heap_node heap_node; /* T_HEAP */
+    retryd_queue all; /* in flight: in m->all; S_IDLE: perhaps m->cache */
+    /* S_PERMIT: its permit queue; S_DONE: the done list; S_TRANSFER: the
+     * timer line, when its timer is there (T_LINE). */
+    retryd_queue q;
 };
-
-typedef struct call_list {
-    retryd_call *head, *tail;
-} call_list;
-
-/* The calls of one profile waiting for its permits, oldest first. */
-typedef struct permit_queue {
-    retryd_profile *p;
-    call_list l;
-} permit_queue;
 
 struct retryd_multi {
     retryd_client *client;
@@ -107,24 +117,19 @@ struct retryd_multi {
     bool servicing;   /* inside service(): completions may run */
     bool closing;     /* freeing or failing: no submit */
     bool timer_failed, serving, serve_again;
-    size_t in_flight;
+    size_t in_flight; /* the calls in m->all */
     /* Transfers in the curl multi now, and the most there ever were: the
      * idle connections libcurl may keep (keep_connections). */
     size_t transfers, max_transfers;
-    retryd_call *all;
-    call_list done;
-    retryd_call **heap; /* a binary min-heap on due */
-    size_t n_heap, cap_heap;
-    call_list line; /* transfer timers added in order of due */
-    permit_queue *queues;
-    size_t n_queues, n_waiting;
-    retryd_call *cache;
+    retryd_queue all;    /* every call in flight, newest first */
+    retryd_queue done;   /* S_DONE calls, in the order they finished */
+    retryd_heap heap;    /* timers on due */
+    retryd_queue line;   /* transfer timers added in order of due */
+    retryd_queue queues; /* permit_queue, one per profile used */
+    size_t n_waiting;    /* S_PERMIT calls */
+    retryd_queue cache;  /* S_IDLE calls kept for the next submit */
     size_t n_cache;
-    /* retryd_multi_run's own poll set, kept by the socket callback */
-    struct pollfd *pfd, *ready;
-    size_t n_pfd, cap_pfd;
-    size_t *slot_of_fd; /* fd -> index in pfd + 1, 0: not watched */
-    size_t cap_fd;
+    pollset ps; /* retryd_multi_run's own, kept by the socket callback */
 };
 
 static retryd_call *of_call(call *c)
@@ -132,92 +137,18 @@ static retryd_call *of_call(call *c)
     return RETRYD_CONTAINER_OF(c, retryd_call, c);
 }
 
-/* --- the timer heap -------------------------------------------------------
+static retryd_call *of_q(retryd_queue *n)
+{
+    return RETRYD_QUEUE_DATA(n, retryd_call, q);
+}
+
+/* --- timers ---------------------------------------------------------------
  */
 
-static void heap_set(retryd_multi *m, size_t i, retryd_call *k)
+static bool due_less(const retryd_heap_node *a, const retryd_heap_node *b)
 {
-    m->heap[i] = k;
-    k->heap_i = i;
-}
-
-static void heap_up(retryd_multi *m, size_t i)
-{
-    retryd_call *k = m->heap[i];
-    while (i > 0 && m->heap[(i - 1) / 2]->due > k->due) {
-        heap_set(m, i, m->heap[(i - 1) / 2]);
-        i = (i - 1) / 2;
-    }
-    heap_set(m, i, k);
-}
-
-static void heap_down(retryd_multi *m, size_t i)
-{
-    retryd_call *k = m->heap[i];
-    for (size_t child; (child = 2 * i + 1) < m->n_heap; i = child) {
-        if (child + 1 < m->n_heap &&
-            m->heap[child + 1]->due < m->heap[child]->due)
-            child++;
-        if (m->heap[child]->due >= k->due)
-            break;
-        heap_set(m, i, m->heap[child]);
-    }
-    heap_set(m, i, k);
-}
-
-static int heap_push(retryd_multi *m, retryd_call *k)
-{
-    if (m->n_heap == m->cap_heap) {
-        size_t cap = m->cap_heap ? 2 * m->cap_heap : 64;
-        retryd_call **h = realloc(m->heap, cap * sizeof(*h));
-        if (h == NULL)
-            return RETRYD_ENOMEM;
-        m->heap = h;
-        m->cap_heap = cap;
-    }
-    m->heap[m->n_heap] = k;
-    heap_up(m, m->n_heap++);
-    return 0;
-}
-
-static void heap_remove(retryd_multi *m, retryd_call *k)
-{
-    size_t i = k->heap_i;
-    if (i == NO_HEAP)
-        return;
-    k->heap_i = NO_HEAP;
-    retryd_call *last = m->heap[--m->n_heap];
-    if (last == k)
-        return;
-    heap_set(m, i, last);
-    heap_up(m, i);
-    heap_down(m, last->heap_i);
-}
-
-/* --- lists ---------------------------------------------------------------- */
-
-static void list_push(call_list *l, retryd_call *k)
-{
-    k->q_next = NULL;
-    k->q_prev = l->tail;
-    if (l->tail)
-        l->tail->q_next = k;
-    else
-        l->head = k;
-    l->tail = k;
-}
-
-static void list_unlink(call_list *l, retryd_call *k)
-{
-    if (k->q_prev)
-        k->q_prev->q_next = k->q_next;
-    else
-        l->head = k->q_next;
-    if (k->q_next)
-        k->q_next->q_prev = k->q_prev;
-    else
-        l->tail = k->q_prev;
-    k->q_prev = k->q_next = NULL;
+    return RETRYD_HEAP_CDATA(a, retryd_call, heap_node)->due <
+           RETRYD_HEAP_CDATA(b, retryd_call, heap_node)->due;
 }
 
 /*
@@ -226,147 +157,57 @@ static void list_unlink(call_list *l, retryd_call *k)
  * started (now plus the same timeout), and the heap would sift log n
  * levels each time a transfer ends near its top. Any other timer goes into
  * the heap. The earliest timer is the earlier of the heap's top and the
- * list's head. A transfer is in no other list, so the line uses q_prev and
- * q_next.
+ * list's head. A transfer is in no other list, so the line uses q.
  */
-static int timer_add(retryd_multi *m, retryd_call *k)
+static void timer_add(retryd_multi *m, retryd_call *k)
 {
-    if (k->state != S_TRANSFER ||
-        (m->line.tail != NULL && k->due < m->line.tail->due))
-        return heap_push(m, k);
-    k->in_line = true;
-    list_push(&m->line, k);
-    return 0;
+    retryd_queue *last = retryd__queue_last(&m->line);
+    if (k->state == S_TRANSFER &&
+        (last == &m->line || k->due >= of_q(last)->due)) {
+        k->timer = T_LINE;
+        retryd__queue_insert_tail(&m->line, &k->q);
+        return;
+    }
+    k->timer = T_HEAP;
+    retryd__heap_insert(&m->heap, &k->heap_node, due_less);
 }
 
 static void timer_remove(retryd_multi *m, retryd_call *k)
 {
-    if (!k->in_line) {
-        heap_remove(m, k);
-        return;
-    }
-    k->in_line = false;
-    list_unlink(&m->line, k);
+    if (k->timer == T_HEAP)
+        retryd__heap_remove(&m->heap, &k->heap_node, due_less);
+    else if (k->timer == T_LINE)
+        retryd__queue_remove(&k->q);
+    k->timer = T_NONE;
 }
 
 /* The earliest timer, or NULL. */
 static retryd_call *timer_first(const retryd_multi *m)
 {
-    retryd_call *h = m->n_heap > 0 ? m->heap[0] : NULL;
-    if (m->line.head == NULL || (h != NULL && h->due < m->line.head->due))
+    retryd_heap_node *top = retryd__heap_min(&m->heap);
+    retryd_call *h = top ? RETRYD_HEAP_DATA(top, retryd_call, heap_node) : 0;
+    retryd_queue *l = retryd__queue_head(&m->line);
+    if (l == &m->line || (h != NULL && h->due < of_q(l)->due))
         return h;
-    return m->line.head;
+    return of_q(l);
 }
 
-static permit_queue *queue_of(retryd_multi *m, retryd_profile *p)
-{
-    for (size_t i = 0; i < m->n_queues; i++)
-        if (m->queues[i].p == p)
-            return &m->queues[i];
-    permit_queue *q =
-        realloc(m->queues, (m->n_queues + 1) * sizeof(*m->queues));
-    if (q == NULL)
-        return NULL;
-    m->queues = q;
-    q[m->n_queues] = (permit_queue){.p = p};
-    return &q[m->n_queues++];
-}
+/* --- where a call is: mstate() --------------------------------------------
+ */
 
-/* --- calls ---------------------------------------------------------------- */
-
-static retryd_call *call_alloc(retryd_multi *m)
-{
-    retryd_call *k = m->cache;
-    if (k != NULL) {
-        m->cache = k->next;
-        m->n_cache--;
-        return k;
-    }
-    /* Not zeroed: call_init sets what it reads, and the large first
-     * buffers are only sized (call.h). */
-    return malloc(sizeof(*k));
-}
-
-static void call_release(retryd_multi *m, retryd_call *k)
-{
-    if (m->n_cache >= CALL_CACHE) {
-        free(k);
-        return;
-    }
-    k->next = m->cache;
-    m->cache = k;
-    m->n_cache++;
-}
-
-static void link_call(retryd_multi *m, retryd_call *k)
-{
-    k->prev = NULL;
-    k->next = m->all;
-    if (m->all)
-        m->all->prev = k;
-    m->all = k;
-    m->in_flight++;
-}
-
-static void unlink_call(retryd_multi *m, retryd_call *k)
-{
-    if (k->prev)
-        k->prev->next = k->next;
-    else
-        m->all = k->next;
-    if (k->next)
-        k->next->prev = k->prev;
-    m->in_flight--;
-}
-
-/* --- the state machine, driven -------------------------------------------- */
-
-static void serve_queues(retryd_multi *m);
-
-/* The call is over: @p err, and when @p with_result what its attempts
- * came to (none: no result). Its completion runs from complete(). */
-static void finish(retryd_multi *m, retryd_call *k, int err, bool with_result)
-{
-    timer_remove(m, k);
-    k->state = S_DONE;
-    k->err = err;
-    k->result = NULL;
-    if (with_result && k->c.n_att > 0 &&
-        (k->result = retryd__call_result(&k->c)) == NULL)
-        k->err = RETRYD_ENOMEM;
-}
-
-/* Over, its completion due from the loop (never from inside submit). */
-static void finish_later(retryd_multi *m, retryd_call *k, int err)
-{
-    finish(m, k, err, err == 0);
-    list_push(&m->done, k);
-}
-
-/* After retryd__attempt_decide (@p r): a backoff timer, or done. */
-static void decided(retryd_multi *m, retryd_call *k, int r)
-{
-    if (r == 1) {
-        /* From now, as retryd_execute sleeps from now: a Retry-After is
-         * a floor from the answer that carried it. */
-        k->state = S_BACKOFF;
-        k->due = retryd__now_ns() + k->c.wait;
-        if (timer_add(m, k) == 0)
-            return;
-        r = RETRYD_ENOMEM;
-    }
-    finish_later(m, k, r);
-}
-
-/* The transfer ended (or never ran) with @p rc: the attempt's evidence,
- * its permit back, its decision; then the queue may have a permit. */
-static void end_attempt(retryd_multi *m, retryd_call *k, int rc)
-{
-    retryd__attempt_end(&k->c, k->h, rc);
-    k->h = NULL;
-    decided(m, k, retryd__attempt_decide(&k->c));
-    serve_queues(m);
-}
+#define TO(s) (1u << (s))
+/* The states each state may move to. S_TRANSFER to itself: the connect
+ * deadline passed on a connected transfer, whose timer moves on to the
+ * transfer's end. */
+static const unsigned legal_moves[] = {
+    [S_IDLE] = TO(S_ATTEMPT),
+    [S_ATTEMPT] = TO(S_PERMIT) | TO(S_TRANSFER) | TO(S_BACKOFF) | TO(S_DONE),
+    [S_PERMIT] = TO(S_ATTEMPT),
+    [S_TRANSFER] = TO(S_ATTEMPT) | TO(S_TRANSFER),
+    [S_BACKOFF] = TO(S_ATTEMPT),
+    [S_DONE] = TO(S_IDLE),
+};
+#undef TO
 
 /*
  * libcurl keeps idle connections for four times the transfers in its multi
@@ -392,16 +233,177 @@ static int64_t transfer_end(const retryd_call *k)
     return retryd__add_sat(k->transfer_start, k->c.attempt_ns);
 }
 
-/* The transfer's deadlines, as libcurl would count them from its start:
- * connected within the profile's connect timeout, done within the
- * attempt's time. The timers hold the earlier; transfer_due the rest. */
-static int arm_transfer(retryd_multi *m, retryd_call *k)
+/* Out of the places of state @p from, on the way to @p to. */
+static void leave_state(retryd_multi *m, retryd_call *k, enum call_state from,
+                        enum call_state to)
 {
-    int64_t now = retryd__now_ns();
-    int64_t connect_ns = k->c.p->connect_timeout_ns;
-    k->transfer_start = now;
-    k->due = connect_ns < k->c.attempt_ns ? now + connect_ns : transfer_end(k);
-    return timer_add(m, k);
+    switch (from) {
+    case S_PERMIT:
+        retryd__queue_remove(&k->q);
+        k->pq = NULL;
+        m->n_waiting--;
+        break;
+    case S_TRANSFER:
+        if (to == S_TRANSFER)
+            break; /* only its timer moves */
+        curl_multi_remove_handle(m->curl, k->h->curl);
+        m->transfers--;
+        break;
+    case S_DONE:
+        retryd__queue_remove(&k->q);
+        break;
+    case S_IDLE:
+    case S_ATTEMPT:
+    case S_BACKOFF:
+        break;
+    }
+    timer_remove(m, k);
+}
+
+/*
+ * Into the places of state @p to, come from @p from. A transfer's
+ * deadlines are counted as libcurl would count them, from its start:
+ * connected within the profile's connect timeout, done within the
+ * attempt's time; the timer holds the earlier, transfer_due the rest. A
+ * backoff counts from now, as retryd_execute sleeps from now: a
+ * Retry-After is a floor from the answer that carried it.
+ */
+static void enter_state(retryd_multi *m, retryd_call *k, enum call_state from,
+                        enum call_state to)
+{
+    int64_t now;
+    switch (to) {
+    case S_IDLE:
+        retryd__queue_remove(&k->all);
+        m->in_flight--;
+        return;
+    case S_ATTEMPT:
+        if (from == S_IDLE) {
+            retryd__queue_insert_head(&m->all, &k->all);
+            m->in_flight++;
+        }
+        return;
+    case S_PERMIT:
+        retryd__queue_insert_tail(&k->pq->calls, &k->q);
+        if (m->n_waiting++ == 0)
+            m->poll_due = retryd__now_ns() + PERMIT_POLL_NS;
+        k->due = k->c.permit_deadline;
+        break;
+    case S_TRANSFER:
+        if (from == S_TRANSFER) {
+            k->due = transfer_end(k);
+            break;
+        }
+        keep_connections(m);
+        now = retryd__now_ns();
+        k->transfer_start = now;
+        k->due = k->c.p->connect_timeout_ns < k->c.attempt_ns
+                     ? now + k->c.p->connect_timeout_ns
+                     : transfer_end(k);
+        break;
+    case S_BACKOFF:
+        k->due = retryd__now_ns() + k->c.wait;
+        break;
+    case S_DONE:
+        retryd__queue_insert_tail(&m->done, &k->q);
+        return;
+    }
+    timer_add(m, k);
+}
+
+/*
+ * The one place a call changes state (curl's mstate() in lib/multi.c is
+ * the model). A move the table does not allow is a bug that would leave a
+ * call in two lists or none, so it stops the process, in every build: the
+ * check is a table lookup, a few times a request.
+ */
+static void mstate(retryd_multi *m, retryd_call *k, enum call_state to)
+{
+    enum call_state from = k->state;
+    if (!(legal_moves[from] & (1u << to)))
+        abort();
+    leave_state(m, k, from, to);
+    k->state = to;
+    enter_state(m, k, from, to);
+}
+
+/* --- calls and queues -----------------------------------------------------
+ */
+
+/* Profile @p p's permit queue, made on first use; NULL: no memory. */
+static permit_queue *queue_of(retryd_multi *m, retryd_profile *p)
+{
+    RETRYD_QUEUE_FOREACH(it, &m->queues)
+    {
+        permit_queue *q = RETRYD_QUEUE_DATA(it, permit_queue, node);
+        if (q->p == p)
+            return q;
+    }
+    permit_queue *q = malloc(sizeof(*q));
+    if (q == NULL)
+        return NULL;
+    q->p = p;
+    retryd__queue_init(&q->calls);
+    retryd__queue_insert_tail(&m->queues, &q->node);
+    return q;
+}
+
+static retryd_call *call_alloc(retryd_multi *m)
+{
+    retryd_queue *n = retryd__queue_pop(&m->cache);
+    if (n != NULL) {
+        m->n_cache--;
+        return RETRYD_QUEUE_DATA(n, retryd_call, all);
+    }
+    /* Not zeroed: call_init sets what it reads, and the large first
+     * buffers are only sized (call.h). */
+    return malloc(sizeof(retryd_call));
+}
+
+static void call_release(retryd_multi *m, retryd_call *k)
+{
+    if (m->n_cache >= CALL_CACHE) {
+        free(k);
+        return;
+    }
+    retryd__queue_insert_head(&m->cache, &k->all);
+    m->n_cache++;
+}
+
+/* --- the state machine, driven -------------------------------------------- */
+
+static void serve_queues(retryd_multi *m);
+
+/* The call is over: @p err, and when @p with_result what its attempts
+ * came to (none: no result). Its completion runs from complete(), from the
+ * loop (never from inside submit). */
+static void finish(retryd_multi *m, retryd_call *k, int err, bool with_result)
+{
+    k->err = err;
+    k->result = NULL;
+    if (with_result && k->c.n_att > 0 &&
+        (k->result = retryd__call_result(&k->c)) == NULL)
+        k->err = RETRYD_ENOMEM;
+    mstate(m, k, S_DONE);
+}
+
+/* After retryd__attempt_decide (@p r): a backoff, or done. */
+static void decided(retryd_multi *m, retryd_call *k, int r)
+{
+    if (r == 1)
+        mstate(m, k, S_BACKOFF);
+    else
+        finish(m, k, r, r == 0);
+}
+
+/* The transfer ended (or never ran) with @p rc: the attempt's evidence,
+ * its permit back, its decision; then the queue may have a permit. */
+static void end_attempt(retryd_multi *m, retryd_call *k, int rc)
+{
+    retryd__attempt_end(&k->c, k->h, rc);
+    k->h = NULL;
+    decided(m, k, retryd__attempt_decide(&k->c));
+    serve_queues(m);
 }
 
 /* With a permit and handle @p h: the body, the handle's options, and the
@@ -411,15 +413,11 @@ static void begin_transfer(retryd_multi *m, retryd_call *k, easy *h)
 {
     int rc = CURLE_OK; /* stays so when the body did not open */
     k->h = h;
-    k->state = S_TRANSFER;
     if (retryd__attempt_begin(&k->c) &&
         (rc = retryd__transfer_setup(&k->c, h, 0)) == CURLE_OK) {
-        if (arm_transfer(m, k) == 0) {
-            if (curl_multi_add_handle(m->curl, h->curl) == CURLM_OK) {
-                keep_connections(m);
-                return;
-            }
-            timer_remove(m, k);
+        if (curl_multi_add_handle(m->curl, h->curl) == CURLM_OK) {
+            mstate(m, k, S_TRANSFER);
+            return;
         }
         rc = CURLE_OUT_OF_MEMORY;
         retryd__transfer_done(&k->c, h, &retryd__attempt_current(&k->c)->a, rc);
@@ -435,13 +433,6 @@ static void unpermitted(retryd_multi *m, retryd_call *k, int err)
     decided(m, k, retryd__attempt_decide(&k->c));
 }
 
-static void leave_queue(retryd_multi *m, retryd_call *k)
-{
-    list_unlink(&queue_of(m, k->c.p)->l, k); /* found: it is queued */
-    m->n_waiting--;
-    timer_remove(m, k);
-}
-
 /*
  * A permit without waiting: the transfer begins, or the call waits in its
  * profile's queue (behind any call already there, which a permit given
@@ -452,51 +443,42 @@ static void ask_permit(retryd_multi *m, retryd_call *k)
 {
     easy *h;
     permit_queue *q = queue_of(m, k->c.p);
-    int r = q == NULL   ? RETRYD_ENOMEM
-            : q->l.head ? RETRYD_EFULL
-                        : retryd__slot_try_take(k->c.p, &h);
+    int r = q == NULL ? RETRYD_ENOMEM
+            : !retryd__queue_empty(&q->calls)
+                ? RETRYD_EFULL
+                : retryd__slot_try_take(k->c.p, &h);
     if (r == 0) {
         begin_transfer(m, k, h);
-        return;
+    } else if (r == RETRYD_EFULL) {
+        k->pq = q;
+        mstate(m, k, S_PERMIT);
+    } else {
+        unpermitted(m, k, r);
     }
-    if (r == RETRYD_EFULL) {
-        k->due = k->c.permit_deadline;
-        if (timer_add(m, k) == 0) {
-            list_push(&q->l, k);
-            if (m->n_waiting++ == 0)
-                m->poll_due = retryd__now_ns() + PERMIT_POLL_NS;
-            return;
-        }
-        r = RETRYD_ENOMEM;
-    }
-    unpermitted(m, k, r);
 }
 
-/* The call's next attempt: its first, or the one after its backoff. */
+/* The call's next attempt (S_ATTEMPT): its first, or the one after its
+ * backoff. */
 static void start_attempt(retryd_multi *m, retryd_call *k)
 {
     int r = retryd__attempt_open(&k->c);
-    if (r < 0) {
-        finish_later(m, k, r);
-        return;
-    }
-    k->state = S_PERMIT;
-    ask_permit(m, k);
+    if (r < 0)
+        finish(m, k, r, false);
+    else
+        ask_permit(m, k);
 }
 
-/* Queued calls of queue @p i take the permits that are free, oldest
- * first, until one is refused. */
-static void serve_queue(retryd_multi *m, size_t i)
+/* Queued calls of @p q take the permits that are free, oldest first,
+ * until one is refused. */
+static void serve_queue(retryd_multi *m, permit_queue *q)
 {
-    for (;;) {
-        retryd_call *k = m->queues[i].l.head;
+    while (!retryd__queue_empty(&q->calls)) {
+        retryd_call *k = of_q(retryd__queue_head(&q->calls));
         easy *h;
-        if (k == NULL)
-            return;
-        int r = retryd__slot_try_take(m->queues[i].p, &h);
+        int r = retryd__slot_try_take(q->p, &h);
         if (r == RETRYD_EFULL)
             return;
-        leave_queue(m, k);
+        mstate(m, k, S_ATTEMPT);
         if (r == 0)
             begin_transfer(m, k, h);
         else
@@ -518,8 +500,8 @@ static void serve_queues(retryd_multi *m)
     m->serving = true;
     do {
         m->serve_again = false;
-        for (size_t i = 0; i < m->n_queues; i++)
-            serve_queue(m, i);
+        RETRYD_QUEUE_FOREACH(it, &m->queues)
+        serve_queue(m, RETRYD_QUEUE_DATA(it, permit_queue, node));
     } while (m->serve_again);
     m->serving = false;
 }
@@ -531,7 +513,7 @@ static void permit_deadline(retryd_multi *m, retryd_call *k)
     serve_queues(m);
     if (k->state != S_PERMIT)
         return;
-    leave_queue(m, k);
+    mstate(m, k, S_ATTEMPT);
     unpermitted(m, k, RETRYD_ETIMEDOUT);
 }
 
@@ -546,19 +528,12 @@ static void permit_deadline(retryd_multi *m, retryd_call *k)
  */
 static void stop(retryd_multi *m, retryd_call *k)
 {
+    enum call_state was = k->state;
     k->c.cancelled = true; /* nothing more to the sink */
-    if (k->state == S_PERMIT) {
-        leave_queue(m, k);
+    mstate(m, k, S_ATTEMPT);
+    if (was != S_TRANSFER)
         return;
-    }
-    if (k->state == S_BACKOFF) {
-        timer_remove(m, k);
-        return;
-    }
     easy *h = k->h;
-    timer_remove(m, k);
-    curl_multi_remove_handle(m->curl, h->curl);
-    m->transfers--;
     k->c.trace.cancelled = true;
     retryd__transfer_done(&k->c, h, &retryd__attempt_current(&k->c)->a,
                           CURLE_ABORTED_BY_CALLBACK);
@@ -572,7 +547,7 @@ static void stop(retryd_multi *m, retryd_call *k)
 /* Its completion runs, then the call is gone. */
 static void complete(retryd_multi *m, retryd_call *k)
 {
-    unlink_call(m, k);
+    mstate(m, k, S_IDLE);
     k->m = NULL; /* a late cancel finds it gone */
     k->done(k->done_ctx, k, k->err, k->result);
     retryd__call_free(&k->c);
@@ -583,9 +558,7 @@ static void complete(retryd_multi *m, retryd_call *k)
  * to when cancelled); one already over completes as it finished. */
 static void abort_call(retryd_multi *m, retryd_call *k, int err)
 {
-    if (k->state == S_DONE) {
-        list_unlink(&m->done, k);
-    } else {
+    if (k->state != S_DONE) {
         stop(m, k);
         finish(m, k, err, err == RETRYD_ECANCELED);
     }
@@ -598,8 +571,10 @@ static int abort_all(retryd_multi *m, int err)
 {
     bool was = m->closing;
     m->closing = true;
-    while (m->all != NULL)
-        abort_call(m, m->all, err);
+    while (!retryd__queue_empty(&m->all))
+        abort_call(
+            m, RETRYD_QUEUE_DATA(retryd__queue_head(&m->all), retryd_call, all),
+            err);
     m->closing = was;
     m->timer_failed = false;
     return err;
@@ -624,11 +599,9 @@ static int curl_action(retryd_multi *m, int fd, int events)
 /* Completions due, each run once, outside every libcurl call. */
 static bool deliver(retryd_multi *m)
 {
-    bool moved = m->done.head != NULL;
-    for (retryd_call *k; (k = m->done.head) != NULL;) {
-        list_unlink(&m->done, k);
-        complete(m, k);
-    }
+    bool moved = !retryd__queue_empty(&m->done);
+    while (!retryd__queue_empty(&m->done))
+        complete(m, of_q(retryd__queue_head(&m->done)));
     return moved;
 }
 
@@ -648,9 +621,7 @@ static bool read_messages(retryd_multi *m)
         curl_easy_getinfo(h, CURLINFO_PRIVATE, &priv);
         easy *e = (easy *)(void *)priv;
         retryd_call *k = of_call(e->call);
-        timer_remove(m, k);
-        curl_multi_remove_handle(m->curl, h);
-        m->transfers--;
+        mstate(m, k, S_ATTEMPT); /* out of the curl multi */
         retryd__transfer_done(&k->c, e, &retryd__attempt_current(&k->c)->a, rc);
         end_attempt(m, k, rc);
         /* Its completion at once: the caller usually frees the result
@@ -675,13 +646,10 @@ static void transfer_due(retryd_multi *m, retryd_call *k)
     int64_t end = transfer_end(k);
     bool connecting = k->due < end;
     if (connecting && k->c.trace.prereq_calls > 0) {
-        k->due = end;
-        if (timer_add(m, k) == 0)
-            return;
-        /* Without memory for its timer it cannot be bounded: it ends. */
+        mstate(m, k, S_TRANSFER); /* its timer, to the transfer's end */
+        return;
     }
-    curl_multi_remove_handle(m->curl, h->curl);
-    m->transfers--;
+    mstate(m, k, S_ATTEMPT); /* out of the curl multi */
     snprintf(h->errbuf, sizeof(h->errbuf),
              "%s timed out after %lld milliseconds",
              connecting ? "Connection" : "Operation",
@@ -697,11 +665,13 @@ static void transfer_due(retryd_multi *m, retryd_call *k)
 static bool expire(retryd_multi *m, int64_t now)
 {
     bool moved = false;
+    /* Each case moves the call out of its state, or (a connected
+     * transfer) its timer later. */
     for (retryd_call *k; (k = timer_first(m)) != NULL && k->due <= now;) {
-        timer_remove(m, k);
-        if (k->state == S_BACKOFF)
+        if (k->state == S_BACKOFF) {
+            mstate(m, k, S_ATTEMPT);
             start_attempt(m, k);
-        else if (k->state == S_TRANSFER)
+        } else if (k->state == S_TRANSFER)
             transfer_due(m, k);
         else
             permit_deadline(m, k);
@@ -724,7 +694,7 @@ static int64_t next_due(const retryd_multi *m)
         due = t->due;
     if (m->n_waiting > 0 && (due < 0 || m->poll_due < due))
         due = m->poll_due;
-    return m->done.head != NULL ? 0 : due;
+    return !retryd__queue_empty(&m->done) ? 0 : due;
 }
 
 /* Tell the caller's timer when it changed: 0 at once, -1 none, else the
@@ -787,70 +757,13 @@ static int service(retryd_multi *m)
 /* --- retryd_multi_run's poll set -------------------------------------------
  */
 
-static int grow_pollset(retryd_multi *m, int fd)
-{
-    if ((size_t)fd >= m->cap_fd) {
-        size_t cap = m->cap_fd ? m->cap_fd : 64;
-        while (cap <= (size_t)fd)
-            cap *= 2;
-        size_t *s = realloc(m->slot_of_fd, cap * sizeof(*s));
-        if (s == NULL)
-            return RETRYD_ENOMEM;
-        memset(s + m->cap_fd, 0, (cap - m->cap_fd) * sizeof(*s));
-        m->slot_of_fd = s;
-        m->cap_fd = cap;
-    }
-    if (m->n_pfd == m->cap_pfd) {
-        size_t cap = m->cap_pfd ? 2 * m->cap_pfd : 16;
-        struct pollfd *p = realloc(m->pfd, cap * sizeof(*p));
-        if (p == NULL)
-            return RETRYD_ENOMEM;
-        m->pfd = p;
-        if ((p = realloc(m->ready, cap * sizeof(*p))) == NULL)
-            return RETRYD_ENOMEM;
-        m->ready = p;
-        m->cap_pfd = cap;
-    }
-    return 0;
-}
-
-/* libcurl's socket callback when the multi runs itself: the poll set. */
-static int watch(retryd_multi *m, int fd, int what)
-{
-    if (fd < 0)
-        return -1;
-    size_t slot = (size_t)fd < m->cap_fd ? m->slot_of_fd[fd] : 0;
-    short ev = (short)((what & CURL_POLL_IN ? POLLIN : 0) |
-                       (what & CURL_POLL_OUT ? POLLOUT : 0));
-    if (what == CURL_POLL_REMOVE) {
-        if (slot == 0)
-            return 0;
-        struct pollfd last = m->pfd[--m->n_pfd];
-        m->slot_of_fd[fd] = 0;
-        if (slot - 1 < m->n_pfd) {
-            m->pfd[slot - 1] = last;
-            m->slot_of_fd[last.fd] = slot;
-        }
-        return 0;
-    }
-    if (slot == 0) {
-        if (grow_pollset(m, fd) < 0)
-            return -1;
-        slot = ++m->n_pfd;
-        m->slot_of_fd[fd] = slot;
-        m->pfd[slot - 1].fd = fd;
-    }
-    m->pfd[slot - 1].events = ev;
-    return 0;
-}
-
 static int on_socket(CURL *h, curl_socket_t fd, int what, void *ctx,
                      void *socketp)
 {
     retryd_multi *m = ctx;
     (void)h;
     if (m->socket == NULL)
-        return watch(m, fd, what);
+        return retryd__pollset_watch(&m->ps, fd, what);
     m->in_cb = true;
     int r = m->socket(m->socket_ctx, fd, what, socketp);
     m->in_cb = false;
@@ -865,27 +778,17 @@ static int on_curl_timer(CURLM *cm, long ms, void *ctx)
     return 0;
 }
 
-static int events_of(short revents)
-{
-    return (revents & (POLLIN | POLLHUP | POLLERR) ? CURL_CSELECT_IN : 0) |
-           (revents & (POLLOUT | POLLERR) ? CURL_CSELECT_OUT : 0) |
-           (revents & POLLERR ? CURL_CSELECT_ERR : 0);
-}
-
 /* One wait of retryd_multi_run: poll, then each ready descriptor (copied
  * first: an action changes the set), then whatever is due. */
 static int run_once(retryd_multi *m, int ms)
 {
-    int n = poll(m->pfd, m->n_pfd, ms);
+    int n = retryd__pollset_wait(&m->ps, ms);
     if (n < 0)
-        return errno == EINTR ? 0 : -errno;
-    size_t k = 0;
-    for (size_t i = 0; i < m->n_pfd && k < (size_t)n; i++)
-        if (m->pfd[i].revents != 0)
-            m->ready[k++] = m->pfd[i];
+        return n;
     int r = 0;
-    for (size_t i = 0; i < k && r == 0; i++)
-        r = curl_action(m, m->ready[i].fd, events_of(m->ready[i].revents));
+    for (int i = 0; i < n && r == 0; i++)
+        r = curl_action(m, m->ps.ready[i].fd,
+                        retryd__pollset_events(m->ps.ready[i].revents));
     if (m->told >= 0 && m->told <= retryd__now_ns())
         m->told = -1; /* its own timer fired */
     return r < 0 ? r : service(m);
@@ -933,6 +836,12 @@ int retryd_multi_new(retryd_client *client, const retryd_multi_opts *opts,
     m->timer = o.timer;
     m->timer_ctx = o.timer_ctx;
     m->curl_due = m->told = -1;
+    retryd__queue_init(&m->all);
+    retryd__queue_init(&m->done);
+    retryd__heap_init(&m->heap);
+    retryd__queue_init(&m->line);
+    retryd__queue_init(&m->queues);
+    retryd__queue_init(&m->cache);
     curl_multi_setopt(m->curl, CURLMOPT_MAXCONNECTS, 5L); /* keep_connections */
     curl_multi_setopt(m->curl, CURLMOPT_SOCKETFUNCTION, on_socket);
     curl_multi_setopt(m->curl, CURLMOPT_SOCKETDATA, m);
@@ -954,15 +863,11 @@ void retryd_multi_free(retryd_multi *m)
         return;
     abort_all(m, RETRYD_ECANCELED);
     curl_multi_cleanup(m->curl); /* its connections, through on_socket */
-    for (retryd_call *k; (k = m->cache) != NULL;) {
-        m->cache = k->next;
-        free(k);
-    }
-    free(m->heap);
-    free(m->queues);
-    free(m->pfd);
-    free(m->ready);
-    free(m->slot_of_fd);
+    for (retryd_queue *n; (n = retryd__queue_pop(&m->cache)) != NULL;)
+        free(RETRYD_QUEUE_DATA(n, retryd_call, all));
+    for (retryd_queue *n; (n = retryd__queue_pop(&m->queues)) != NULL;)
+        free(RETRYD_QUEUE_DATA(n, permit_queue, node));
+    retryd__pollset_free(&m->ps);
     free(m);
 }
 
@@ -1008,10 +913,11 @@ int retryd_multi_submit(retryd_multi *m, retryd_profile *p,
     k->done = done;
     k->done_ctx = done_ctx;
     k->h = NULL;
-    k->heap_i = NO_HEAP;
-    k->in_line = false;
-    k->q_prev = k->q_next = NULL;
-    link_call(m, k);
+    k->state = S_IDLE;
+    k->timer = T_NONE;
+    k->pq = NULL;
+    retryd__queue_init(&k->q);
+    mstate(m, k, S_ATTEMPT); /* in flight */
     if (ret_call != NULL)
         *ret_call = k;
     start_attempt(m, k);
