@@ -5,58 +5,35 @@
  *
  * retryd_execute runs the steps of a call back to back on its thread; here
  * each call advances whenever what it waits for arrives, and in between it
- * sits in one place that says what it waits for. Where a call sits is its
- * state, and only mstate() moves it from one to another: it takes the call
- * out of the old state's places and puts it into the new one's, so that
- * what follows holds wherever the code looks at a call:
- *
- *   S_IDLE      not in flight (new, completed, or in the cache): in no
- *               list but the cache, no timer;
- *   S_ATTEMPT   held by the code driving it (an attempt opening, ending
- *               or being decided), in m->all only;
- *   S_PERMIT    in its profile's permit queue, counted in n_waiting, and
- *               timed at its bulkhead deadline;
- *   S_TRANSFER  its easy handle in the curl multi (a permit held), timed
- *               at its connect deadline, then at its transfer's end;
- *   S_BACKOFF   timed at the end of its wait;
- *   S_DONE      in the done list, its completion due from the loop.
- *
- * Every call in flight (any state but S_IDLE) is in m->all. The caller's
- * loop sees one timer: the earliest of libcurl's, the calls' timers, the
- * permit queues' polling and "at once" when a completion is due.
+ * sits in one place that says what it waits for: its state. What each
+ * state holds, and the one function that moves a call between them
+ * (retryd__mstate), are in multi_state.h; this file drives the calls
+ * through them. The caller's loop sees one timer: the earliest of
+ * libcurl's, the calls' timers, the permit queues' polling and "at once"
+ * when a completion is due.
  *
  * A transfer's timeouts are the multi's, not libcurl's: libcurl keeps two
  * timers per transfer (the connect and the whole-transfer timeout) in its
  * own lists, at about 1 200 instructions a keep-alive request, where the
- * multi's own timers (timer_add) cost a few dozen (docs/benchmarks.md).
+ * multi's own timers (multi_state.c) cost a few dozen (docs/benchmarks.md).
  * transfer_due() ends a transfer whose time came as libcurl would have,
  * with CURLE_OPERATION_TIMEDOUT and the evidence its stages proved.
  * Completion callbacks run only from service(), outside every libcurl
  * call, so they may submit and cancel.
  */
 #include <stdlib.h>
-#include <string.h>
+#include <stdio.h>
 
 #include <curl/curl.h>
 
 #include "base/clock.h"
-#include "base/heap.h"
-#include "base/macros.h"
-#include "base/queue.h"
 #include "exec/attempt.h"
-#include "exec/call.h"
 #include "exec/executor.h"
-#include "exec/pollset.h"
+#include "exec/multi_state.h"
 #include "exec/pool.h"
 #include "exec/transfer.h"
 #include "exec/validate.h"
 #include "retryd/multi.h"
-
-/* How often queued calls ask again for a permit another thread or multi
- * may have given back: the bulkhead's condition variable wakes only
- * threads, and a loop cannot wait on it. */
-#define PERMIT_POLL_NS (2 * INT64_C(1000000))
-#define CALL_CACHE 64 /* finished calls kept for the next submit */
 
 _Static_assert(RETRYD_POLL_IN == CURL_POLL_IN &&
                    RETRYD_POLL_OUT == CURL_POLL_OUT &&
@@ -68,307 +45,6 @@ _Static_assert(RETRYD_CSELECT_IN == CURL_CSELECT_IN &&
                    RETRYD_CSELECT_ERR == CURL_CSELECT_ERR &&
                    RETRYD_SOCKET_TIMEOUT == CURL_SOCKET_TIMEOUT,
                "readiness values are libcurl's");
-
-enum call_state { S_IDLE, S_ATTEMPT, S_PERMIT, S_TRANSFER, S_BACKOFF, S_DONE };
-
-/* Where a timed call's timer is: the heap, or the transfers' line. */
-enum call_timer { T_NONE, T_HEAP, T_LINE };
-
-/* The calls of one profile waiting for its permits, oldest first. */
-typedef struct permit_queue {
-    retryd_profile *p;
-    retryd_queue calls; /* their q */
-    retryd_queue node;  /* in m->queues */
-} permit_queue;
-
-struct retryd_call {
-    call c; /* the state machine's; first, so e->call leads back here */
-    retryd_multi *m; /* NULL once its completion has run */
-    retryd_done_fn done;
-    void *done_ctx;
-    retryd_request copy; /* a caller's request of another size, at ours */
-    easy *h;             /* S_TRANSFER: the handle in the curl multi */
-    enum call_state state;
-    enum call_timer timer;
-    int err;               /* S_DONE: what done gets */
-    retryd_result *result; /* S_DONE */
-    int64_t due; /* S_PERMIT: bulkhead deadline; S_BACKOFF: end; S_TRANSFER:
-                  * the connect deadline, then transfer_end() */
-    int64_t transfer_start;     /* S_TRANSFER: when its deadlines were armed */
-    permit_queue *pq;           /* S_PERMIT: the queue it waits in */
-    retryd_heap_node heap_node; /* T_HEAP */
-    retryd_queue all; /* in flight: in m->all; S_IDLE: perhaps m->cache */
-    /* S_PERMIT: its permit queue; S_DONE: the done list; S_TRANSFER: the
-     * timer line, when its timer is there (T_LINE). */
-    retryd_queue q;
-};
-
-struct retryd_multi {
-    retryd_client *client;
-    CURLM *curl;
-    retryd_socket_fn socket;
-    void *socket_ctx;
-    retryd_timer_fn timer;
-    void *timer_ctx;
-    int64_t curl_due; /* libcurl's timer (monotonic ns), -1: none */
-    int64_t told;     /* the caller's timer as set: 0 at once, -1 none */
-    int64_t poll_due; /* the permit queues' next poll */
-    bool in_cb;       /* inside a socket or timer callback */
-    bool servicing;   /* inside service(): completions may run */
-    bool closing;     /* freeing or failing: no submit */
-    bool timer_failed, serving, serve_again;
-    size_t in_flight; /* the calls in m->all */
-    /* Transfers in the curl multi now, and the most there ever were: the
-     * idle connections libcurl may keep (keep_connections). */
-    size_t transfers, max_transfers;
-    retryd_queue all;    /* every call in flight, newest first */
-    retryd_queue done;   /* S_DONE calls, in the order they finished */
-    retryd_heap heap;    /* timers on due */
-    retryd_queue line;   /* transfer timers added in order of due */
-    retryd_queue queues; /* permit_queue, one per profile used */
-    size_t n_waiting;    /* S_PERMIT calls */
-    retryd_queue cache;  /* S_IDLE calls kept for the next submit */
-    size_t n_cache;
-    pollset ps; /* retryd_multi_run's own, kept by the socket callback */
-};
-
-static retryd_call *of_call(call *c)
-{
-    return RETRYD_CONTAINER_OF(c, retryd_call, c);
-}
-
-static retryd_call *of_q(retryd_queue *n)
-{
-    return RETRYD_QUEUE_DATA(n, retryd_call, q);
-}
-
-/* --- timers ---------------------------------------------------------------
- */
-
-static bool due_less(const retryd_heap_node *a, const retryd_heap_node *b)
-{
-    return RETRYD_HEAP_CDATA(a, retryd_call, heap_node)->due <
-           RETRYD_HEAP_CDATA(b, retryd_call, heap_node)->due;
-}
-
-/*
- * A transfer's timer goes into a list instead when it is due no earlier
- * than the list's last: one profile's transfers fall due in the order they
- * started (now plus the same timeout), and the heap would sift log n
- * levels each time a transfer ends near its top. Any other timer goes into
- * the heap. The earliest timer is the earlier of the heap's top and the
- * list's head. A transfer is in no other list, so the line uses q.
- */
-static void timer_add(retryd_multi *m, retryd_call *k)
-{
-    retryd_queue *last = retryd__queue_last(&m->line);
-    if (k->state == S_TRANSFER &&
-        (last == &m->line || k->due >= of_q(last)->due)) {
-        k->timer = T_LINE;
-        retryd__queue_insert_tail(&m->line, &k->q);
-        return;
-    }
-    k->timer = T_HEAP;
-    retryd__heap_insert(&m->heap, &k->heap_node, due_less);
-}
-
-static void timer_remove(retryd_multi *m, retryd_call *k)
-{
-    if (k->timer == T_HEAP)
-        retryd__heap_remove(&m->heap, &k->heap_node, due_less);
-    else if (k->timer == T_LINE)
-        retryd__queue_remove(&k->q);
-    k->timer = T_NONE;
-}
-
-/* The earliest timer, or NULL. */
-static retryd_call *timer_first(const retryd_multi *m)
-{
-    retryd_heap_node *top = retryd__heap_min(&m->heap);
-    retryd_call *h = top ? RETRYD_HEAP_DATA(top, retryd_call, heap_node) : 0;
-    retryd_queue *l = retryd__queue_head(&m->line);
-    if (l == &m->line || (h != NULL && h->due < of_q(l)->due))
-        return h;
-    return of_q(l);
-}
-
-/* --- where a call is: mstate() --------------------------------------------
- */
-
-#define TO(s) (1u << (s))
-/* The states each state may move to. S_TRANSFER to itself: the connect
- * deadline passed on a connected transfer, whose timer moves on to the
- * transfer's end. */
-static const unsigned legal_moves[] = {
-    [S_IDLE] = TO(S_ATTEMPT),
-    [S_ATTEMPT] = TO(S_PERMIT) | TO(S_TRANSFER) | TO(S_BACKOFF) | TO(S_DONE),
-    [S_PERMIT] = TO(S_ATTEMPT),
-    [S_TRANSFER] = TO(S_ATTEMPT) | TO(S_TRANSFER),
-    [S_BACKOFF] = TO(S_ATTEMPT),
-    [S_DONE] = TO(S_IDLE),
-};
-#undef TO
-
-/*
- * libcurl keeps idle connections for four times the transfers in its multi
- * at the moment one is given back, so the end of a burst would close the
- * connections the burst opened, and the next burst open them again. The
- * multi keeps as many as it ever ran transfers at once (at least
- * libcurl's easy default, 5), as the blocking executor's pooled handles
- * each keep theirs.
- */
-static void keep_connections(retryd_multi *m)
-{
-    if (++m->transfers <= m->max_transfers)
-        return;
-    m->max_transfers = m->transfers;
-    if (m->max_transfers > 5)
-        curl_multi_setopt(m->curl, CURLMOPT_MAXCONNECTS,
-                          (long)m->max_transfers);
-}
-
-/* When the transfer times out: the attempt's time from its start. */
-static int64_t transfer_end(const retryd_call *k)
-{
-    return retryd__add_sat(k->transfer_start, k->c.attempt_ns);
-}
-
-/* Out of the places of state @p from, on the way to @p to. */
-static void leave_state(retryd_multi *m, retryd_call *k, enum call_state from,
-                        enum call_state to)
-{
-    switch (from) {
-    case S_PERMIT:
-        retryd__queue_remove(&k->q);
-        k->pq = NULL;
-        m->n_waiting--;
-        break;
-    case S_TRANSFER:
-        if (to == S_TRANSFER)
-            break; /* only its timer moves */
-        curl_multi_remove_handle(m->curl, k->h->curl);
-        m->transfers--;
-        break;
-    case S_DONE:
-        retryd__queue_remove(&k->q);
-        break;
-    case S_IDLE:
-    case S_ATTEMPT:
-    case S_BACKOFF:
-        break;
-    }
-    timer_remove(m, k);
-}
-
-/*
- * Into the places of state @p to, come from @p from. A transfer's
- * deadlines are counted as libcurl would count them, from its start:
- * connected within the profile's connect timeout, done within the
- * attempt's time; the timer holds the earlier, transfer_due the rest. A
- * backoff counts from now, as retryd_execute sleeps from now: a
- * Retry-After is a floor from the answer that carried it.
- */
-static void enter_state(retryd_multi *m, retryd_call *k, enum call_state from,
-                        enum call_state to)
-{
-    int64_t now;
-    switch (to) {
-    case S_IDLE:
-        retryd__queue_remove(&k->all);
-        m->in_flight--;
-        return;
-    case S_ATTEMPT:
-        if (from == S_IDLE) {
-            retryd__queue_insert_head(&m->all, &k->all);
-            m->in_flight++;
-        }
-        return;
-    case S_PERMIT:
-        retryd__queue_insert_tail(&k->pq->calls, &k->q);
-        if (m->n_waiting++ == 0)
-            m->poll_due = retryd__now_ns() + PERMIT_POLL_NS;
-        k->due = k->c.permit_deadline;
-        break;
-    case S_TRANSFER:
-        if (from == S_TRANSFER) {
-            k->due = transfer_end(k);
-            break;
-        }
-        keep_connections(m);
-        now = retryd__now_ns();
-        k->transfer_start = now;
-        k->due = k->c.p->connect_timeout_ns < k->c.attempt_ns
-                     ? now + k->c.p->connect_timeout_ns
-                     : transfer_end(k);
-        break;
-    case S_BACKOFF:
-        k->due = retryd__now_ns() + k->c.wait;
-        break;
-    case S_DONE:
-        retryd__queue_insert_tail(&m->done, &k->q);
-        return;
-    }
-    timer_add(m, k);
-}
-
-/*
- * The one place a call changes state (curl's mstate() in lib/multi.c is
- * the model). A move the table does not allow is a bug that would leave a
- * call in two lists or none, so it stops the process, in every build: the
- * check is a table lookup, a few times a request.
- */
-static void mstate(retryd_multi *m, retryd_call *k, enum call_state to)
-{
-    enum call_state from = k->state;
-    if (!(legal_moves[from] & (1u << to)))
-        abort();
-    leave_state(m, k, from, to);
-    k->state = to;
-    enter_state(m, k, from, to);
-}
-
-/* --- calls and queues -----------------------------------------------------
- */
-
-/* Profile @p p's permit queue, made on first use; NULL: no memory. */
-static permit_queue *queue_of(retryd_multi *m, retryd_profile *p)
-{
-    RETRYD_QUEUE_FOREACH(it, &m->queues)
-    {
-        permit_queue *q = RETRYD_QUEUE_DATA(it, permit_queue, node);
-        if (q->p == p)
-            return q;
-    }
-    permit_queue *q = malloc(sizeof(*q));
-    if (q == NULL)
-        return NULL;
-    q->p = p;
-    retryd__queue_init(&q->calls);
-    retryd__queue_insert_tail(&m->queues, &q->node);
-    return q;
-}
-
-static retryd_call *call_alloc(retryd_multi *m)
-{
-    retryd_queue *n = retryd__queue_pop(&m->cache);
-    if (n != NULL) {
-        m->n_cache--;
-        return RETRYD_QUEUE_DATA(n, retryd_call, all);
-    }
-    /* Not zeroed: call_init sets what it reads, and the large first
-     * buffers are only sized (call.h). */
-    return malloc(sizeof(retryd_call));
-}
-
-static void call_release(retryd_multi *m, retryd_call *k)
-{
-    if (m->n_cache >= CALL_CACHE) {
-        free(k);
-        return;
-    }
-    retryd__queue_insert_head(&m->cache, &k->all);
-    m->n_cache++;
-}
 
 /* --- the state machine, driven -------------------------------------------- */
 
@@ -384,14 +60,14 @@ static void finish(retryd_multi *m, retryd_call *k, int err, bool with_result)
     if (with_result && k->c.n_att > 0 &&
         (k->result = retryd__call_result(&k->c)) == NULL)
         k->err = RETRYD_ENOMEM;
-    mstate(m, k, S_DONE);
+    retryd__mstate(m, k, S_DONE);
 }
 
 /* After retryd__attempt_decide (@p r): a backoff, or done. */
 static void decided(retryd_multi *m, retryd_call *k, int r)
 {
     if (r == 1)
-        mstate(m, k, S_BACKOFF);
+        retryd__mstate(m, k, S_BACKOFF);
     else
         finish(m, k, r, r == 0);
 }
@@ -416,7 +92,7 @@ static void begin_transfer(retryd_multi *m, retryd_call *k, easy *h)
     if (retryd__attempt_begin(&k->c) &&
         (rc = retryd__transfer_setup(&k->c, h, 0)) == CURLE_OK) {
         if (curl_multi_add_handle(m->curl, h->curl) == CURLM_OK) {
-            mstate(m, k, S_TRANSFER);
+            retryd__mstate(m, k, S_TRANSFER);
             return;
         }
         rc = CURLE_OUT_OF_MEMORY;
@@ -442,7 +118,7 @@ static void unpermitted(retryd_multi *m, retryd_call *k, int err)
 static void ask_permit(retryd_multi *m, retryd_call *k)
 {
     easy *h;
-    permit_queue *q = queue_of(m, k->c.p);
+    permit_queue *q = retryd__multi_queue_of(m, k->c.p);
     int r = q == NULL ? RETRYD_ENOMEM
             : !retryd__queue_empty(&q->calls)
                 ? RETRYD_EFULL
@@ -451,7 +127,7 @@ static void ask_permit(retryd_multi *m, retryd_call *k)
         begin_transfer(m, k, h);
     } else if (r == RETRYD_EFULL) {
         k->pq = q;
-        mstate(m, k, S_PERMIT);
+        retryd__mstate(m, k, S_PERMIT);
     } else {
         unpermitted(m, k, r);
     }
@@ -478,7 +154,7 @@ static void serve_queue(retryd_multi *m, permit_queue *q)
         int r = retryd__slot_try_take(q->p, &h);
         if (r == RETRYD_EFULL)
             return;
-        mstate(m, k, S_ATTEMPT);
+        retryd__mstate(m, k, S_ATTEMPT);
         if (r == 0)
             begin_transfer(m, k, h);
         else
@@ -513,7 +189,7 @@ static void permit_deadline(retryd_multi *m, retryd_call *k)
     serve_queues(m);
     if (k->state != S_PERMIT)
         return;
-    mstate(m, k, S_ATTEMPT);
+    retryd__mstate(m, k, S_ATTEMPT);
     unpermitted(m, k, RETRYD_ETIMEDOUT);
 }
 
@@ -530,7 +206,7 @@ static void stop(retryd_multi *m, retryd_call *k)
 {
     enum call_state was = k->state;
     k->c.cancelled = true; /* nothing more to the sink */
-    mstate(m, k, S_ATTEMPT);
+    retryd__mstate(m, k, S_ATTEMPT);
     if (was != S_TRANSFER)
         return;
     easy *h = k->h;
@@ -547,11 +223,11 @@ static void stop(retryd_multi *m, retryd_call *k)
 /* Its completion runs, then the call is gone. */
 static void complete(retryd_multi *m, retryd_call *k)
 {
-    mstate(m, k, S_IDLE);
+    retryd__mstate(m, k, S_IDLE);
     k->m = NULL; /* a late cancel finds it gone */
     k->done(k->done_ctx, k, k->err, k->result);
     retryd__call_free(&k->c);
-    call_release(m, k);
+    retryd__multi_call_release(m, k);
 }
 
 /* Stop @p k and complete it now with @p err (with what its attempts came
@@ -621,7 +297,7 @@ static bool read_messages(retryd_multi *m)
         curl_easy_getinfo(h, CURLINFO_PRIVATE, &priv);
         easy *e = (easy *)(void *)priv;
         retryd_call *k = of_call(e->call);
-        mstate(m, k, S_ATTEMPT); /* out of the curl multi */
+        retryd__mstate(m, k, S_ATTEMPT); /* out of the curl multi */
         retryd__transfer_done(&k->c, e, &retryd__attempt_current(&k->c)->a, rc);
         end_attempt(m, k, rc);
         /* Its completion at once: the caller usually frees the result
@@ -643,13 +319,13 @@ static bool read_messages(retryd_multi *m)
 static void transfer_due(retryd_multi *m, retryd_call *k)
 {
     easy *h = k->h;
-    int64_t end = transfer_end(k);
+    int64_t end = multi_transfer_end(k);
     bool connecting = k->due < end;
     if (connecting && k->c.trace.prereq_calls > 0) {
-        mstate(m, k, S_TRANSFER); /* its timer, to the transfer's end */
+        retryd__mstate(m, k, S_TRANSFER); /* its timer, to the transfer's end */
         return;
     }
-    mstate(m, k, S_ATTEMPT); /* out of the curl multi */
+    retryd__mstate(m, k, S_ATTEMPT); /* out of the curl multi */
     snprintf(h->errbuf, sizeof(h->errbuf),
              "%s timed out after %lld milliseconds",
              connecting ? "Connection" : "Operation",
@@ -667,9 +343,10 @@ static bool expire(retryd_multi *m, int64_t now)
     bool moved = false;
     /* Each case moves the call out of its state, or (a connected
      * transfer) its timer later. */
-    for (retryd_call *k; (k = timer_first(m)) != NULL && k->due <= now;) {
+    for (retryd_call *k;
+         (k = retryd__multi_timer_first(m)) != NULL && k->due <= now;) {
         if (k->state == S_BACKOFF) {
-            mstate(m, k, S_ATTEMPT);
+            retryd__mstate(m, k, S_ATTEMPT);
             start_attempt(m, k);
         } else if (k->state == S_TRANSFER)
             transfer_due(m, k);
@@ -689,7 +366,7 @@ static bool expire(retryd_multi *m, int64_t now)
 static int64_t next_due(const retryd_multi *m)
 {
     int64_t due = m->curl_due;
-    const retryd_call *t = timer_first(m);
+    const retryd_call *t = retryd__multi_timer_first(m);
     if (t != NULL && (due < 0 || t->due < due))
         due = t->due;
     if (m->n_waiting > 0 && (due < 0 || m->poll_due < due))
@@ -876,7 +553,7 @@ static int new_call(retryd_multi *m, retryd_profile *p,
                     const retryd_request *caller_req, retryd_call **ret)
 {
     const retryd_request *req;
-    retryd_call *k = call_alloc(m);
+    retryd_call *k = retryd__multi_call_alloc(m);
     if (k == NULL)
         return RETRYD_ENOMEM;
     /* As retryd_execute: read in place unless built against another
@@ -885,13 +562,13 @@ static int new_call(retryd_multi *m, retryd_profile *p,
     if (r == 0 && retryd__validate_request(req) < 0)
         r = RETRYD_EINVAL;
     if (r < 0) {
-        call_release(m, k);
+        retryd__multi_call_release(m, k);
         return r;
     }
     r = retryd__call_init(&k->c, p, req);
     if (r < 0) {
         retryd__call_free(&k->c);
-        call_release(m, k);
+        retryd__multi_call_release(m, k);
         return r;
     }
     *ret = k;
@@ -917,7 +594,7 @@ int retryd_multi_submit(retryd_multi *m, retryd_profile *p,
     k->timer = T_NONE;
     k->pq = NULL;
     retryd__queue_init(&k->q);
-    mstate(m, k, S_ATTEMPT); /* in flight */
+    retryd__mstate(m, k, S_ATTEMPT); /* in flight */
     if (ret_call != NULL)
         *ret_call = k;
     start_attempt(m, k);
