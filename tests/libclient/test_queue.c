@@ -36,6 +36,16 @@ static void expect_keys(const retryd_queue *h, const int *want, size_t n)
     cr_expect_eq(retryd__queue_empty(h), n == 0);
 }
 
+/* A list of @p n items keyed @p first, first + 1, ... in order. */
+static void fill(retryd_queue *h, item *it, int n, int first)
+{
+    retryd__queue_init(h);
+    for (int i = 0; i < n; i++) {
+        it[i].key = first + i;
+        retryd__queue_insert_tail(h, &it[i].node);
+    }
+}
+
 Test(queue, new_list_is_empty_and_pop_returns_null)
 {
     retryd_queue h;
@@ -64,11 +74,7 @@ Test(queue, removing_first_middle_and_last_relinks_the_rest)
 {
     retryd_queue h;
     item it[5];
-    retryd__queue_init(&h);
-    for (int i = 0; i < 5; i++) {
-        it[i].key = i;
-        retryd__queue_insert_tail(&h, &it[i].node);
-    }
+    fill(&h, it, 5, 0);
     retryd__queue_remove(&it[2].node);
     expect_keys(&h, (int[]){0, 1, 3, 4}, 4);
     retryd__queue_remove(&it[0].node);
@@ -85,10 +91,8 @@ Test(queue, removing_first_middle_and_last_relinks_the_rest)
 Test(queue, pop_takes_from_the_head_until_empty)
 {
     retryd_queue h;
-    item it[3] = {{.key = 7}, {.key = 8}, {.key = 9}};
-    retryd__queue_init(&h);
-    for (int i = 0; i < 3; i++)
-        retryd__queue_insert_tail(&h, &it[i].node);
+    item it[3];
+    fill(&h, it, 3, 7);
     for (int want = 7; want <= 9; want++) {
         retryd_queue *n = retryd__queue_pop(&h);
         cr_assert_not_null(n);
@@ -103,11 +107,7 @@ Test(queue, safe_walk_may_remove_the_node_it_is_on)
 {
     retryd_queue h;
     item it[6];
-    retryd__queue_init(&h);
-    for (int i = 0; i < 6; i++) {
-        it[i].key = i;
-        retryd__queue_insert_tail(&h, &it[i].node);
-    }
+    fill(&h, it, 6, 0);
     RETRYD_QUEUE_FOREACH_SAFE(n, &h)
     {
         if (key_of(n) % 2 == 1)
@@ -137,11 +137,9 @@ Test(queue, insert_after_a_node_puts_it_next)
 Test(queue, a_node_moves_from_one_list_to_another)
 {
     retryd_queue a, b;
-    item it[3] = {{.key = 0}, {.key = 1}, {.key = 2}};
-    retryd__queue_init(&a);
+    item it[3];
+    fill(&a, it, 3, 0);
     retryd__queue_init(&b);
-    for (int i = 0; i < 3; i++)
-        retryd__queue_insert_tail(&a, &it[i].node);
     retryd__queue_remove(&it[1].node);
     retryd__queue_insert_tail(&b, &it[1].node);
     expect_keys(&a, (int[]){0, 2}, 2);
