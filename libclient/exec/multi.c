@@ -7,7 +7,7 @@
  * each call advances whenever what it waits for arrives, and in between it
  * sits in one place that says what it waits for: its state. What each
  * state holds, and the one function that moves a call between them
- * (retryd__mstate), are in multi_state.h; this file drives the calls
+ * (mstate), are in multi_state.h; this file drives the calls
  * through them. The caller's loop sees one timer: the earliest of
  * libcurl's, the calls' timers, the permit queues' polling and "at once"
  * when a completion is due.
@@ -60,14 +60,14 @@ static void finish(retryd_multi *m, retryd_call *k, int err, bool with_result)
     if (with_result && k->c.n_att > 0 &&
         (k->result = retryd__call_result(&k->c)) == NULL)
         k->err = RETRYD_ENOMEM;
-    retryd__mstate(m, k, S_DONE);
+    mstate(m, k, S_DONE);
 }
 
 /* After retryd__attempt_decide (@p r): a backoff, or done. */
 static void decided(retryd_multi *m, retryd_call *k, int r)
 {
     if (r == 1)
-        retryd__mstate(m, k, S_BACKOFF);
+        mstate(m, k, S_BACKOFF);
     else
         finish(m, k, r, r == 0);
 }
@@ -92,7 +92,7 @@ static void begin_transfer(retryd_multi *m, retryd_call *k, easy *h)
     if (retryd__attempt_begin(&k->c) &&
         (rc = retryd__transfer_setup(&k->c, h, 0)) == CURLE_OK) {
         if (curl_multi_add_handle(m->curl, h->curl) == CURLM_OK) {
-            retryd__mstate(m, k, S_TRANSFER);
+            mstate(m, k, S_TRANSFER);
             return;
         }
         rc = CURLE_OUT_OF_MEMORY;
@@ -127,7 +127,7 @@ static void ask_permit(retryd_multi *m, retryd_call *k)
         begin_transfer(m, k, h);
     } else if (r == RETRYD_EFULL) {
         k->pq = q;
-        retryd__mstate(m, k, S_PERMIT);
+        mstate(m, k, S_PERMIT);
     } else {
         unpermitted(m, k, r);
     }
@@ -154,7 +154,7 @@ static void serve_queue(retryd_multi *m, permit_queue *q)
         int r = retryd__slot_try_take(q->p, &h);
         if (r == RETRYD_EFULL)
             return;
-        retryd__mstate(m, k, S_ATTEMPT);
+        mstate(m, k, S_ATTEMPT);
         if (r == 0)
             begin_transfer(m, k, h);
         else
@@ -189,7 +189,7 @@ static void permit_deadline(retryd_multi *m, retryd_call *k)
     serve_queues(m);
     if (k->state != S_PERMIT)
         return;
-    retryd__mstate(m, k, S_ATTEMPT);
+    mstate(m, k, S_ATTEMPT);
     unpermitted(m, k, RETRYD_ETIMEDOUT);
 }
 
@@ -206,7 +206,7 @@ static void stop(retryd_multi *m, retryd_call *k)
 {
     enum call_state was = k->state;
     k->c.cancelled = true; /* nothing more to the sink */
-    retryd__mstate(m, k, S_ATTEMPT);
+    mstate(m, k, S_ATTEMPT);
     if (was != S_TRANSFER)
         return;
     easy *h = k->h;
@@ -223,7 +223,7 @@ static void stop(retryd_multi *m, retryd_call *k)
 /* Its completion runs, then the call is gone. */
 static void complete(retryd_multi *m, retryd_call *k)
 {
-    retryd__mstate(m, k, S_IDLE);
+    mstate(m, k, S_IDLE);
     k->m = NULL; /* a late cancel finds it gone */
     k->done(k->done_ctx, k, k->err, k->result);
     retryd__call_free(&k->c);
@@ -297,7 +297,7 @@ static bool read_messages(retryd_multi *m)
         curl_easy_getinfo(h, CURLINFO_PRIVATE, &priv);
         easy *e = (easy *)(void *)priv;
         retryd_call *k = of_call(e->call);
-        retryd__mstate(m, k, S_ATTEMPT); /* out of the curl multi */
+        mstate(m, k, S_ATTEMPT); /* out of the curl multi */
         retryd__transfer_done(&k->c, e, &retryd__attempt_current(&k->c)->a, rc);
         end_attempt(m, k, rc);
         /* Its completion at once: the caller usually frees the result
@@ -322,10 +322,10 @@ static void transfer_due(retryd_multi *m, retryd_call *k)
     int64_t end = multi_transfer_end(k);
     bool connecting = k->due < end;
     if (connecting && k->c.trace.prereq_calls > 0) {
-        retryd__mstate(m, k, S_TRANSFER); /* its timer, to the transfer's end */
+        mstate(m, k, S_TRANSFER); /* its timer, to the transfer's end */
         return;
     }
-    retryd__mstate(m, k, S_ATTEMPT); /* out of the curl multi */
+    mstate(m, k, S_ATTEMPT); /* out of the curl multi */
     snprintf(h->errbuf, sizeof(h->errbuf),
              "%s timed out after %lld milliseconds",
              connecting ? "Connection" : "Operation",
@@ -346,12 +346,13 @@ static bool expire(retryd_multi *m, int64_t now)
     for (retryd_call *k;
          (k = retryd__multi_timer_first(m)) != NULL && k->due <= now;) {
         if (k->state == S_BACKOFF) {
-            retryd__mstate(m, k, S_ATTEMPT);
+            mstate(m, k, S_ATTEMPT);
             start_attempt(m, k);
-        } else if (k->state == S_TRANSFER)
+        } else if (k->state == S_TRANSFER) {
             transfer_due(m, k);
-        else
+        } else {
             permit_deadline(m, k);
+        }
         moved = true;
     }
     if (m->n_waiting > 0 && m->poll_due <= now) {
@@ -594,7 +595,7 @@ int retryd_multi_submit(retryd_multi *m, retryd_profile *p,
     k->timer = T_NONE;
     k->pq = NULL;
     retryd__queue_init(&k->q);
-    retryd__mstate(m, k, S_ATTEMPT); /* in flight */
+    mstate(m, k, S_ATTEMPT); /* in flight */
     if (ret_call != NULL)
         *ret_call = k;
     start_attempt(m, k);
