@@ -104,6 +104,8 @@ typedef struct parse_state {
     int header_line; /* of the section header being read */
     seen_lines seen_daemon, seen_defaults, seen_limits;
     seen_lines *seen_upstreams; /* parallel to cfg->upstreams */
+    size_t cap_upstreams;       /* of both arrays; grown by doubling */
+    size_t last_upstream;       /* the section read last: its keys follow */
     bool allow_groups_set;
     char error[384]; /* the handler's reason; the line comes from inih */
     char rel_control[CONFIG_SOCKET_MAX];
@@ -618,28 +620,48 @@ static int limits_finish(config *c, const parse_state *st, char *err,
     return 0;
 }
 
+/* Room for one more upstream in cfg->upstreams and st->seen_upstreams.
+ * Doubling: a file of thousands of sections is read in linear time. */
+static int grow_upstreams(parse_state *st)
+{
+    config *c = st->cfg;
+    if (c->n_upstreams < st->cap_upstreams)
+        return 0;
+    size_t cap = st->cap_upstreams ? 2 * st->cap_upstreams : 16;
+    if (cap > CONFIG_MAX_UPSTREAMS)
+        cap = CONFIG_MAX_UPSTREAMS;
+    upstream_conf *more = realloc(c->upstreams, cap * sizeof(*more));
+    if (more == NULL)
+        return -1;
+    c->upstreams = more;
+    seen_lines *seen = realloc(st->seen_upstreams, cap * sizeof(*seen));
+    if (seen == NULL)
+        return -1;
+    st->seen_upstreams = seen;
+    st->cap_upstreams = cap;
+    return 0;
+}
+
 static upstream_conf *upstream_section(parse_state *st, const char *name,
                                        seen_lines **ret_seen)
 {
     config *c = st->cfg;
+    size_t last = st->last_upstream;
+    if (last < c->n_upstreams && strcmp(c->upstreams[last].name, name) == 0) {
+        *ret_seen = &st->seen_upstreams[last];
+        return &c->upstreams[last];
+    }
     for (size_t i = 0; i < c->n_upstreams; i++)
         if (strcmp(c->upstreams[i].name, name) == 0) {
+            st->last_upstream = i;
             *ret_seen = &st->seen_upstreams[i];
             return &c->upstreams[i];
         }
-    if (c->n_upstreams == CONFIG_MAX_UPSTREAMS)
+    if (c->n_upstreams == CONFIG_MAX_UPSTREAMS || grow_upstreams(st) < 0)
         return NULL;
-    upstream_conf *more =
-        realloc(c->upstreams, (c->n_upstreams + 1) * sizeof(*more));
-    if (more == NULL)
-        return NULL;
-    c->upstreams = more;
-    seen_lines *seen =
-        realloc(st->seen_upstreams, (c->n_upstreams + 1) * sizeof(*seen));
-    if (seen == NULL)
-        return NULL;
-    st->seen_upstreams = seen;
-    *ret_seen = memset(&seen[c->n_upstreams], 0, sizeof(*seen));
+    *ret_seen = memset(&st->seen_upstreams[c->n_upstreams], 0,
+                       sizeof(**ret_seen));
+    st->last_upstream = c->n_upstreams;
     upstream_conf *u = &c->upstreams[c->n_upstreams++];
     memset(u, 0, sizeof(*u));
     strcpy(u->name, name);
