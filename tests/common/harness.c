@@ -71,16 +71,22 @@ int rd_daemon_start(rd_daemon *d)
     }
     close(p[1]);
     d->pid = pid;
+    /* The bound is for a daemon that never gets ready, not a measure of
+     * speed: a sanitized daemon reading thousands of sections on a busy
+     * machine takes seconds. */
     char buf[8] = {0};
     struct pollfd pf = {.fd = p[0], .events = POLLIN};
-    int ready = poll(&pf, 1, 10000) == 1 && read(p[0], buf, 6) == 6 &&
-                memcmp(buf, "READY\n", 6) == 0;
+    int polled;
+    while ((polled = poll(&pf, 1, RD_DAEMON_READY_MS)) < 0 && errno == EINTR)
+        ;
+    ssize_t got = polled == 1 ? read(p[0], buf, 6) : -1;
     close(p[0]);
-    if (!ready) {
-        rd_daemon_stop(d, SIGKILL);
-        return -ETIMEDOUT;
-    }
-    return 0;
+    if (got == 6 && memcmp(buf, "READY\n", 6) == 0)
+        return 0;
+    rd_daemon_stop(d, SIGKILL);
+    /* A closed pipe: the daemon exited (its log says why); else no word
+     * within the bound. */
+    return got == 0 ? -ECHILD : -ETIMEDOUT;
 }
 
 int rd_daemon_stop(rd_daemon *d, int sig)

@@ -34,7 +34,13 @@ int rd_daemon_init(rd_daemon *d, const char *extra);
 /* Rewrite the configuration with another @p extra. */
 int rd_daemon_write_config(rd_daemon *d, const char *extra);
 
-/* Start retryd and wait (at most 10 s) for it to be serving. */
+/* How long rd_daemon_start() waits for READY: a bound for a daemon that
+ * hangs, generous enough for a sanitized one on a loaded machine. */
+#define RD_DAEMON_READY_MS 60000
+
+/* Start retryd and wait (at most RD_DAEMON_READY_MS) for it to be
+ * serving: 0, -ECHILD when it exited first (its log says why), or
+ * -ETIMEDOUT. */
 int rd_daemon_start(rd_daemon *d);
 
 /* Send @p sig (and SIGCONT, in case a test stopped it) and reap it (at

@@ -124,7 +124,8 @@ static void setup(void)
     /* At info: debug would log each stats connection. */
     cr_assert_eq(rd_write_config_at(D.config, D.runtime, "info", extra), 0);
     free(extra);
-    cr_assert_eq(rd_daemon_start(&D), 0, "daemon did not start: %s",
+    int rc = rd_daemon_start(&D);
+    cr_assert_eq(rc, 0, "daemon did not start (%s): %s", strerror(-rc),
                  daemon_log());
 }
 
