@@ -65,10 +65,11 @@ static void on_done(void *ctx, retryd_call *call, int err, retryd_result *r)
     j->done_ns = now_ns();
 }
 
-/* Submit GET or POST @p path with "id=<id>" appended. */
-static void submit(retryd_multi *m, retryd_profile *p, job *j, const char *id,
-                   const char *path, const char *method,
-                   retryd_idempotency idem)
+/* Submit GET or POST @p path with "id=<id>" appended, its deadline
+ * @p deadline_ns from now. */
+static void submit_until(retryd_multi *m, retryd_profile *p, job *j,
+                         const char *id, const char *path, const char *method,
+                         retryd_idempotency idem, int64_t deadline_ns)
 {
     snprintf(j->id, sizeof(j->id), "%s", id);
     snprintf(j->path, sizeof(j->path), "%s%cid=%s", path,
@@ -77,9 +78,17 @@ static void submit(retryd_multi *m, retryd_profile *p, job *j, const char *id,
                             .method = method,
                             .path = j->path,
                             .idempotency = idem,
-                            .deadline_ns = 20 * S};
+                            .deadline_ns = deadline_ns};
     cr_assert_eq(retryd_multi_submit(m, p, &j->q, on_done, j, &j->call), 0,
                  "%s", id);
+}
+
+/* The same with a deadline of 20 s. */
+static void submit(retryd_multi *m, retryd_profile *p, job *j, const char *id,
+                   const char *path, const char *method,
+                   retryd_idempotency idem)
+{
+    submit_until(m, p, j, id, path, method, idem, 20 * S);
 }
 
 typedef bool (*cond_fn)(void *arg);
@@ -157,19 +166,36 @@ static void submit_kind(retryd_multi *m, retryd_profile *p, job *j,
     submit(m, p, j, id, k->path, k->method, k->idem);
 }
 
+/* How many of @p j's attempts may have reached the server: all but those
+ * whose evidence proves no byte of the request was written. An attempt
+ * that timed out before its connection was accepted (a slow machine, a
+ * busy server) is NOT_SENT, and the server never saw it. */
+static long attempts_sent(const job *j)
+{
+    long sent = 0;
+    for (size_t i = 0; i < retryd_result_attempt_count(j->r); i++)
+        sent += retryd_result_attempt(j->r, i)->evidence !=
+                RETRYD_EVIDENCE_NOT_SENT;
+    return sent;
+}
+
 static void check_job(const job *j, const kind *k)
 {
     cr_assert_eq(j->calls, 1, "%s: completed %d times", j->id, j->calls);
     cr_assert_eq(j->err, 0, "%s: %s", j->id, retryd_strerror(j->err));
-    long n = testsrv_wait_count(srv, j->id, k->executions, 5000);
-    if (k->idem == RETRYD_IDEMPOTENCY_NON_IDEMPOTENT && k->status != 429)
-        cr_assert_leq(n, 1, "%s: a payment executed %ld times", j->id, n);
-    cr_expect_eq(n, k->executions, "%s: executions", j->id);
     cr_expect_eq(retryd_result_outcome(j->r), k->outcome, "%s: %s", j->id,
                  retryd_outcome_name(retryd_result_outcome(j->r)));
     cr_expect_eq(retryd_result_status(j->r), k->status, "%s: status", j->id);
     cr_expect_eq(retryd_result_attempt_count(j->r), (size_t)k->executions,
                  "%s: attempts", j->id);
+    /* Answered attempts were executed by definition; an attempt cut by its
+     * own timeout was executed exactly when its evidence says it was sent:
+     * the evidence must never claim less than the server saw, nor more. */
+    long want = k->slow ? attempts_sent(j) : k->executions;
+    long n = testsrv_wait_count(srv, j->id, want, 5000);
+    if (k->idem == RETRYD_IDEMPOTENCY_NON_IDEMPOTENT && k->status != 429)
+        cr_assert_leq(n, 1, "%s: a payment executed %ld times", j->id, n);
+    cr_expect_eq(n, want, "%s: executions", j->id);
 }
 
 /* A Retry-After is a floor at the server: the second execution arrived a
@@ -185,39 +211,79 @@ static void check_retry_after(const job *j)
                   j->id, (long long)(at[1] - at[0]));
 }
 
+/* The jobs of hundreds_of_requests_on_one_thread: every kind, and beside
+ * them calls the server holds until the client hangs up. */
+static job hundreds[N_KINDS][PER_KIND];
+static job held[PER_KIND];
+
+static bool all_kinds_done(void *arg)
+{
+    (void)arg;
+    for (size_t k = 0; k < N_KINDS; k++)
+        for (int i = 0; i < PER_KIND; i++)
+            if (hundreds[k][i].calls == 0)
+                return false;
+    return true;
+}
+
+static bool held_at_server(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < PER_KIND; i++)
+        if (testsrv_count(srv, held[i].id) < 1)
+            return false;
+    return true;
+}
+
 Test(multi, hundreds_of_requests_on_one_thread)
 {
-    static job jobs[N_KINDS][PER_KIND];
     retryd_backoff_policy ra = exec_fast;
     retryd_profile *p = exec_profile((retryd_profile_opts){
         .max_attempts = 2, .bulkhead = 1000, .backoff = &ra});
     retryd_profile *slow = exec_profile((retryd_profile_opts){
         .max_attempts = 2, .bulkhead = 1000, .attempt_timeout_ns = 300 * MS});
     retryd_multi *m = new_multi();
-    /* Interleaved, so that every kind is in flight with every other. */
-    for (int i = 0; i < PER_KIND; i++)
+    /* Interleaved, so that every kind is in flight with every other, and
+     * with calls that no answer will end. */
+    for (int i = 0; i < PER_KIND; i++) {
+        char id[48];
+        snprintf(id, sizeof(id), "held-%d", i);
+        submit_until(m, p, &held[i], id, "/hold?ms=3600000", "GET",
+                     RETRYD_IDEMPOTENCY_SAFE, 3600 * S);
         for (size_t k = 0; k < N_KINDS; k++)
-            submit_kind(m, kinds[k].slow ? slow : p, &jobs[k][i], &kinds[k], "",
-                        i);
-    cr_assert_eq(retryd_multi_in_flight(m), N_KINDS * PER_KIND);
-    cr_assert_eq(retryd_multi_run(m, 30 * S), 0);
+            submit_kind(m, kinds[k].slow ? slow : p, &hundreds[k][i],
+                        &kinds[k], "", i);
+    }
+    cr_assert_eq(retryd_multi_in_flight(m), (N_KINDS + 1) * PER_KIND);
+    /* Calls held by their server stall no one: every other call completes
+     * while all of them are still held (a condition, not a race: nothing
+     * but the test's cancel below ends a held call). */
+    cr_assert(run_until(m, all_kinds_done, NULL, 60000),
+              "the other calls did not complete beside the held ones");
+    cr_assert(run_until(m, held_at_server, NULL, 30000),
+              "the held calls did not all reach the server");
+    cr_assert_eq(retryd_multi_in_flight(m), PER_KIND);
+    for (int i = 0; i < PER_KIND; i++) {
+        cr_assert_eq(held[i].calls, 0, "%s: ended while held", held[i].id);
+        cr_assert_eq(retryd_multi_cancel(m, held[i].call), 0);
+        cr_assert_eq(held[i].calls, 1, "%s: cancel completes it", held[i].id);
+        cr_expect_eq(held[i].err, RETRYD_ECANCELED, "%s", held[i].id);
+        cr_expect_eq(retryd_result_attempt_count(held[i].r), 1, "%s",
+                     held[i].id);
+        cr_expect_eq(retryd_result_evidence(held[i].r),
+                     RETRYD_EVIDENCE_SENT_NO_RESPONSE, "%s", held[i].id);
+        cr_expect_eq(testsrv_count(srv, held[i].id), 1, "%s", held[i].id);
+        retryd_result_free(held[i].r);
+    }
     cr_assert_eq(retryd_multi_in_flight(m), 0);
-    int64_t first_hold = INT64_MAX, last_ok = 0;
     for (size_t k = 0; k < N_KINDS; k++)
         for (int i = 0; i < PER_KIND; i++) {
-            job *j = &jobs[k][i];
+            job *j = &hundreds[k][i];
             check_job(j, &kinds[k]);
             if (strcmp(kinds[k].name, "later") == 0)
                 check_retry_after(j);
-            if (strcmp(kinds[k].name, "hold") == 0 && j->done_ns < first_hold)
-                first_hold = j->done_ns;
-            if (strcmp(kinds[k].name, "ok") == 0 && j->done_ns > last_ok)
-                last_ok = j->done_ns;
             retryd_result_free(j->r);
         }
-    /* Requests whose attempts each wait 300 ms for nothing stall no one. */
-    cr_expect_lt(last_ok, first_hold,
-                 "every /ok answered before the first /hold gave up");
     retryd_multi_free(m);
     retryd_profile_free(p);
     retryd_profile_free(slow);
@@ -439,9 +505,8 @@ Test(multi, cancel_during_a_backoff_ends_the_wait)
     submit(m, p, &j, "cb", "/status?code=503", "GET", RETRYD_IDEMPOTENCY_SAFE);
     granted g = {up, 10, "cb"};
     cr_assert(run_until(m, retry_granted, &g, 5000));
-    int64_t t0 = now_ns();
+    /* Completed inside the cancel: the 2 s wait was not waited. */
     cr_assert_eq(retryd_multi_cancel(m, j.call), 0);
-    cr_expect_lt(now_ns() - t0, 500 * MS, "the 2 s wait was not waited");
     cr_assert_eq(j.calls, 1);
     cr_assert_eq(j.err, RETRYD_ECANCELED);
     cr_assert_eq(retryd_result_attempt_count(j.r), 1);
@@ -524,8 +589,8 @@ Test(multi, a_deadline_bounds_a_permit_wait)
                  0);
     cr_assert(run_until(m, job_done, &late, 5000));
     cr_assert_eq(late.calls, 1);
+    /* Not before the deadline; bounded by it, run_until's bound says. */
     cr_expect_geq(late.done_ns - t0, 300 * MS, "not before the deadline");
-    cr_expect_lt(late.done_ns - t0, 2 * S, "bounded by it");
     const retryd_attempt *a = retryd_result_attempt(late.r, 0);
     cr_expect_eq(retryd_result_attempt_count(late.r), 1);
     cr_expect_eq(a->evidence, RETRYD_EVIDENCE_NOT_SENT);
