@@ -659,8 +659,8 @@ static upstream_conf *upstream_section(parse_state *st, const char *name,
         }
     if (c->n_upstreams == CONFIG_MAX_UPSTREAMS || grow_upstreams(st) < 0)
         return NULL;
-    *ret_seen = memset(&st->seen_upstreams[c->n_upstreams], 0,
-                       sizeof(**ret_seen));
+    *ret_seen =
+        memset(&st->seen_upstreams[c->n_upstreams], 0, sizeof(**ret_seen));
     st->last_upstream = c->n_upstreams;
     upstream_conf *u = &c->upstreams[c->n_upstreams++];
     memset(u, 0, sizeof(*u));

@@ -251,8 +251,8 @@ Test(multi, hundreds_of_requests_on_one_thread)
         submit_until(m, p, &held[i], id, "/hold?ms=3600000", "GET",
                      RETRYD_IDEMPOTENCY_SAFE, 3600 * S);
         for (size_t k = 0; k < N_KINDS; k++)
-            submit_kind(m, kinds[k].slow ? slow : p, &hundreds[k][i],
-                        &kinds[k], "", i);
+            submit_kind(m, kinds[k].slow ? slow : p, &hundreds[k][i], &kinds[k],
+                        "", i);
     }
     cr_assert_eq(retryd_multi_in_flight(m), (N_KINDS + 1) * PER_KIND);
     /* Calls held by their server stall no one: every other call completes
