@@ -12,7 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "log.h"
+#include "core/log.h"
 
 static pid_t main_pid;       /* the only process that notifies */
 static uint64_t watchdog_ns; /* 0: no watchdog asked for */

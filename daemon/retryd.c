@@ -25,13 +25,16 @@
 #include <unistd.h>
 
 #include <sys/pidfd.h>
-#include "rcu.h"
+#include "core/rcu.h"
 
 #include "shared/bucket.h"
+#include "control/control.h"
 #include "daemon.h"
-#include "log.h"
+#include "segment/upstreams.h"
+#include "stats/stats.h"
+#include "core/log.h"
 #include "notify.h"
-#include "metrics.h"
+#include "stats/metrics.h"
 #include "base/macros.h"
 #include "retryd/common.h"
 

@@ -14,7 +14,7 @@
 #include <urcu/rculfhash.h>
 #include <urcu/urcu-memb.h> /* struct rcu_head */
 
-#include "config.h"
+#include "core/config.h"
 
 typedef struct reg_entry {
     struct cds_lfht_node node;

@@ -5,7 +5,7 @@
  * mistake. Nothing half-parsed is ever used: a reload that fails keeps the
  * running configuration.
  */
-#include "config.h"
+#include "core/config.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -22,7 +22,7 @@
 
 #include <ini.h>
 
-#include "log.h"
+#include "core/log.h"
 #include "prom.h"
 #include "retryd/common.h"
 

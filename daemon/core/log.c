@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-#include "log.h"
+#include "core/log.h"
 
 #include <pthread.h>
 #include <stdarg.h>

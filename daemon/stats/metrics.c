@@ -17,7 +17,7 @@
  * request must be whole within METRICS_REQUEST_TIMEOUT_MS: a slowloris
  * holds places only briefly and never the one a scraper needs.
  */
-#include "metrics.h"
+#include "stats/metrics.h"
 
 #include <errno.h>
 #include <netinet/in.h>
@@ -31,10 +31,10 @@
 
 #include <microhttpd.h>
 
-#include "daemon.h"
-#include "log.h"
+#include "stats/stats.h"
+#include "core/log.h"
 #include "prom.h"
-#include "rcu.h"
+#include "core/rcu.h"
 #include "base/clock.h"
 #include "retryd/common.h"
 

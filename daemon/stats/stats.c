@@ -19,14 +19,14 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "rcu.h"
-
-#include "shared/bucket.h"
-#include "daemon.h"
-#include "frame_io.h"
+#include "base/clock.h"
+#include "core/frame_io.h"
+#include "core/log.h"
+#include "core/peer.h"
+#include "core/rcu.h"
 #include "shared/frame.h"
-#include "log.h"
-#include "metrics.h"
+#include "stats/metrics.h"
+#include "stats/stats.h"
 #include "retryd.pb-c.h"
 #include "retryd/common.h"
 
@@ -60,7 +60,6 @@ struct stats_loop {
     size_t pending;   /* reply bytes queued, all readers together */
     metrics *metrics; /* the /metrics endpoint, NULL when off */
 };
-
 /* Queue @p msg as the reply, behind its frame header. RETRYD_EFULL when
  * the replies waiting would go over STATS_OUTPUT_TOTAL_MAX. */
 static int queue_reply(stats_conn *c, const ProtobufCMessage *msg)
@@ -82,154 +81,6 @@ static int queue_reply(stats_conn *c, const ProtobufCMessage *msg)
     c->loop->pending += c->out_len;
     return 0;
 }
-
-static void fill_counters(Retryd__Counters *c, const uint64_t t[SEG_COUNTERS],
-                          uint64_t *numbers)
-{
-    retryd__counters__init(c);
-    c->deposits = t[SEG_C_DEPOSITS];
-    c->retries_granted = t[SEG_C_GRANTED];
-    c->n_denied = STATS_DENIED;
-    c->denied = numbers;
-    numbers[0] = 0;
-    for (int i = 1; i < STATS_DENIED; i++)
-        numbers[i] = t[SEG_C_DENIED_FIRST + i - 1];
-    c->ambiguous = t[SEG_C_AMBIGUOUS];
-    c->n_evidence = SEG_C_EVIDENCE_COUNT;
-    c->evidence = numbers + STATS_DENIED;
-    for (int i = 0; i < SEG_C_EVIDENCE_COUNT; i++)
-        c->evidence[i] = t[SEG_C_EVIDENCE_FIRST + i];
-    c->refilled_micro = t[SEG_C_REFILLED_MICRO];
-    c->discarded_micro = t[SEG_C_DISCARDED_MICRO];
-}
-
-static int add_upstream(const reg_entry *e, void *arg)
-{
-    stats_build *b = arg;
-    if (b->n == b->cap)
-        return 1;
-    seg_upstream *s = retryd__segment_upstream(&b->d->seg.view, e->slot);
-    if (s == NULL)
-        return 0;
-    size_t i = b->n++;
-    Retryd__UpstreamStats *u = &b->ups[i];
-    retryd__upstream_stats__init(u);
-    retryd__params__init(&b->params[i]);
-    b->params[i].ratio_micro = atomic_load(&s->ratio_micro);
-    b->params[i].floor_micro_per_s = atomic_load(&s->floor_micro_per_s);
-    b->params[i].cap_micro = atomic_load(&s->cap_micro);
-    memcpy(b->names[i], e->name, sizeof(b->names[i]));
-    u->name = b->names[i];
-    u->slot = e->slot;
-    u->slot_generation = e->generation;
-    u->params = &b->params[i];
-    /* Foreseen, not claimed: stats never write. The coarse clock is the
-     * one the clients' refills read. */
-    u->balance_micro =
-        retryd__bucket_projected_balance(s, retryd__clock_coarse_ns());
-    fill_counters(&b->counters[i], b->totals[e->slot],
-                  b->numbers + i * STATS_NUMBERS);
-    u->counters = &b->counters[i];
-    b->up_ptrs[i] = u;
-    return 0;
-}
-
-/* Per-process rows; the arrays are sized by the caller. */
-static size_t add_processes(const server *d, stats_snapshot *s)
-{
-    size_t n = 0;
-    for (uint32_t i = 0; i < d->seg.view.process_capacity; i++) {
-        seg_process *p = &d->seg.view.processes[i];
-        if (seg_ident_state(atomic_load(&p->ident)) != SEG_ACTIVE)
-            continue;
-        uint64_t t[SEG_COUNTERS];
-        Retryd__ProcessStats *ps = &s->ps[n];
-        owner_process_totals(&d->seg, i, t);
-        retryd__process_stats__init(ps);
-        ps->pid = (uint32_t)atomic_load(&p->pid);
-        ps->start_time = atomic_load(&p->start_time);
-        ps->uid = (uint32_t)atomic_load(&p->uid);
-        ps->slot = i;
-        owner_process_program(&d->seg, i, s->programs[n]);
-        ps->program = s->programs[n];
-        fill_counters(&s->pcs[n], t, s->pnum + n * STATS_NUMBERS);
-        ps->counters = &s->pcs[n];
-        s->pptr[n] = ps;
-        n++;
-    }
-    return n;
-}
-
-void stats_snapshot_free(stats_snapshot *s)
-{
-    free(s->ps), free(s->pptr), free(s->pcs), free(s->pnum);
-    free(s->programs);
-    free(s->b.totals), free(s->b.ups), free(s->b.up_ptrs), free(s->b.names);
-    free(s->b.params), free(s->b.counters), free(s->b.numbers);
-    memset(s, 0, sizeof(*s));
-}
-
-static int snapshot_alloc(stats_snapshot *s, size_t ucap, size_t pcap)
-{
-    s->ps = calloc(pcap + 1, sizeof(*s->ps));
-    s->pptr = calloc(pcap + 1, sizeof(*s->pptr));
-    s->pcs = calloc(pcap + 1, sizeof(*s->pcs));
-    s->pnum = calloc((pcap + 1) * STATS_NUMBERS, sizeof(*s->pnum));
-    s->programs = calloc(pcap + 1, sizeof(*s->programs));
-    s->b.totals = calloc(ucap, sizeof(*s->b.totals));
-    s->b.ups = calloc(ucap, sizeof(*s->b.ups));
-    s->b.up_ptrs = calloc(ucap, sizeof(*s->b.up_ptrs));
-    s->b.names = calloc(ucap, sizeof(*s->b.names));
-    s->b.params = calloc(ucap, sizeof(*s->b.params));
-    s->b.counters = calloc(ucap, sizeof(*s->b.counters));
-    s->b.numbers = calloc(ucap * STATS_NUMBERS, sizeof(*s->b.numbers));
-    if (!s->ps || !s->pptr || !s->pcs || !s->pnum || !s->programs ||
-        !s->b.totals || !s->b.ups || !s->b.up_ptrs || !s->b.names ||
-        !s->b.params || !s->b.counters || !s->b.numbers)
-        return RETRYD_ENOMEM;
-    return 0;
-}
-
-/* Everything is read under one RCU section and copied out of it: what is
- * done with the reply (a socket send, a rendering) happens after. */
-int stats_snapshot_take(server *d, bool processes, stats_snapshot *s)
-{
-    size_t ucap = d->seg.view.upstream_capacity;
-    size_t pcap = processes ? d->seg.view.process_capacity : 0;
-    memset(s, 0, sizeof(*s));
-    s->b.d = d;
-    s->b.cap = ucap;
-    Retryd__StatsReply *rep = &s->rep;
-    retryd__stats_reply__init(rep);
-    if (snapshot_alloc(s, ucap, pcap) < 0) {
-        stats_snapshot_free(s);
-        return RETRYD_ENOMEM;
-    }
-    rd_rcu_read_lock();
-    rep->attached_processes = owner_collect(&d->seg, s->b.totals);
-    registry_for_each(d->reg, add_upstream, &s->b);
-    rep->n_processes = processes ? add_processes(d, s) : 0;
-    rd_rcu_read_unlock();
-
-    rep->generation = d->seg.generation;
-    rep->uptime_ms = (retryd__clock_monotonic_ns() - d->started_ns) / 1000000;
-    rep->draining = owner_draining(&d->seg);
-    rep->upstream_capacity = d->seg.view.upstream_capacity;
-    rep->process_capacity = d->seg.view.process_capacity;
-    rep->daemon_version = RETRYD_DAEMON_VERSION;
-    retryd__segment_health__init(&s->health);
-    owner_health_fill(&d->seg, &s->health);
-    rep->segment_health = &s->health;
-    rep->slots_refused_capacity =
-        atomic_load_explicit(&d->slots_refused_capacity, memory_order_relaxed);
-    rep->slots_refused_quota =
-        atomic_load_explicit(&d->slots_refused_quota, memory_order_relaxed);
-    rep->n_upstreams = s->b.n;
-    rep->upstreams = s->b.up_ptrs;
-    rep->processes = s->pptr;
-    return 0;
-}
-
 /* Build and send the reply. */
 static int serve(server *d, stats_conn *c, bool processes)
 {
@@ -240,7 +91,6 @@ static int serve(server *d, stats_conn *c, bool processes)
     stats_snapshot_free(&s);
     return r;
 }
-
 static bool stats_allowed(const server *d, int fd)
 {
     struct ucred cr;
@@ -261,7 +111,6 @@ static bool stats_allowed(const server *d, int fd)
                   (unsigned)cr.uid);
     return ok;
 }
-
 /* An error reply; the connection is closed once it is sent. */
 static void reply_error(stats_conn *c, int err, const char *message)
 {
@@ -271,12 +120,10 @@ static void reply_error(stats_conn *c, int err, const char *message)
     rep.message = (char *)(uintptr_t)message;
     queue_reply(c, &rep.base);
 }
-
 static uint64_t ms_ns(uint64_t ms)
 {
     return ms * 1000000u;
 }
-
 static void conn_close(stats_conn *c)
 {
     stats_loop *l = c->loop;
@@ -288,7 +135,6 @@ static void conn_close(stats_conn *c)
     free(c->out);
     free(c);
 }
-
 /* The request is whole: answer it (statistics, or an error). */
 static void serve_request(server *d, stats_conn *c)
 {
@@ -307,7 +153,6 @@ static void serve_request(server *d, stats_conn *c)
     else if (r < 0)
         log_limited(LOG_WARN, "stats reply not built: %s", retryd_strerror(r));
 }
-
 /* One read toward the request: 1 when it is whole, 0 for more, < 0 to
  * close at once. An oversized length is answered, then closed. */
 static int request_read(stats_conn *c)
@@ -321,7 +166,6 @@ static int request_read(stats_conn *c)
     }
     return r < 0 ? -1 : r;
 }
-
 /* Write what the kernel takes; < 0 when done (all sent, or gone). */
 static int reply_write(stats_conn *c)
 {
@@ -339,7 +183,6 @@ static int reply_write(stats_conn *c)
     }
     return -1; /* one request per connection: sent, so closed */
 }
-
 /* A readiness event (or a fresh connection): read the request until it is
  * whole, then write the reply, never waiting. */
 static void conn_step(server *d, stats_conn *c)
@@ -363,7 +206,6 @@ static void conn_step(server *d, stats_conn *c)
     struct epoll_event ev = {.events = EPOLLOUT, .data.u64 = c->index};
     epoll_ctl(c->loop->epfd, EPOLL_CTL_MOD, c->fd, &ev);
 }
-
 /* A place for a newcomer: a free one, or the oldest reader's, closed for
  * it (readers still sending their request first). */
 static int free_place(stats_loop *l)
@@ -386,7 +228,6 @@ static int free_place(stats_loop *l)
     conn_close(oldest);
     return (int)i;
 }
-
 static void on_accept(stats_loop *l)
 {
     for (int n = 0; n < STATS_ACCEPT_BATCH; n++) {
@@ -420,7 +261,6 @@ static void on_accept(stats_loop *l)
         conn_step(l->d, c); /* the request is often there already */
     }
 }
-
 /* Close readers past their deadline; milliseconds to the next one. */
 static int expire(stats_loop *l)
 {
@@ -440,25 +280,21 @@ static int expire(stats_loop *l)
         return -1;
     return (int)((next - now + 999999) / 1000000);
 }
-
 static void take_metrics(stats_loop *l)
 {
     metrics_take(l->d, &l->metrics, l->epfd, STATS_TAG_METRICS_LISTEN,
                  STATS_TAG_METRICS_MHD);
 }
-
 /* The sooner of two epoll timeouts (-1: none). */
 static int sooner(int a, int b)
 {
     return a < 0 ? b : b < 0 ? a : a < b ? a : b;
 }
-
 static int loop_timeout(stats_loop *l)
 {
     int t = expire(l);
     return l->metrics ? sooner(t, metrics_timeout_ms(l->metrics)) : t;
 }
-
 static int loop_open(stats_loop *l, server *d)
 {
     *l = (stats_loop){.d = d, .epfd = epoll_create1(EPOLL_CLOEXEC)};
@@ -476,7 +312,6 @@ static int loop_open(stats_loop *l, server *d)
     take_metrics(l); /* the endpoint setup opened, if any */
     return 0;
 }
-
 static void loop_close(stats_loop *l)
 {
     for (unsigned i = 0; i < STATS_CONNECTIONS_MAX; i++)
@@ -487,7 +322,6 @@ static void loop_close(stats_loop *l)
     if (l->epfd >= 0)
         close(l->epfd);
 }
-
 static void *stats_main(void *arg)
 {
     server *d = arg;
@@ -541,7 +375,6 @@ int stats_start(server *d)
     d->stats_running = true;
     return 0;
 }
-
 void stats_stop(server *d)
 {
     if (!d->stats_running)

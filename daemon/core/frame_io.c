@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-#include "frame_io.h"
+#include "core/frame_io.h"
 
 #include <errno.h>
 #include <stdbool.h>

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-#include "registry.h"
+#include "segment/registry.h"
 
-#include "rcu.h"
+#include "core/rcu.h"
 #include "base/macros.h"
 
 #include <stdlib.h>

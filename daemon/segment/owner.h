@@ -12,7 +12,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "config.h"
+#include "core/config.h"
 #include "shared/segment.h"
 
 /* The kinds of damage the heartbeat finds in the segment (owner_police),

@@ -12,7 +12,7 @@
  * The keeper is forked from a daemon that may already run threads, so
  * between fork() and _exit() it calls only async-signal-safe functions.
  */
-#include "keeper.h"
+#include "segment/keeper.h"
 
 #include <errno.h>
 #include <fcntl.h>

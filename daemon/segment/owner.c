@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-#include "owner.h"
+#include "segment/owner.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -13,11 +13,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "rcu.h"
+#include "core/rcu.h"
 
 #include "shared/bucket.h"
-#include "keeper.h"
-#include "log.h"
+#include "segment/keeper.h"
+#include "core/log.h"
 #include "retryd.pb-c.h"
 #include "retryd/common.h"
 

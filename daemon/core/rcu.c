@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-#include "rcu.h"
+#include "core/rcu.h"
 
 #if defined(__SANITIZE_THREAD__)
 char rd_rcu_token;

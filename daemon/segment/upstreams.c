@@ -8,10 +8,10 @@
 #include <string.h>
 
 #include "shared/bucket.h"
-#include "rcu.h"
+#include "core/rcu.h"
 
-#include "daemon.h"
-#include "log.h"
+#include "segment/upstreams.h"
+#include "core/log.h"
 #include "retryd/common.h"
 
 static bool params_equal(const budget_params *a, const budget_params *b)
