@@ -31,7 +31,8 @@
 
 #include <microhttpd.h>
 
-#include "stats/stats.h"
+#include "stats/evict.h"
+#include "stats/snapshot.h"
 #include "core/log.h"
 #include "prom.h"
 #include "core/rcu.h"

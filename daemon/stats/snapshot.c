@@ -13,7 +13,7 @@
 #include "retryd.pb-c.h"
 #include "retryd/common.h"
 #include "shared/bucket.h"
-#include "stats/stats.h"
+#include "stats/snapshot.h"
 
 static void fill_counters(Retryd__Counters *c, const uint64_t t[SEG_COUNTERS],
                           uint64_t *numbers)

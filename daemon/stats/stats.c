@@ -26,6 +26,8 @@
 #include "core/rcu.h"
 #include "shared/frame.h"
 #include "stats/metrics.h"
+#include "stats/evict.h"
+#include "stats/snapshot.h"
 #include "stats/stats.h"
 #include "retryd.pb-c.h"
 #include "retryd/common.h"
