@@ -32,11 +32,6 @@ void notify_init(void)
     }
 }
 
-bool notify_watchdog_enabled(void)
-{
-    return watchdog_ns > 0;
-}
-
 uint64_t notify_tick_ns(uint64_t heartbeat_ns)
 {
     uint64_t third = watchdog_ns / 3;

@@ -34,11 +34,6 @@ int prom_per_process_parse(const char *s)
     return -1;
 }
 
-const char *prom_per_process_name(prom_per_process mode)
-{
-    return (unsigned)mode < 3 ? per_process_names[mode] : "?";
-}
-
 static void header(FILE *out, const char *name, const char *type,
                    const char *help)
 {

@@ -22,7 +22,6 @@ typedef enum prom_per_process {
 
 /* "program", "pid" or "none" to the mode; -1 for anything else. */
 int prom_per_process_parse(const char *s);
-const char *prom_per_process_name(prom_per_process mode);
 
 /* Write @p r to @p out. Returns 0, or -1 when a write failed. */
 int prom_render(FILE *out, const Retryd__StatsReply *r, prom_per_process mode);
