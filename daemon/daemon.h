@@ -4,6 +4,12 @@
  * (control socket, pidfds, signals, heartbeat) and is the only writer of
  * the registry, the configuration pointer and the segment's slot tables.
  * The stats thread only reads, inside RCU read-side sections.
+ *
+ * One error convention in every wing: a function that can fail returns 0
+ * (or a descriptor, a count) on success and a negative RETRYD_E* code on
+ * failure, a negated errno where one fits (retryd/common.h). -1 means only
+ * what a function documents as "none" (no deadline for epoll, no such
+ * key) or, in a connection's input path, "close it".
  */
 #ifndef RETRYD_DAEMON_H
 #define RETRYD_DAEMON_H

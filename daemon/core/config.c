@@ -632,11 +632,11 @@ static int grow_upstreams(parse_state *st)
         cap = CONFIG_MAX_UPSTREAMS;
     upstream_conf *more = realloc(c->upstreams, cap * sizeof(*more));
     if (more == NULL)
-        return -1;
+        return RETRYD_ENOMEM;
     c->upstreams = more;
     seen_lines *seen = realloc(st->seen_upstreams, cap * sizeof(*seen));
     if (seen == NULL)
-        return -1;
+        return RETRYD_ENOMEM;
     st->seen_upstreams = seen;
     st->cap_upstreams = cap;
     return 0;

@@ -72,7 +72,7 @@ static const char *adopt_check(owner *o, const config *c, int fd)
 }
 
 /* A new memfd of @p size bytes, its space reserved and sealed against
- * resizing; -1 with @p why set. */
+ * resizing; a negative errno with @p why set. */
 static int new_memfd(size_t size, char *why, size_t why_len)
 {
     int fd = memfd_create("retryd-segment", MFD_ALLOW_SEALING | MFD_CLOEXEC);
@@ -97,7 +97,7 @@ static int new_memfd(size_t size, char *why, size_t why_len)
              size, (double)size / (1024.0 * 1024.0), strerror(err));
     if (fd >= 0)
         close(fd);
-    return -1;
+    return -err;
 }
 
 static int create(owner *o, const config *c, char *why, size_t why_len)
@@ -107,7 +107,7 @@ static int create(owner *o, const config *c, char *why, size_t why_len)
     uint64_t gen = 0;
     int fd = new_memfd(size, why, why_len);
     if (fd < 0)
-        return RETRYD_EIO;
+        return fd;
     if (map_fd(o, fd, size) < 0) {
         snprintf(why, why_len, "cannot map the segment: %s", strerror(errno));
         close(fd);

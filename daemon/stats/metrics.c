@@ -320,7 +320,7 @@ static int listen_tcp(const config *c)
     int fam = c->metrics_addr.ss_family, one = 1;
     int fd = socket(fam, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0)
-        return -1;
+        return -errno;
     /* A restarted daemon binds while its predecessor's connections wait
      * in TIME_WAIT. */
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
@@ -329,10 +329,9 @@ static int listen_tcp(const config *c)
     if (bind(fd, (const struct sockaddr *)&c->metrics_addr,
              c->metrics_addr_len) < 0 ||
         listen(fd, SOMAXCONN) < 0) {
-        int e = errno;
+        int err = -errno;
         close(fd);
-        errno = e;
-        return -1;
+        return err;
     }
     return fd;
 }
@@ -347,7 +346,7 @@ static metrics *metrics_open(server *d, const config *c)
     m->listen_fd = listen_tcp(c);
     if (m->listen_fd < 0) {
         log_err("metrics_listen %s: cannot listen: %s", m->where,
-                strerror(errno));
+                strerror(-m->listen_fd));
         free(m);
         return NULL;
     }
@@ -403,12 +402,12 @@ int metrics_setup(server *d)
 {
     d->metrics_wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (d->metrics_wake_fd < 0)
-        return -1;
+        return -errno;
     if (!d->cfg->has_metrics)
         return 0;
     metrics *m = metrics_open(d, d->cfg);
     if (m == NULL)
-        return -1;
+        return RETRYD_EIO; /* metrics_open() logged why */
     hand_over(d, m);
     return 0;
 }
