@@ -77,6 +77,10 @@ static const limit_key limit_keys[] = {
     LIMIT(frame_timeout_ms, 10, 60000, 1000),
     LIMIT(idle_timeout_ms, 100, 3600000, 10000),
     LIMIT(write_timeout_ms, 10, 60000, 2000),
+    LIMIT(stats_request_timeout_ms, 10, 60000, 1000),
+    LIMIT(stats_reply_timeout_ms, 10, 600000, 5000),
+    LIMIT(metrics_request_timeout_ms, 10, 60000, 1000),
+    LIMIT(metrics_reply_timeout_ms, 1000, 600000, 5000),
     LIMIT(log_limit_lines, 1, 1000, LOG_LIMIT_LINES),
     LIMIT(log_limit_interval_s, 1, 3600, LOG_LIMIT_WINDOW_MS / 1000),
 };

@@ -65,6 +65,12 @@ typedef struct config {
     uint32_t frame_timeout_ms;
     uint32_t idle_timeout_ms;
     uint32_t write_timeout_ms;
+    /* The stats wing's deadlines (stats/stats.h, stats/metrics.h): a
+     * request must be whole, a reply read, within them. */
+    uint32_t stats_request_timeout_ms;
+    uint32_t stats_reply_timeout_ms;
+    uint32_t metrics_request_timeout_ms;
+    uint32_t metrics_reply_timeout_ms;
     uint32_t log_limit_lines;
     uint32_t log_limit_interval_s;
     /* The /metrics endpoint (metrics.c): off unless metrics_listen is set;

@@ -14,7 +14,7 @@
  * when full, so many half-sent requests on a loopback port (every peer has
  * the same address) would keep a legitimate scraper out. Here a newcomer
  * evicts the oldest connection that has not sent its request yet, and a
- * request must be whole within METRICS_REQUEST_TIMEOUT_MS: a slowloris
+ * request must be whole within metrics_request_timeout_ms: a slowloris
  * holds places only briefly and never the one a scraper needs.
  */
 #include "stats/metrics.h"
@@ -64,6 +64,18 @@ struct metrics {
 static uint64_t ms_ns(uint64_t ms)
 {
     return ms * 1000000u;
+}
+
+/* The endpoint's request or reply deadline now, read under RCU: a reload
+ * may change it. */
+static uint32_t config_ms(const metrics *m, bool reply)
+{
+    rd_rcu_read_lock();
+    const config *c = rcu_dereference(m->d->cfg);
+    uint32_t ms =
+        reply ? c->metrics_reply_timeout_ms : c->metrics_request_timeout_ms;
+    rd_rcu_read_unlock();
+    return ms;
 }
 
 /* --- admitting connections ----------------------------------------------- */
@@ -148,7 +160,7 @@ static void admit(metrics *m, int fd, const struct sockaddr_storage *peer,
                  .index = i,
                  .peer = *peer,
                  .accepted_ns = now,
-                 .due_ns = now + ms_ns(METRICS_REQUEST_TIMEOUT_MS)};
+                 .due_ns = now + ms_ns(config_ms(m, false))};
     m->conns[i] = c;
     m->adding = c;
     /* MHD owns (and closes) the socket from here, even on failure. */
@@ -269,8 +281,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection,
     mconn *c = ci != NULL ? ci->socket_context : NULL;
     if (c != NULL) {
         c->requested = true;
-        c->due_ns =
-            retryd__clock_monotonic_ns() + ms_ns(METRICS_REPLY_TIMEOUT_MS);
+        c->due_ns = retryd__clock_monotonic_ns() + ms_ns(config_ms(c->m, true));
     }
     if (strcmp(method, MHD_HTTP_METHOD_GET) != 0)
         return answer_text(connection, MHD_HTTP_METHOD_NOT_ALLOWED,
@@ -360,7 +371,7 @@ static metrics *metrics_open(server *d, const config *c)
         (unsigned)(2 * METRICS_CONNECTIONS_MAX),
         MHD_OPTION_PER_IP_CONNECTION_LIMIT,
         (unsigned)(2 * METRICS_CONNECTIONS_MAX), MHD_OPTION_CONNECTION_TIMEOUT,
-        (unsigned)(METRICS_REPLY_TIMEOUT_MS / 1000), MHD_OPTION_END);
+        (unsigned)(c->metrics_reply_timeout_ms / 1000), MHD_OPTION_END);
     if (m->mhd == NULL) {
         log_err("metrics_listen %s: libmicrohttpd did not start", m->where);
         close(m->listen_fd);

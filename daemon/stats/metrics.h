@@ -24,11 +24,11 @@
 /* Connections of one address (on loopback, usually every peer's): half,
  * so a newcomer of another address always finds room. */
 #define METRICS_PER_IP_MAX (METRICS_CONNECTIONS_MAX / 2)
-/* The request's headers must be whole this soon after the connection is
- * accepted (a slowloris is cut off). */
-#define METRICS_REQUEST_TIMEOUT_MS 1000
-/* The reply must be read this soon after it was built. */
-#define METRICS_REPLY_TIMEOUT_MS 5000
+/* The request's headers must be whole metrics_request_timeout_ms after
+ * the connection is accepted (a slowloris is cut off), the reply read
+ * metrics_reply_timeout_ms after it was built (configuration keys,
+ * core/config.h; libmicrohttpd's own timeout, a backstop, is taken from
+ * the latter when the endpoint opens). */
 /* Accepted per turn of the stats loop, after the requests that arrived
  * were read: half of one address's share, so that a newcomer sees two
  * turns' reads before as many newcomers after it as its address holds

@@ -126,6 +126,26 @@ static uint64_t ms_ns(uint64_t ms)
 {
     return ms * 1000000u;
 }
+
+/* A deadline @p ms_of(config) from now, read under RCU: a reload may
+ * change it. */
+static uint64_t due_in(const server *d, uint32_t (*ms_of)(const config *))
+{
+    rd_rcu_read_lock();
+    uint32_t ms = ms_of(rcu_dereference(d->cfg));
+    rd_rcu_read_unlock();
+    return retryd__clock_monotonic_ns() + ms_ns(ms);
+}
+
+static uint32_t request_ms(const config *c)
+{
+    return c->stats_request_timeout_ms;
+}
+
+static uint32_t reply_ms(const config *c)
+{
+    return c->stats_reply_timeout_ms;
+}
 static void conn_close(stats_conn *c)
 {
     stats_loop *l = c->loop;
@@ -143,7 +163,7 @@ static void serve_request(server *d, stats_conn *c)
     Retryd__StatsRequest *req =
         retryd__stats_request__unpack(NULL, c->in.body_len, c->in.body);
     c->replying = true;
-    c->due_ns = retryd__clock_monotonic_ns() + ms_ns(STATS_REPLY_TIMEOUT_MS);
+    c->due_ns = due_in(d, reply_ms);
     if (req == NULL) {
         reply_error(c, RETRYD_EPROTO, "malformed request");
         return;
@@ -248,7 +268,7 @@ static void on_accept(stats_loop *l)
                           .fd = fd,
                           .index = (unsigned)i,
                           .accepted_ns = now,
-                          .due_ns = now + ms_ns(STATS_REQUEST_TIMEOUT_MS)};
+                          .due_ns = due_in(l->d, request_ms)};
         struct epoll_event ev = {.events = EPOLLIN, .data.u64 = (unsigned)i};
         if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
             close(fd);

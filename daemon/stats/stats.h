@@ -18,10 +18,9 @@
  * epoll), each with a deadline; when all STATS_CONNECTIONS_MAX are taken
  * the oldest is closed for the newcomer. */
 #define STATS_CONNECTIONS_MAX 64
-/* The request must arrive this soon after the connection is accepted. */
-#define STATS_REQUEST_TIMEOUT_MS 1000
-/* The reply must be read this soon after it was built. */
-#define STATS_REPLY_TIMEOUT_MS 5000
+/* The request must arrive stats_request_timeout_ms after the connection
+ * is accepted, the reply be read stats_reply_timeout_ms after it was built
+ * (configuration keys, core/config.h). */
 /* Reply bytes waiting for all readers together; a request that would go
  * over gets an error instead. */
 #define STATS_OUTPUT_TOTAL_MAX (64u * 1024 * 1024)

@@ -52,20 +52,24 @@ static const char *const base_config = "";
  * with SEG_NAME_MAX bytes: what makes replies bigger than socket buffers. */
 #define UPSTREAMS 4096
 #define NAME_PAD 89 /* "u0000-" and 89 bytes: 95, SEG_NAME_MAX */
-/* The daemon's places and deadlines (daemon/daemon.h, daemon/metrics.h). */
-#define STATS_PLACES 64         /* STATS_CONNECTIONS_MAX */
-#define STATS_REQUEST_MS 1000   /* STATS_REQUEST_TIMEOUT_MS */
-#define STATS_REPLY_MS 5000     /* STATS_REPLY_TIMEOUT_MS */
-#define METRICS_PLACES 32       /* METRICS_CONNECTIONS_MAX */
-#define METRICS_PER_ADDRESS 16  /* METRICS_PER_IP_MAX */
-#define METRICS_REQUEST_MS 1000 /* METRICS_REQUEST_TIMEOUT_MS */
-#define METRICS_REPLY_MS 5000   /* METRICS_REPLY_TIMEOUT_MS */
+/* The daemon's places (daemon/stats/stats.h, daemon/stats/metrics.h), and
+ * the deadlines this test configures: long enough that filling every place
+ * on a slow (sanitized, busy) machine never outlasts the first one opened,
+ * so what closes a connection here is an eviction, not its deadline. */
+#define STATS_PLACES 64        /* STATS_CONNECTIONS_MAX */
+#define METRICS_PLACES 32      /* METRICS_CONNECTIONS_MAX */
+#define METRICS_PER_ADDRESS 16 /* METRICS_PER_IP_MAX */
+#define STATS_REQUEST_MS 30000
+#define STATS_REPLY_MS 120000
+#define METRICS_REQUEST_MS 30000
+#define METRICS_REPLY_MS 120000
 /* Smallest replies that no socket buffer holds whole here: a Unix socket
  * takes ~220 KB; loopback TCP at most tcp_wmem's 4 MB and a window. */
 #define STATS_REPLY_MIN (512u * 1024)
 #define METRICS_BODY_MIN (8u * 1024 * 1024)
-/* An eviction is done when the newcomer is accepted: a loop turn. */
-#define EVICT_BOUND_MS 500
+/* An eviction is done when the newcomer is accepted, a loop turn later:
+ * the bound for waiting for it, far below every deadline above. */
+#define EVICT_BOUND_MS 10000
 
 /* --- the daemon ---------------------------------------------------------- */
 
@@ -114,8 +118,13 @@ static void setup(void)
     cr_assert_gt(port, 0, "no free loopback port");
     n = (size_t)snprintf(extra, cap,
                          "upstream_capacity = %d\n"
-                         "metrics_listen = 127.0.0.1:%d\n",
-                         UPSTREAMS, port);
+                         "metrics_listen = 127.0.0.1:%d\n"
+                         "stats_request_timeout_ms = %d\n"
+                         "stats_reply_timeout_ms = %d\n"
+                         "metrics_request_timeout_ms = %d\n"
+                         "metrics_reply_timeout_ms = %d\n",
+                         UPSTREAMS, port, STATS_REQUEST_MS, STATS_REPLY_MS,
+                         METRICS_REQUEST_MS, METRICS_REPLY_MS);
     for (int i = 0; i < UPSTREAMS; i++)
         n += (size_t)snprintf(extra + n, cap - n,
                               "[upstream u%04d-%s]\nratio = 0.1\n", i, pad);
@@ -222,7 +231,7 @@ static void expect_evicted(int victim, const char *why)
 /* --- the stats socket ---------------------------------------------------- */
 
 TestSuite(stats_eviction, .init = setup, .fini = daemon_teardown,
-          .timeout = 60);
+          .timeout = 120);
 
 /* One frame holding an empty StatsRequest. */
 static const unsigned char STATS_REQUEST[] = {0, 0, 0, 0};
@@ -291,7 +300,7 @@ Test(stats_eviction, the_oldest_answered_goes_when_none_is_still_sending)
 /* --- the /metrics endpoint ----------------------------------------------- */
 
 TestSuite(metrics_eviction, .init = setup, .fini = daemon_teardown,
-          .timeout = 60);
+          .timeout = 120);
 
 /* A connection to /metrics from loopback address 127.0.0.@p host; reads
  * on it are bounded at 5 s. */
