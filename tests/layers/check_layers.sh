@@ -43,6 +43,14 @@ arrows() {
     dcontrol) echo "dsegment dcore shared base proto libs: c m gcc protobuf-c urcu-memb urcu-cds" ;;
     dstats) echo "dsegment dcore shared base proto prom libs: c m gcc protobuf-c urcu-memb urcu-cds microhttpd" ;;
     daemon) echo "dstats dcontrol dsegment dcore shared base proto prom libs: c m gcc protobuf-c urcu-memb urcu-cds inih microhttpd systemd" ;;
+    # The library's test suites (tests/libclient/<layer>): their layer and
+    # those below it, criterion, and (for the executors) the test servers'
+    # client side, which uses libc alone.
+    test_support) echo "libs: c gcc" ;;
+    test_decide) echo "decide base libs: c m gcc criterion" ;;
+    test_shared) echo "shared base proto libs: c m gcc protobuf-c criterion" ;;
+    test_budget) echo "budget shared base proto libs: c m gcc protobuf-c urcu-bp urcu-cds criterion" ;;
+    test_exec) echo "exec budget decide shared base proto test_support libs: c m gcc protobuf-c urcu-bp urcu-cds curl uuid criterion" ;;
     *) return 1 ;;
     esac
 }
@@ -67,7 +75,8 @@ denied() {
 
 # pkg-config package of each library key.
 PKGS="protobuf-c=libprotobuf-c curl=libcurl uuid=uuid urcu-bp=liburcu-bp
-urcu-cds=liburcu-cds urcu-memb=liburcu-memb inih=inih microhttpd=libmicrohttpd systemd=libsystemd"
+urcu-cds=liburcu-cds urcu-memb=liburcu-memb inih=inih microhttpd=libmicrohttpd systemd=libsystemd
+criterion=criterion"
 
 # Defined by the static linker, not by any library.
 LINKER_SYMBOLS="_GLOBAL_OFFSET_TABLE_ _DYNAMIC __dso_handle __ehdr_start"
@@ -453,6 +462,17 @@ selftest() {
         "FAIL dsegment -> dcontrol: seg_bad.o (dsegment) references control_accept" \
         "$self" check --cc "$CC" --layer dcontrol "$WORK/ctl.o" \
         --layer dsegment "$WORK/seg_bad.o" || rc=1
+    printf 'int retryd__bucket_take(void *b);\nint suite_bad(void);\n%s\n' \
+        'int suite_bad(void) { return retryd__bucket_take(0); }' >"$WORK/suite_bad.c"
+    printf 'int retryd__bucket_take(void *b);\n%s\n' \
+        'int retryd__bucket_take(void *b) { (void)b; return 0; }' >"$WORK/bucket.c"
+    for o in suite_bad bucket; do
+        "$CC" -c -fPIC -o "$WORK/$o.o" "$WORK/$o.c" || die "cannot compile"
+    done
+    expect 1 "a decide test suite that calls the shared layer fails" \
+        "FAIL test_decide -> shared: suite_bad.o (test_decide) references retryd__bucket_take" \
+        "$self" check --cc "$CC" --layer shared "$WORK/bucket.o" \
+        --layer test_decide "$WORK/suite_bad.o" || rc=1
     expect 0 "a control object that calls the segment passes" "keep their arrows" \
         "$self" check --cc "$CC" --layer dsegment "$WORK/seg.o" \
         --layer dcontrol "$WORK/ctl.o" || rc=1

@@ -3,6 +3,7 @@
  * The bucket's arithmetic on one slot, with a simulated clock: deposits,
  * withdrawals, floor refill, the cap, and generations.
  */
+#include <math.h>
 #include <pthread.h>
 #include <time.h>
 
@@ -414,4 +415,20 @@ Test(handle, local_only_stays_off_the_slow_path)
     cr_expect_eq(retryd_upstream_deposit(up), 0);
     cr_expect_eq(atomic_load(&up->next_bind_ns), 0);
     retryd_host_close(h);
+}
+
+/* The budget API's defaults are the segment's (budget is above shared:
+ * the check lives here). */
+Test(bucket, library_defaults_are_the_segment_defaults)
+{
+    cr_expect_eq(llround(retryd_budget_defaults.ratio * 1e6),
+                 (long long)SEG_DEFAULT_RATIO_MICRO);
+    cr_expect_eq(llround(retryd_budget_defaults.min_retries_per_sec * 1e6),
+                 (long long)SEG_DEFAULT_FLOOR_MICRO_PER_S);
+    cr_expect_eq(llround(retryd_budget_defaults.cap * 1e6),
+                 (long long)SEG_DEFAULT_CAP_MICRO);
+    /* As documented (docs/budget.md, retryd/budget.h). */
+    cr_expect_eq(retryd_budget_defaults.ratio, 0.1);
+    cr_expect_eq(retryd_budget_defaults.min_retries_per_sec, 10);
+    cr_expect_eq(retryd_budget_defaults.cap, 100);
 }

@@ -177,20 +177,6 @@ Test(shared, parameters_are_plausible_within_the_segment_range)
     cr_expect(!seg_params_plausible(0, 0, SEG_MAX_CAP_MICRO + 1));
 }
 
-Test(shared, library_defaults_are_the_segment_defaults)
-{
-    cr_expect_eq(llround(retryd_budget_defaults.ratio * 1e6),
-                 (long long)SEG_DEFAULT_RATIO_MICRO);
-    cr_expect_eq(llround(retryd_budget_defaults.min_retries_per_sec * 1e6),
-                 (long long)SEG_DEFAULT_FLOOR_MICRO_PER_S);
-    cr_expect_eq(llround(retryd_budget_defaults.cap * 1e6),
-                 (long long)SEG_DEFAULT_CAP_MICRO);
-    /* As documented (docs/budget.md, retryd/budget.h). */
-    cr_expect_eq(retryd_budget_defaults.ratio, 0.1);
-    cr_expect_eq(retryd_budget_defaults.min_retries_per_sec, 10);
-    cr_expect_eq(retryd_budget_defaults.cap, 100);
-}
-
 Test(shared, counter_numbers_are_frozen_by_the_layout)
 {
     /* A daemon and older clients index the counter table by these numbers;
