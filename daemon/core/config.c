@@ -362,14 +362,15 @@ static int handler(void *user, const char *section, const char *key,
 }
 
 /* The file name in @p path (as written: relative to @p dir unless
- * absolute) made a path, in place, within @p cap bytes. */
+ * absolute) made a path, in place, within @p cap bytes; RETRYD_ECONFIG
+ * when it does not fit. */
 static int join(char *path, size_t cap, const char *dir)
 {
     char joined[PATH_MAX];
     int n = path[0] == '/' ? snprintf(joined, cap, "%s", path)
                            : snprintf(joined, cap, "%s/%s", dir, path);
     if (n <= 0 || (size_t)n >= cap)
-        return -1;
+        return RETRYD_ECONFIG;
     memcpy(path, joined, (size_t)n + 1);
     return 0;
 }

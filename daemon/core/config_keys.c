@@ -232,8 +232,12 @@ static int parse_per_process_key(const config_key *k, const char *v,
     return 0;
 }
 
-/* The address of a metrics_listen value whose host part is @p host. */
-static int listen_address(config *c, const char *host, bool v6, uint32_t port)
+enum listen_check { LISTEN_OK, LISTEN_NOT_ADDRESS, LISTEN_NOT_LOOPBACK };
+
+/* The address of a metrics_listen value whose host part is @p host, into
+ * @p c when it is a loopback one. */
+static enum listen_check listen_address(config *c, const char *host, bool v6,
+                                        uint32_t port)
 {
     struct sockaddr_in *in4 = (struct sockaddr_in *)&c->metrics_addr;
     struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&c->metrics_addr;
@@ -241,11 +245,11 @@ static int listen_address(config *c, const char *host, bool v6, uint32_t port)
     int ok = v6 ? inet_pton(AF_INET6, host, &in6->sin6_addr)
                 : inet_pton(AF_INET, host, &in4->sin_addr);
     if (ok != 1)
-        return -1;
+        return LISTEN_NOT_ADDRESS;
     bool loopback = v6 ? IN6_IS_ADDR_LOOPBACK(&in6->sin6_addr)
                        : (ntohl(in4->sin_addr.s_addr) >> 24) == 127;
     if (!loopback)
-        return 0;
+        return LISTEN_NOT_LOOPBACK;
     if (v6) {
         in6->sin6_family = AF_INET6;
         in6->sin6_port = htons((uint16_t)port);
@@ -255,7 +259,7 @@ static int listen_address(config *c, const char *host, bool v6, uint32_t port)
         in4->sin_port = htons((uint16_t)port);
         c->metrics_addr_len = sizeof(*in4);
     }
-    return 1;
+    return LISTEN_OK;
 }
 
 /* ADDRESS:PORT of the /metrics endpoint: a dotted IPv4 address in
@@ -281,13 +285,13 @@ static int parse_listen_key(const config_key *k, const char *v, void *field,
                       v);
     memcpy(host, v + v6, hl - 2 * v6);
     host[hl - 2 * v6] = '\0';
-    int r = listen_address(c, host, v6, port);
-    if (r < 0)
+    enum listen_check r = listen_address(c, host, v6, port);
+    if (r == LISTEN_NOT_ADDRESS)
         return refuse(why,
                       "'%s' is not an IPv4 address or [IPv6 address] with a "
                       "port (e.g. 127.0.0.1:9464 or [::1]:9464)",
                       v);
-    if (r == 0)
+    if (r == LISTEN_NOT_LOOPBACK)
         return refuse(why,
                       "'%s' is not a loopback address: the endpoint serves "
                       "this host only (127.0.0.0/8 or [::1])",
