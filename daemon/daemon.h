@@ -24,8 +24,9 @@
 #include "segment/owner.h"
 #include "segment/registry.h"
 #include "retryd.pb-c.h"
+#include "retryd/version.h"
 
-#define RETRYD_DAEMON_VERSION "0.2.0"
+#define RETRYD_DAEMON_VERSION RETRYD_VERSION_STRING
 
 /*
  * What a peer of the control socket may hold (docs/daemon.md, "Limits").

@@ -128,6 +128,23 @@ Test(config, long_upstream_names_are_kept_whole)
     expect_error(text, 4, "section repeated (first at line 1)");
 }
 
+/* [retryd] is one section whichever keys it holds: a limit in one block
+ * and another key in a second is a repeat, as two blocks of [defaults]
+ * are. */
+Test(config, a_repeated_retryd_section_is_refused_whatever_its_keys)
+{
+    expect_error("[retryd]\nhello_timeout_ms = 100\n[retryd]\n"
+                 "log_level = info\n",
+                 4, "[retryd] log_level: section repeated (first at line 1)");
+    expect_error("[retryd]\nlog_level = info\n[retryd]\n"
+                 "hello_timeout_ms = 100\n",
+                 4,
+                 "[retryd] hello_timeout_ms: section repeated (first at line "
+                 "1)");
+    expect_error("[retryd]\nhello_timeout_ms = 100\n[retryd]\nbogus = 1\n", 4,
+                 "[retryd] bogus: section repeated (first at line 1)");
+}
+
 Test(config, an_upstream_name_over_95_bytes_is_refused_on_its_line)
 {
     char a[160], text[512];

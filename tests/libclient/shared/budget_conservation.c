@@ -37,6 +37,7 @@
 
 #include "shared/bucket.h"
 #include "check.h"
+#include "segment_format.h"
 #include "retryd/common.h"
 
 #define PROCS 4
@@ -261,7 +262,7 @@ static void run_processes(int ph)
 static void setup_segment(char *mem, size_t seg_size, uint64_t now)
 {
     void *seg = mem + ((sizeof(shared) + 4095) / 4096) * 4096;
-    retryd__segment_format(seg, 4, PROCS, 1, 0);
+    test_segment_format(seg, 4, PROCS, 1, 0);
     CHECK(retryd__segment_view(seg, seg_size, &sh->view) == 0, "view");
     for (int ph = 0; ph < PHASES; ph++) {
         const phase_conf *c = &phases[ph];

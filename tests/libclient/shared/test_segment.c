@@ -14,6 +14,7 @@
 #include "retryd/budget.h"
 #include "retryd/common.h"
 #include "retryd/decision.h"
+#include "segment_format.h"
 #include "shared/segment.h"
 
 static void *mem;
@@ -24,7 +25,7 @@ static void setup(void)
     size = retryd__segment_size(8, 4);
     mem = aligned_alloc(4096, size);
     cr_assert(mem != NULL);
-    retryd__segment_format(mem, 8, 4, 42, 0);
+    test_segment_format(mem, 8, 4, 42, 0);
 }
 
 static void teardown(void)
