@@ -37,7 +37,7 @@ if [ "$(id -u)" != 0 ]; then
 fi
 
 # promtool checks the live /metrics body in the test suite
-# (tests/daemon/test_metrics.c). Debian ships it only in the prometheus
+# (tests/daemon/stats/test_metrics.c). Debian ships it only in the prometheus
 # package, whose installation also installs, enables and starts a
 # Prometheus server; so the package is downloaded, not installed, and only
 # usr/bin/promtool is taken out of it into a cache directory the tests

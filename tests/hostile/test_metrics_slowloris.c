@@ -148,7 +148,7 @@ Test(metrics_attacks, slowloris_delays_neither_scrapes_nor_attaches)
             /* Closed before its request arrived: as many newcomers of its
              * address as the address may hold came first (the scraper was
              * not scheduled in between), and a connection that has sent
-             * nothing is a slowloris to the daemon (daemon/metrics.c).
+             * nothing is a slowloris to the daemon (daemon/stats/metrics.c).
              * Its retry must be answered, within the same bound. */
             retried++;
             rc = rd_http_get("127.0.0.1", port, "/metrics", &r);

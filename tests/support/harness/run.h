@@ -23,7 +23,7 @@ typedef struct run_result {
  */
 int run_program(char *const argv[], int timeout_ms, run_result *ret);
 
-/* Monotonic milliseconds: the clock of every bound in tests/common. */
+/* Monotonic milliseconds: the clock of every bound in the harness. */
 long long rd_now_ms(void);
 
 /*
