@@ -5,9 +5,9 @@
  * (symlinks to the test client) and real HTTP through libcurl: the live
  * body passes `promtool check metrics`; per-program series are the sums
  * of the stats socket's per-process numbers; the pid and none choices;
- * 404 and 405; metrics_listen refused when it is not a loopback
- * ADDRESS:PORT; IPv6; a reload that moves, keeps or turns off the
- * endpoint; nothing listening when it is not configured.
+ * 404 and 405 (GET / is the status page: tests/ops); metrics_listen refused
+ * when it is not a loopback ADDRESS:PORT; IPv6; a reload that moves, keeps or
+ * turns off the endpoint; nothing listening when it is not configured.
  */
 #include <dirent.h>
 #include <signal.h>
@@ -205,7 +205,7 @@ Test(metrics, other_paths_404_other_methods_405)
     char url[96];
     rd_http h;
     snprintf(url, sizeof(url), "http://127.0.0.1:%d/metrics", port);
-    cr_assert_eq(rd_http_get("127.0.0.1", port, "/", &h), 0);
+    cr_assert_eq(rd_http_get("127.0.0.1", port, "/nope", &h), 0);
     cr_expect_eq(h.status, 404);
     free(h.body);
     cr_assert_eq(rd_http_get("127.0.0.1", port, "/metrics/x", &h), 0);
