@@ -7,7 +7,7 @@
 # (systemd-analyze security, systemd-sysusers; groff -man -ww on the manuals;
 # strace: the system calls the installed daemon makes, against its filter).
 # libncurses-dev: retrydctl top's live screen.
-# libmicrohttpd-dev: the daemon's /metrics endpoint. curl and jq: the
+# libmicrohttpd-dev: the daemon's /metrics endpoint. curl, jq, iproute2 (ss): the
 # operators' kit tests (deploy/prometheus/, tests/ops/) ask Prometheus's
 # HTTP API and read the dashboard's JSON. promtool and prometheus: see
 # install_prometheus below; chromium: see install_chromium.
@@ -31,7 +31,7 @@ pmccabe abigail-tools
 libuv1-dev
 libncurses-dev
 libmicrohttpd-dev
-curl jq
+curl jq iproute2
 "
 
 SUDO=""
