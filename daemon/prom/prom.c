@@ -281,14 +281,14 @@ static void daemon_families(const render *x)
     header(x->out, "retryd_attached_processes", "gauge",
            "Processes attached to the segment.");
     fprintf(x->out, "retryd_attached_processes %u\n", r->attached_processes);
-    header(x->out, "retryd_process_capacity", "gauge",
+    header(x->out, "retryd_segment_process_slots", "gauge",
            "Process slots in the segment (process_capacity).");
-    fprintf(x->out, "retryd_process_capacity %u\n", r->process_capacity);
+    fprintf(x->out, "retryd_segment_process_slots %u\n", r->process_capacity);
     header(x->out, "retryd_upstreams", "gauge", "Upstreams registered.");
     fprintf(x->out, "retryd_upstreams %zu\n", r->n_upstreams);
-    header(x->out, "retryd_upstream_capacity", "gauge",
+    header(x->out, "retryd_segment_upstream_slots", "gauge",
            "Upstream slots in the segment (upstream_capacity).");
-    fprintf(x->out, "retryd_upstream_capacity %u\n", r->upstream_capacity);
+    fprintf(x->out, "retryd_segment_upstream_slots %u\n", r->upstream_capacity);
     header(x->out, "retryd_draining", "gauge", "1 while the host drains.");
     fprintf(x->out, "retryd_draining %d\n", r->draining ? 1 : 0);
     header(x->out, "retryd_slot_refusals_total", "counter",

@@ -270,11 +270,13 @@ static void facts(FILE *out, const Retryd__StatsReply *r)
 /* --- upstreams ----------------------------------------------------------- */
 
 /* The last samples of @p e's balance, oldest first, as a line over the
- * cap's height; an empty frame before the first sample. */
+ * cap's height, right-aligned on a time axis of the last minute (or of the
+ * whole history, once it holds more); an empty frame before the first
+ * sample. */
 static void spark(FILE *out, const hist_upstream *e)
 {
-    const int w = STATUS_HISTORY_POINTS, hgt = 40;
     unsigned n = e ? e->n : 0;
+    const int hgt = 40, w = n <= 60 ? 60 : STATUS_HISTORY_POINTS;
     fprintf(out,
             "<td class=\"spark\" data-points=\"%u\"><svg "
             "xmlns=\"http://www.w3.org/2000/svg\" width=\"240\" "

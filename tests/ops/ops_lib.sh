@@ -20,7 +20,7 @@ ops_fail() {
 }
 
 ops_cleanup() {
-    [ -n "${OPS_DIR:-}" ] && : >"$OPS_DIR/stop"
+    [ -n "${OPS_DIR:-}" ] && : >"$OPS_DIR/stop" && : >"$OPS_DIR/end"
     for p in $OPS_PIDS; do
         kill "$p" 2>/dev/null || true
     done
@@ -84,7 +84,7 @@ CONF
 # ops_client TEST_CLIENT PROGRAM UPSTREAM DEPOSITS WITHDRAWALS: a client
 # process named PROGRAM (a symlink: the kernel names a process after the
 # file it ran) that deposits and withdraws on UPSTREAM every 50 ms until
-# DIR/stop exists.
+# DIR/stop exists, then stays attached, idle, until DIR/end exists.
 ops_client() {
     ln -sf "$(cd "$(dirname "$1")" && pwd)/$(basename "$1")" "$OPS_DIR/$2"
     (
@@ -93,6 +93,9 @@ ops_client() {
             echo "deposit $4"
             echo "withdraw $5"
             sleep 0.05
+        done
+        while [ ! -e "$OPS_DIR/end" ]; do
+            sleep 0.1
         done
         echo exit
     ) | "$OPS_DIR/$2" "$OPS_DIR/run/control.sock" >"$OPS_DIR/$2.$$.out" &
