@@ -369,6 +369,12 @@ Test(metrics_config, ipv6_loopback)
     cr_expect_eq(h.status, 200);
     cr_expect(strstr(h.body, "retryd_info{") != NULL);
     free(h.body);
+    /* The status page: the same listener, so loopback only too. */
+    cr_assert_eq(rd_http_get("[::1]", p6, "/", &h), 0);
+    cr_expect_eq(h.status, 200);
+    cr_expect_str_eq(h.ctype, "text/html; charset=utf-8");
+    cr_expect(strstr(h.body, "<h1>retryd on [::1]:") != NULL, "%.300s", h.body);
+    free(h.body);
     cr_expect_eq(daemon_sockets_in("tcp6"), 1);
     cr_expect_eq(daemon_sockets_in("tcp"), 0);
 }
