@@ -9,7 +9,7 @@
 # rules are loaded too, and each must evaluate without error against the
 # real series. Last, the panels' data are drawn on one page (a preview:
 # this is not Grafana) and Chromium takes its picture, dashboard.png in
-# the scratch directory (docs/images/ops-images.sh copies it to the docs).
+# the scratch directory (deploy/ops-images.sh copies it to docs/images).
 # usage: dashboard_queries.sh PROMETHEUS RETRYD TEST_CLIENT SCRATCH_DIR
 set -eu
 prometheus=${1:-}

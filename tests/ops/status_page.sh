@@ -10,8 +10,8 @@
 # between them (a refill only adds). The page must load nothing and run
 # nothing (no script, no external reference; the CSP header forbids both),
 # and draw each upstream's balance history as inline SVG. Chromium's
-# screenshot is status.png in the scratch directory (docs/images/ copies
-# it, through docs/images/ops-images.sh).
+# screenshot is status.png in the scratch directory (deploy/ops-images.sh
+# copies it to docs/images).
 # usage: status_page.sh RETRYD RETRYDCTL TEST_CLIENT SCRATCH_DIR
 set -eu
 retryd=${1:?usage}
