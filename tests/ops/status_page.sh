@@ -34,6 +34,12 @@ mkdir -p "$scratch"
 trap ops_cleanup EXIT
 trap 'exit 1' INT TERM
 ops_start_retryd "$retryd" "$scratch"
+# An upstream whose name is markup: any process on the host may pick one.
+hostile='x<i>inj</i>'
+printf 'open %s\nexit\n' "$hostile" | "$client" "$OPS_DIR/run/control.sock" \
+    >"$scratch/hostile.out"
+grep -q '^ok shared=1' "$scratch/hostile.out" ||
+    ops_fail "the hostile name was not registered: $(cat "$scratch/hostile.out")"
 ops_load "$client"
 url="http://127.0.0.1:$OPS_METRICS_PORT/"
 
@@ -49,9 +55,16 @@ warm() {
 }
 ops_wait 30 warm || ops_fail "the page never showed 4 processes and 3 history points"
 
-# dom_row FILE ATTR NAME: the table row of data-ATTR="NAME", on one line.
+# dom_row FILE ATTR NAME: the table row of data-ATTR="NAME", on one line
+# (the name as Chromium serialises an attribute value: & < > " escaped).
 dom_row() {
-    tr -d '\n' <"$1" | grep -o "<tr data-$2=\"$3\">.*" | sed 's|</tr>.*||'
+    name=$(printf '%s' "$3" |
+        sed -e 's/&/\&amp;/g' -e 's/</\&lt;/g' -e 's/>/\&gt;/g' -e 's/"/\&quot;/g')
+    tr -d '\n' <"$1" | grep -oF "<tr data-$2=\"$name\">" >/dev/null || return 0
+    tr -d '\n' <"$1" | awk -v start="<tr data-$2=\"$name\">" '{
+        i = index($0, start); if (i == 0) exit
+        rest = substr($0, i); j = index(rest, "</tr>")
+        print substr(rest, 1, j) }'
 }
 # dom_num ROW KEY: the text of the row's cell data-k="KEY".
 dom_num() {
@@ -156,6 +169,13 @@ done
 want=$(jq -r .daemon.attached_processes "$scratch/idle-after.json")
 grep -q "<span data-k=\"attached_processes\">$want</span>" "$scratch/idle.html" ||
     ops_fail "the page's attached processes are not $want"
+
+# The markup in a name is text on the page, not an element.
+tr -d '\n' <"$scratch/idle.html" |
+    grep -qF '<th scope="row">x&lt;i&gt;inj&lt;/i&gt;</th>' ||
+    ops_fail "the upstream named $hostile is not shown escaped"
+grep -qF '<i>inj</i></th>' "$scratch/idle.html" &&
+    ops_fail "the upstream named $hostile became markup"
 
 # Nothing loaded, nothing run; a history drawn per upstream.
 if grep -Eiq '<script|<link|<iframe|<img|src=|@import|url\(' "$scratch/idle.html"; then
