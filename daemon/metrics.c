@@ -61,8 +61,9 @@ struct metrics {
     struct MHD_Daemon *mhd;
     char where[64];
     mconn *conns[METRICS_CONNECTIONS_MAX]; /* NULL: a free place */
-    mconn *adding;           /* being handed to MHD_add_connection() */
-    status_history *history; /* the status page's (status_page.h) */
+    mconn *adding; /* being handed to MHD_add_connection() */
+    /* The status page's history (status_page.h), and its next sample. */
+    status_history *history;
     uint64_t sample_due_ns;
 };
 

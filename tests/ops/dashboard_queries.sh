@@ -141,6 +141,7 @@ else
 fi
 
 [ "$failed" -eq 0 ] || ops_fail "$failed of the dashboard's queries failed"
+ops_stop_retryd
 echo "dashboard: $n panel queries and the variables return data from a" \
     "real scrape"
 

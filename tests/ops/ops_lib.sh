@@ -81,6 +81,18 @@ CONF
         ops_fail "retryd did not serve its metrics listener"
 }
 
+# ops_stop_retryd: the clients let go, the daemon stopped with SIGTERM; it
+# must exit 0 (under the sanitizers, a report or a leak would make it not).
+ops_stop_retryd() {
+    : >"$OPS_DIR/stop"
+    : >"$OPS_DIR/end"
+    kill -TERM "$OPS_RETRYD_PID"
+    rc=0
+    wait "$OPS_RETRYD_PID" || rc=$?
+    OPS_PIDS=$(echo "$OPS_PIDS" | sed "s/ $OPS_RETRYD_PID\b//")
+    [ "$rc" -eq 0 ] || ops_fail "retryd exited $rc after SIGTERM"
+}
+
 # ops_client TEST_CLIENT PROGRAM UPSTREAM DEPOSITS WITHDRAWALS: a client
 # process named PROGRAM (a symlink: the kernel names a process after the
 # file it ran) that deposits and withdraws on UPSTREAM every 50 ms until

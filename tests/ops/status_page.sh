@@ -189,4 +189,5 @@ lines=$(grep -o '<polyline points="[0-9., ]*"' "$scratch/idle.html" | grep -c ' 
 [ "$lines" -eq "$ups" ] ||
     ops_fail "$lines balance histories of two points or more for $ups upstreams"
 
+ops_stop_retryd
 echo "status page: $scratch/status.png"
