@@ -60,16 +60,16 @@ instant() {
     curl -sf "$api/query" --data-urlencode "query=$1" |
         jq -r '.data.result[0].value[1] // empty'
 }
-# Scraped (up) at least 12 times, the clients' programs seen: a rate over
+# Scraped (up) at least 8 times, the clients' programs seen: a rate over
 # the panels' window has samples to work on.
 scraped() {
     n=$(instant 'count_over_time(up{job="retryd"}[1m])')
     u=$(instant 'up{job="retryd"}')
     p=$(instant 'count(retryd_processes)')
-    [ "${n:-0}" -ge 12 ] && [ "$u" = 1 ] && [ "${p:-0}" -ge 3 ]
+    [ "${n:-0}" -ge 8 ] && [ "$u" = 1 ] && [ "${p:-0}" -ge 3 ]
 }
 ops_wait 45 scraped ||
-    ops_fail "prometheus did not scrape retryd 12 times with 3 programs" \
+    ops_fail "prometheus did not scrape retryd 8 times with 3 programs" \
         "attached ($(curl -s "$api/targets" | jq -c '.data.activeTargets'))"
 
 # A Grafana expression with its variables as the dashboard's defaults (All).

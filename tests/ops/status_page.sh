@@ -55,79 +55,83 @@ warm() {
 }
 ops_wait 30 warm || ops_fail "the page never showed 4 processes and 3 history points"
 
-# dom_row FILE ATTR NAME: the table row of data-ATTR="NAME", on one line
-# (the name as Chromium serialises an attribute value: & < > " escaped).
-dom_row() {
-    name=$(printf '%s' "$3" |
-        sed -e 's/&/\&amp;/g' -e 's/</\&lt;/g' -e 's/>/\&gt;/g' -e 's/"/\&quot;/g')
-    tr -d '\n' <"$1" | grep -oF "<tr data-$2=\"$name\">" >/dev/null || return 0
-    tr -d '\n' <"$1" | awk -v start="<tr data-$2=\"$name\">" '{
-        i = index($0, start); if (i == 0) exit
-        rest = substr($0, i); j = index(rest, "</tr>")
-        print substr(rest, 1, j) }'
+# dom_numbers FILE: "KIND<TAB>NAME<TAB>KEY<TAB>VALUE" for every number of
+# the page's upstream and program rows (KIND upstream or program; NAME as
+# the page holds it, Chromium's escapes of an attribute value undone).
+dom_numbers() {
+    tr -d '\n' <"$1" | awk '
+        BEGIN { RS = "<tr data-"; OFS = "\t" }
+        NR > 1 && /^(upstream|program)="/ {
+            kind = substr($0, 1, index($0, "=") - 1)
+            rest = substr($0, length(kind) + 3)
+            name = substr(rest, 1, index(rest, "\"") - 1)
+            gsub(/&lt;/, "<", name); gsub(/&gt;/, ">", name)
+            gsub(/&quot;/, "\"", name); gsub(/&amp;/, "\\&", name)
+            row = substr(rest, 1, index(rest, "</tr>"))
+            while (match(row, /data-k="[a-z_]+">[^<]*/)) {
+                cell = substr(row, RSTART + 8, RLENGTH - 8)
+                split(cell, kv, "\">")
+                print kind, name, kv[1], kv[2]
+                row = substr(row, RSTART + RLENGTH)
+            }
+        }'
 }
-# dom_num ROW KEY: the text of the row's cell data-k="KEY".
-dom_num() {
-    echo "$1" | grep -o "data-k=\"$2\">[^<]*" | head -1 | sed 's/.*>//'
-}
-# between LOW X HIGH: all three decimal numbers, LOW <= X <= HIGH.
-between() {
-    for v in "$1" "$2" "$3"; do
-        echo "$v" | grep -Eq '^[0-9]+(\.[0-9]+)?$' || return 1
-    done
-    awk -v l="$1" -v x="$2" -v h="$3" 'BEGIN { exit !(l + 0 <= x + 0 && x + 0 <= h + 0) }'
+# sock_numbers FILE: the same lines from a `retrydctl stats --json` answer:
+# per upstream its balance and counters, per program its processes and
+# their counters summed.
+sock_numbers() {
+    jq -r '
+        (.upstreams[] | .name as $n |
+          ([["balance", .balance], ["cap", .cap], ["deposits", .deposits],
+            ["retries_granted", .retries_granted], ["ambiguous", .ambiguous]]
+           + (.retries_denied | to_entries | map([.key, .value])))[] |
+          ["upstream", $n, .[0], (.[1] | tostring)]),
+        (.processes | group_by(.program)[] | .[0].program as $p |
+          [["processes", length],
+           ["deposits", (map(.deposits) | add)],
+           ["retries_granted", (map(.retries_granted) | add)],
+           ["retries_denied", (map(.retries_denied | add) | add)],
+           ["ambiguous", (map(.ambiguous) | add)]][] |
+          ["program", $p, .[0], (.[1] | tostring)])
+        | @tsv' "$1"
 }
 
-reasons=$(stats | jq -r '.upstreams[0].retries_denied | keys_unsorted[]')
-upstream_keys="deposits retries_granted ambiguous $reasons"
-program_keys="processes deposits retries_granted retries_denied ambiguous"
-
-# check DOM BEFORE AFTER MODE: MODE bracket (under load) or equal (idle).
+# check DOM BEFORE AFTER MODE: every number the stats socket reports (in
+# AFTER) against the page: MODE bracket (under load: counters between
+# BEFORE and AFTER; balances move both ways, so they wait for the idle
+# check) or equal (idle: counters equal in both and on the page, balances
+# between them).
 check() {
-    dom=$1 before=$2 after=$3 mode=$4 bad=0 n=0
-    for u in $(jq -r '.upstreams[].name' "$after"); do
-        row=$(dom_row "$dom" upstream "$u")
-        [ -n "$row" ] || { echo "FAIL  no row for upstream $u"; bad=$((bad + 1)); continue; }
-        for k in $upstream_keys balance; do
-            sel=".upstreams[] | select(.name == \"$u\") |
-                 if .$k != null then .$k else .retries_denied.$k end"
-            lo=$(jq -r "$sel" "$before") hi=$(jq -r "$sel" "$after")
-            v=$(dom_num "$row" "$k")
-            n=$((n + 1))
-            if [ "$mode" = equal ] && [ "$k" != balance ] &&
-                { [ "$lo" != "$hi" ] || [ "$v" != "$hi" ]; }; then
-                echo "FAIL  $u $k: page $v, stats socket $lo then $hi"
-                bad=$((bad + 1))
-            elif [ "$mode" = bracket ] && [ "$k" = balance ]; then
-                : # under load a balance goes both ways: checked when idle
-            elif ! between "$lo" "$v" "$hi"; then
-                echo "FAIL  $u $k: page $v, not within the stats socket's $lo .. $hi"
-                bad=$((bad + 1))
-            fi
-        done
-    done
-    for p in $(jq -r '[.processes[].program] | unique[]' "$after"); do
-        row=$(dom_row "$dom" program "$p")
-        [ -n "$row" ] || { echo "FAIL  no row for program $p"; bad=$((bad + 1)); continue; }
-        for k in $program_keys; do
-            sum="[.processes[] | select(.program == \"$p\") |
-                  if \"$k\" == \"processes\" then 1
-                  elif \"$k\" == \"retries_denied\" then (.retries_denied | add)
-                  else .$k end] | add"
-            lo=$(jq -r "$sum" "$before") hi=$(jq -r "$sum" "$after")
-            v=$(dom_num "$row" "$k")
-            n=$((n + 1))
-            if [ "$mode" = equal ] && { [ "$lo" != "$hi" ] || [ "$v" != "$hi" ]; }; then
-                echo "FAIL  program $p $k: page $v, stats socket $lo then $hi"
-                bad=$((bad + 1))
-            elif ! between "$lo" "$v" "$hi"; then
-                echo "FAIL  program $p $k: page $v, not within $lo .. $hi"
-                bad=$((bad + 1))
-            fi
-        done
-    done
-    echo "$mode: $n numbers of the page checked against the stats socket, $bad wrong"
-    [ "$bad" -eq 0 ]
+    dom_numbers "$1" >"$scratch/dom.tsv"
+    sock_numbers "$2" >"$scratch/before.tsv" &&
+        sock_numbers "$3" >"$scratch/after.tsv" ||
+        ops_fail "cannot read the stats socket's numbers"
+    awk -F '\t' -v mode="$4" '
+        function num(v) { return v ~ /^[0-9]+(\.[0-9]+)?$/ }
+        FILENAME == ARGV[1] { dom[$1 FS $2 FS $3] = $4; ndom++; next }
+        FILENAME == ARGV[2] { lo[$1 FS $2 FS $3] = $4; next }
+        {
+            k = $1 FS $2 FS $3; hi = $4; n++; seen++
+            what = $1 " " $2 " " $3
+            if (!(k in dom)) { print "FAIL  " what ": not on the page"; bad++; next }
+            v = dom[k]; l = lo[k]
+            if (!num(v) || !num(l) || !num(hi)) {
+                print "FAIL  " what ": page " v ", stats socket " l " then " hi; bad++
+            } else if (mode == "equal" && $3 != "balance" && !(l == hi && v == hi)) {
+                print "FAIL  " what ": page " v ", stats socket " l " then " hi; bad++
+            } else if (mode == "bracket" && $3 == "balance") {
+                n--
+            } else if (!(l + 0 <= v + 0 && v + 0 <= hi + 0)) {
+                print "FAIL  " what ": page " v ", not within the stats socket'"'"'s " l " .. " hi; bad++
+            }
+        }
+        END {
+            if (seen != ndom) {
+                print "FAIL  the page has " ndom " numbers, the stats socket " seen; bad++
+            }
+            print mode ": " n " numbers of the page checked against the stats socket, " bad + 0 " wrong"
+            exit bad > 0 || n == 0
+        }' "$scratch/dom.tsv" "$scratch/before.tsv" "$scratch/after.tsv"
 }
 
 # Under load.
