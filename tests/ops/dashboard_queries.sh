@@ -34,7 +34,6 @@ trap 'exit 1' INT TERM
 ops_start_retryd "$retryd" "$scratch"
 ops_load "$client"
 
-prom_port=$(ops_free_port)
 cat >"$scratch/prometheus.yml" <<CONF
 global:
   scrape_interval: 1s
@@ -46,13 +45,27 @@ scrape_configs:
     static_configs:
       - targets: ['127.0.0.1:$OPS_METRICS_PORT']
 CONF
-"$prometheus" --config.file="$scratch/prometheus.yml" \
-    --storage.tsdb.path="$scratch/tsdb" \
-    --web.listen-address="127.0.0.1:$prom_port" --log.level=warn \
-    >"$scratch/prometheus.log" 2>&1 &
-OPS_PIDS="$OPS_PIDS $!"
+# Prometheus on a free port; another pick if another test took it first.
+# Ready in its own words (another server could answer on the port), or
+# gone.
+ready_or_gone() {
+    grep -q "Server is ready to receive web requests" "$scratch/prometheus.log" ||
+        ! kill -0 "$prom_pid"
+}
+for try in 1 2 3; do
+    prom_port=$(ops_free_port)
+    "$prometheus" --config.file="$scratch/prometheus.yml" \
+        --storage.tsdb.path="$scratch/tsdb" \
+        --web.listen-address="127.0.0.1:$prom_port" --log.level=info \
+        >"$scratch/prometheus.log" 2>&1 &
+    prom_pid=$!
+    OPS_PIDS="$OPS_PIDS $prom_pid"
+    ops_wait 30 ready_or_gone
+    kill -0 "$prom_pid" 2>/dev/null && break
+    grep -q "address already in use" "$scratch/prometheus.log" || break
+done
 api="http://127.0.0.1:$prom_port/api/v1"
-ops_wait 30 curl -sf "http://127.0.0.1:$prom_port/-/ready" ||
+curl -sf "http://127.0.0.1:$prom_port/-/ready" >/dev/null ||
     { cat "$scratch/prometheus.log" >&2; ops_fail "prometheus did not start"; }
 
 # instant QUERY -> the result's first value, or nothing
