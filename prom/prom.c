@@ -247,6 +247,21 @@ static void health(const render *x)
                 items[i].name, items[i].n);
 }
 
+/* The names of the Prometheus clients' process collector, so that the
+ * usual descriptor alerts and panels work unchanged; only when the daemon
+ * said (an older one sends 0). */
+static void descriptor_families(const render *x)
+{
+    if (x->r->descriptors_max == 0)
+        return;
+    header(x->out, "process_open_fds", "gauge",
+           "The daemon's open file descriptors.");
+    fprintf(x->out, "process_open_fds %u\n", x->r->descriptors_open);
+    header(x->out, "process_max_fds", "gauge",
+           "The daemon's descriptor limit (RLIMIT_NOFILE, soft).");
+    fprintf(x->out, "process_max_fds %" PRIu64 "\n", x->r->descriptors_max);
+}
+
 static void daemon_families(const render *x)
 {
     const Retryd__StatsReply *r = x->r;
@@ -261,6 +276,14 @@ static void daemon_families(const render *x)
     header(x->out, "retryd_attached_processes", "gauge",
            "Processes attached to the segment.");
     fprintf(x->out, "retryd_attached_processes %u\n", r->attached_processes);
+    header(x->out, "retryd_segment_process_slots", "gauge",
+           "Process slots in the segment (process_capacity).");
+    fprintf(x->out, "retryd_segment_process_slots %u\n", r->process_capacity);
+    header(x->out, "retryd_upstreams", "gauge", "Upstreams registered.");
+    fprintf(x->out, "retryd_upstreams %zu\n", r->n_upstreams);
+    header(x->out, "retryd_segment_upstream_slots", "gauge",
+           "Upstream slots in the segment (upstream_capacity).");
+    fprintf(x->out, "retryd_segment_upstream_slots %u\n", r->upstream_capacity);
     header(x->out, "retryd_draining", "gauge", "1 while the host drains.");
     fprintf(x->out, "retryd_draining %d\n", r->draining ? 1 : 0);
     header(x->out, "retryd_slot_refusals_total", "counter",
@@ -271,6 +294,7 @@ static void daemon_families(const render *x)
             "\nretryd_slot_refusals_total{reason=\"quota\"} %" PRIu64 "\n",
             r->slots_refused_capacity, r->slots_refused_quota);
     health(x);
+    descriptor_families(x);
 }
 
 int prom_render(FILE *out, const Retryd__StatsReply *r, prom_per_process mode)

@@ -36,10 +36,14 @@
 #include "core/log.h"
 #include "prom.h"
 #include "core/rcu.h"
+#include "status_page.h"
 #include "base/clock.h"
 #include "retryd/common.h"
 
 #define METRICS_CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
+#define STATUS_CONTENT_TYPE "text/html; charset=utf-8"
+/* The status page loads nothing and runs nothing: a browser is told so. */
+#define STATUS_CSP "default-src 'none'; style-src 'unsafe-inline'"
 
 /* A connection we admitted, from accept until MHD closes it. */
 typedef struct mconn {
@@ -59,6 +63,9 @@ struct metrics {
     char where[64];
     mconn *conns[METRICS_CONNECTIONS_MAX]; /* NULL: a free place */
     mconn *adding; /* being handed to MHD_add_connection() */
+    /* The status page's history (status_page.h), and its next sample. */
+    status_history *history;
+    uint64_t sample_due_ns;
 };
 
 static uint64_t ms_ns(uint64_t ms)
@@ -210,9 +217,9 @@ static void on_notify(void *cls, struct MHD_Connection *connection,
 
 /* --- answering ----------------------------------------------------------- */
 
-static enum MHD_Result answer(struct MHD_Connection *connection,
-                              unsigned status, char *body, size_t len,
-                              bool owned)
+static enum MHD_Result answer_as(struct MHD_Connection *connection,
+                                 unsigned status, char *body, size_t len,
+                                 bool owned, const char *ctype)
 {
     struct MHD_Response *res = MHD_create_response_from_buffer(
         len, body, owned ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
@@ -224,14 +231,25 @@ static enum MHD_Result answer(struct MHD_Connection *connection,
     /* One request per connection, as on the stats socket: nothing idles
      * in a place between scrapes. */
     MHD_add_response_header(res, MHD_HTTP_HEADER_CONNECTION, "close");
-    MHD_add_response_header(res, MHD_HTTP_HEADER_CONTENT_TYPE,
-                            status == MHD_HTTP_OK ? METRICS_CONTENT_TYPE
-                                                  : "text/plain");
+    MHD_add_response_header(res, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
+    if (strcmp(ctype, STATUS_CONTENT_TYPE) == 0) {
+        MHD_add_response_header(res, "Content-Security-Policy", STATUS_CSP);
+        MHD_add_response_header(res, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+    }
     if (status == MHD_HTTP_METHOD_NOT_ALLOWED)
         MHD_add_response_header(res, MHD_HTTP_HEADER_ALLOW, "GET");
     enum MHD_Result r = MHD_queue_response(connection, status, res);
     MHD_destroy_response(res);
     return r;
+}
+
+static enum MHD_Result answer(struct MHD_Connection *connection,
+                              unsigned status, char *body, size_t len,
+                              bool owned)
+{
+    return answer_as(connection, status, body, len, owned,
+                     status == MHD_HTTP_OK ? METRICS_CONTENT_TYPE
+                                           : "text/plain");
 }
 
 static enum MHD_Result answer_text(struct MHD_Connection *connection,
@@ -266,6 +284,31 @@ static enum MHD_Result scrape(metrics *m, struct MHD_Connection *connection)
     return answer(connection, MHD_HTTP_OK, body, len, true);
 }
 
+/* The status page of what the stats socket would answer now, with the
+ * processes (its per-program table) whatever metrics_per_process says. */
+static enum MHD_Result status(metrics *m, struct MHD_Connection *connection)
+{
+    stats_snapshot s;
+    char *body = NULL;
+    size_t len = 0;
+    if (stats_snapshot_take(m->d, true, &s) < 0)
+        return answer_text(connection, MHD_HTTP_SERVICE_UNAVAILABLE,
+                           "out of memory\n");
+    FILE *out = open_memstream(&body, &len);
+    int r = out != NULL ? status_page_render(out, &s.rep, m->history, m->where)
+                        : -1;
+    if (out != NULL && fclose(out) != 0)
+        r = -1;
+    stats_snapshot_free(&s);
+    if (r < 0) {
+        free(body);
+        return answer_text(connection, MHD_HTTP_SERVICE_UNAVAILABLE,
+                           "out of memory\n");
+    }
+    return answer_as(connection, MHD_HTTP_OK, body, len, true,
+                     STATUS_CONTENT_TYPE);
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection,
                                   const char *url, const char *method,
                                   const char *version, const char *upload_data,
@@ -286,18 +329,32 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection,
     if (strcmp(method, MHD_HTTP_METHOD_GET) != 0)
         return answer_text(connection, MHD_HTTP_METHOD_NOT_ALLOWED,
                            "only GET\n");
+    if (strcmp(url, "/") == 0)
+        return status(m, connection);
     if (strcmp(url, "/metrics") != 0)
         return answer_text(connection, MHD_HTTP_NOT_FOUND,
-                           "not found: try /metrics\n");
+                           "not found: try / or /metrics\n");
     return scrape(m, connection);
 }
 
 /* --- the loop's side ----------------------------------------------------- */
 
+/* One sample of the status page's history, when it is due. */
+static void sample(metrics *m, uint64_t now)
+{
+    stats_snapshot s;
+    if (now < m->sample_due_ns || stats_snapshot_take(m->d, false, &s) < 0)
+        return;
+    status_history_add(m->history, &s.rep, now);
+    stats_snapshot_free(&s);
+    m->sample_due_ns = now + ms_ns(STATUS_HISTORY_INTERVAL_MS);
+}
+
 void metrics_run(metrics *m)
 {
     MHD_run(m->mhd);
     uint64_t now = retryd__clock_monotonic_ns();
+    sample(m, now);
     for (int i = 0; i < METRICS_CONNECTIONS_MAX; i++) {
         mconn *c = m->conns[i];
         if (c == NULL || c->due_ns > now)
@@ -311,7 +368,7 @@ void metrics_run(metrics *m)
 
 int metrics_timeout_ms(metrics *m)
 {
-    uint64_t now = retryd__clock_monotonic_ns(), next = UINT64_MAX;
+    uint64_t now = retryd__clock_monotonic_ns(), next = m->sample_due_ns;
     for (int i = 0; i < METRICS_CONNECTIONS_MAX; i++)
         if (m->conns[i] != NULL && m->conns[i]->due_ns < next)
             next = m->conns[i]->due_ns;
@@ -354,10 +411,13 @@ static metrics *metrics_open(server *d, const config *c)
         return NULL;
     m->d = d;
     snprintf(m->where, sizeof(m->where), "%s", c->metrics_listen);
-    m->listen_fd = listen_tcp(c);
+    m->history = status_history_new();
+    m->listen_fd = m->history != NULL ? listen_tcp(c) : -1;
     if (m->listen_fd < 0) {
         log_err("metrics_listen %s: cannot listen: %s", m->where,
-                strerror(-m->listen_fd));
+                m->history != NULL ? strerror(-m->listen_fd)
+                                   : "out of memory");
+        status_history_free(m->history);
         free(m);
         return NULL;
     }
@@ -375,6 +435,7 @@ static metrics *metrics_open(server *d, const config *c)
     if (m->mhd == NULL) {
         log_err("metrics_listen %s: libmicrohttpd did not start", m->where);
         close(m->listen_fd);
+        status_history_free(m->history);
         free(m);
         return NULL;
     }
@@ -392,6 +453,7 @@ void metrics_close(metrics *m)
     for (int i = 0; i < METRICS_CONNECTIONS_MAX; i++)
         free(m->conns[i]); /* none left: on_notify freed them */
     log_info("metrics: stopped serving %s", m->where);
+    status_history_free(m->history);
     free(m);
 }
 
@@ -481,7 +543,9 @@ void metrics_take(server *d, metrics **cur, int epfd, uint64_t listen_tag,
         *cur = NULL;
         return;
     }
-    log_info("metrics: serving http://%s/metrics", m->where);
+    log_info("metrics: serving http://%s/metrics and the status page "
+             "http://%s/",
+             m->where, m->where);
 }
 
 void metrics_drop_pending(server *d)

@@ -5,9 +5,11 @@
  * which the stats socket packs (stats.c) and /metrics renders
  * (metrics.c). Reads only.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "core/rcu.h"
 #include "retryd.pb-c.h"
@@ -122,6 +124,22 @@ static int snapshot_alloc(stats_snapshot *s, size_t ucap, size_t pcap)
     return 0;
 }
 
+/* The daemon's open descriptors (its /proc/self/fd, less the one reading
+ * it) and soft limit, for the reply; 0 when they cannot be read. */
+static void descriptors(Retryd__StatsReply *rep)
+{
+    struct rlimit rl;
+    DIR *dir = opendir("/proc/self/fd");
+    unsigned n = 0;
+    for (; dir != NULL && readdir(dir) != NULL; n++)
+        ;
+    if (dir != NULL)
+        closedir(dir);
+    rep->descriptors_open = n > 3 ? n - 3 : 0; /* ".", "..", the dir's own */
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+        rep->descriptors_max = rl.rlim_cur;
+}
+
 /* Everything is read under one RCU section and copied out of it: what is
  * done with the reply (a socket send, a rendering) happens after. */
 int stats_snapshot_take(server *d, bool processes, stats_snapshot *s)
@@ -156,6 +174,7 @@ int stats_snapshot_take(server *d, bool processes, stats_snapshot *s)
         atomic_load_explicit(&d->slots_refused_capacity, memory_order_relaxed);
     rep->slots_refused_quota =
         atomic_load_explicit(&d->slots_refused_quota, memory_order_relaxed);
+    descriptors(rep);
     rep->n_upstreams = s->b.n;
     rep->upstreams = s->b.up_ptrs;
     rep->processes = s->pptr;

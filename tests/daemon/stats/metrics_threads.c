@@ -5,10 +5,10 @@
  * The daemon's main thread attaches and releases process slots (writing
  * their program names) and reloads the configuration (moving the endpoint
  * between two ports and switching metrics_per_process), while its stats
- * thread serves scrapes from a thread of this program and retrydctl
- * stats. Every scrape must answer 200 with a body that names a program,
- * and the daemon must exit cleanly (a sanitizer report makes its exit code
- * non-zero).
+ * thread serves scrapes (and the status page, GET /, in turn) from a
+ * thread of this program and retrydctl stats. Every answer must be 200
+ * with a whole body (the families; the page to its end), and the daemon
+ * must exit cleanly (a sanitizer report makes its exit code non-zero).
  */
 #include <pthread.h>
 #include <signal.h>
@@ -35,15 +35,18 @@ static atomic_long scrapes, refused;
 
 static void *scraper(void *arg)
 {
+    static const char *const paths[] = {"/metrics", "/"};
+    static const char *const holds[] = {"retryd_upstream_balance_tokens",
+                                        "</body></html>\n"};
     (void)arg;
-    while (!atomic_load(&stop)) {
+    for (unsigned n = 0; !atomic_load(&stop); n++) {
         rd_http h;
         int p = atomic_load(&live_port);
-        int r = rd_http_get("127.0.0.1", p, "/metrics", &h);
+        int r = rd_http_get("127.0.0.1", p, paths[n % 2], &h);
         if (r == 0) {
-            CHECK(h.status == 200, "scrape answered %ld", h.status);
-            CHECK(strstr(h.body, "retryd_upstream_balance_tokens") != NULL,
-                  "%s", h.body);
+            CHECK(h.status == 200, "%s answered %ld", paths[n % 2], h.status);
+            CHECK(strstr(h.body, holds[n % 2]) != NULL, "%s: %s", paths[n % 2],
+                  h.body);
             atomic_fetch_add(&scrapes, 1);
         } else {
             /* Only while a reload moves the endpoint. */
