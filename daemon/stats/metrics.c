@@ -415,8 +415,7 @@ static metrics *metrics_open(server *d, const config *c)
     m->listen_fd = m->history != NULL ? listen_tcp(c) : -1;
     if (m->listen_fd < 0) {
         log_err("metrics_listen %s: cannot listen: %s", m->where,
-                m->history != NULL ? strerror(-m->listen_fd)
-                                   : "out of memory");
+                m->history != NULL ? strerror(-m->listen_fd) : "out of memory");
         status_history_free(m->history);
         free(m);
         return NULL;
