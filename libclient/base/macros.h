@@ -12,6 +12,10 @@
 #define RETRYD_CONTAINER_OF(ptr, type, member)                                 \
     ((type *)(void *)((char *)(ptr)-offsetof(type, member)))
 
+/* The same for a const @p ptr: a const structure. */
+#define RETRYD_CONST_CONTAINER_OF(ptr, type, member)                           \
+    ((const type *)(const void *)((const char *)(ptr)-offsetof(type, member)))
+
 /*
  * Growable structs (docs/abi.md). Every public struct begins with its size,
  * `sz`, set by whoever built it: a caller's options, facts or output

@@ -47,6 +47,7 @@ arrows() {
     # those below it, criterion, and (for the executors) the test servers'
     # client side, which uses libc alone.
     test_support) echo "libs: c gcc" ;;
+    test_base) echo "base libs: c m gcc criterion" ;;
     test_decide) echo "decide base libs: c m gcc criterion" ;;
     test_shared) echo "shared base proto libs: c m gcc protobuf-c criterion" ;;
     test_budget) echo "budget shared base proto libs: c m gcc protobuf-c urcu-bp urcu-cds criterion" ;;
