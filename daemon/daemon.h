@@ -20,6 +20,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "base/queue.h"
 #include "core/config.h"
 #include "segment/owner.h"
 #include "segment/registry.h"
@@ -68,7 +69,7 @@ enum conn_timer {
 };
 
 typedef struct conn_queue {
-    conn *head, *tail;
+    retryd_queue q; /* of conn's t[k].node, oldest deadline first */
     unsigned n; /* its length: for CONN_T_IDLE, the unattached pool's size */
 } conn_queue;
 
@@ -105,8 +106,8 @@ typedef struct server {
     int stop_fd; /* eventfd: tells the stats thread to stop */
     int signal_fd;
     int timer_fd;
-    conn *conns; /* every open control connection */
-    conn *dead;  /* closed during this epoll batch, freed after it */
+    retryd_queue conns; /* every open control connection (conn.link) */
+    retryd_queue dead;  /* closed during this epoll batch, freed after it */
     conn_queue timers[CONN_TIMERS];
     /* Refused peers' descriptors, oldest first (a ring). */
     int refused_fd[CONTROL_REFUSED_LINGER_MAX];

@@ -532,6 +532,7 @@ int main(int argc, char **argv)
                 .stop_fd = -1,
                 .metrics_lock = PTHREAD_MUTEX_INITIALIZER,
                 .metrics_wake_fd = -1};
+    control_init(&d);
     int code = parse_args(argc, argv, &cl);
     if (code >= 0)
         return code;

@@ -45,11 +45,14 @@ static void count_unattached(const server *d, uid_t uid, pid_t pid,
                              unsigned *ret_uid, unsigned *ret_pid)
 {
     unsigned nu = 0, np = 0;
-    for (conn *c = d->timers[CONN_T_IDLE].head; c; c = c->t[CONN_T_IDLE].next)
+    RETRYD_QUEUE_FOREACH(n, &d->timers[CONN_T_IDLE].q)
+    {
+        const conn *c = CONN_OF_TIMER(n, CONN_T_IDLE);
         if (c->uid == uid) {
             nu++;
             np += c->pid == pid;
         }
+    }
     *ret_uid = nu;
     *ret_pid = np;
 }
@@ -73,7 +76,9 @@ static holder biggest(const server *d, bool any_uid, uid_t uid, bool by_uid)
 {
     holder h[CONFIG_UNATTACHED_MAX], best = {0};
     size_t n = 0;
-    for (conn *c = d->timers[CONN_T_IDLE].head; c; c = c->t[CONN_T_IDLE].next) {
+    RETRYD_QUEUE_FOREACH(node, &d->timers[CONN_T_IDLE].q)
+    {
+        conn *c = CONN_OF_TIMER(node, CONN_T_IDLE);
         if (!any_uid && c->uid != uid)
             continue;
         uint32_t id = by_uid ? (uint32_t)c->uid : (uint32_t)c->pid;
@@ -242,9 +247,11 @@ int control_accept(server *d)
 int control_next_timeout_ms(const server *d)
 {
     uint64_t due = UINT64_MAX, now = conn_now_ns();
-    for (int k = 0; k < CONN_TIMERS; k++)
-        if (d->timers[k].head != NULL && d->timers[k].head->t[k].due_ns < due)
-            due = d->timers[k].head->t[k].due_ns;
+    for (int k = 0; k < CONN_TIMERS; k++) {
+        const conn *first = conn_timer_first(d, (enum conn_timer)k);
+        if (first != NULL && first->t[k].due_ns < due)
+            due = first->t[k].due_ns;
+    }
     if (d->refused_n > 0 && d->refused_due_ns[d->refused_first] < due)
         due = d->refused_due_ns[d->refused_first];
     if (due == UINT64_MAX)
@@ -263,7 +270,8 @@ void control_expire(server *d)
         refused_close_oldest(d);
     for (int k = 0; k < CONN_TIMERS; k++) {
         conn *c;
-        while ((c = d->timers[k].head) != NULL && c->t[k].due_ns <= now) {
+        while ((c = conn_timer_first(d, (enum conn_timer)k)) != NULL &&
+               c->t[k].due_ns <= now) {
             /* One rate limit per deadline: a flood of one kind must not
              * hide the others. */
             static log_limit sites[CONN_TIMERS];
@@ -279,8 +287,9 @@ void control_expire(server *d)
  * the next daemon, which adopts the live ones. */
 void control_close_all(server *d)
 {
-    while (d->conns != NULL)
-        conn_free(d, d->conns);
+    while (!retryd__queue_empty(&d->conns))
+        conn_free(d,
+                  RETRYD_QUEUE_DATA(retryd__queue_head(&d->conns), conn, link));
     control_reap(d);
     while (d->refused_n > 0)
         refused_close_oldest(d);

@@ -47,43 +47,42 @@ uint64_t conn_now_ns(void)
 
 void conn_timer_stop(server *d, conn *c, enum conn_timer k)
 {
-    if (!c->t[k].queued)
+    if (!conn_timer_queued(c, k))
         return;
-    conn_queue *q = &d->timers[k];
-    if (c->t[k].prev != NULL)
-        c->t[k].prev->t[k].next = c->t[k].next;
-    else
-        q->head = c->t[k].next;
-    if (c->t[k].next != NULL)
-        c->t[k].next->t[k].prev = c->t[k].prev;
-    else
-        q->tail = c->t[k].prev;
-    c->t[k].prev = c->t[k].next = NULL;
-    c->t[k].queued = false;
-    q->n--;
+    retryd__queue_remove(&c->t[k].node);
+    d->timers[k].n--;
 }
 
 /* (Re)start timer @p k of @p c from now: to the tail of its queue. */
 void conn_timer_start(server *d, conn *c, enum conn_timer k)
 {
     conn_timer_stop(d, c, k);
-    conn_queue *q = &d->timers[k];
     c->t[k].due_ns = conn_now_ns() + timer_ms(d, k) * 1000000u;
-    c->t[k].prev = q->tail;
-    c->t[k].next = NULL;
-    if (q->tail != NULL)
-        q->tail->t[k].next = c;
-    else
-        q->head = c;
-    q->tail = c;
-    c->t[k].queued = true;
-    q->n++;
+    retryd__queue_insert_tail(&d->timers[k].q, &c->t[k].node);
+    d->timers[k].n++;
+}
+
+conn *conn_timer_first(const server *d, enum conn_timer k)
+{
+    const retryd_queue *q = &d->timers[k].q;
+    return retryd__queue_empty(q) ? NULL
+                                  : CONN_OF_TIMER(retryd__queue_head(q), k);
+}
+
+void control_init(server *d)
+{
+    retryd__queue_init(&d->conns);
+    retryd__queue_init(&d->dead);
+    for (int k = 0; k < CONN_TIMERS; k++) {
+        retryd__queue_init(&d->timers[k].q);
+        d->timers[k].n = 0;
+    }
 }
 
 /* Traffic on an unattached connection: it is the most recently active. */
 void conn_active(server *d, conn *c)
 {
-    if (c->t[CONN_T_IDLE].queued)
+    if (conn_timer_queued(c, CONN_T_IDLE))
         conn_timer_start(d, c, CONN_T_IDLE);
 }
 
@@ -91,12 +90,7 @@ void conn_active(server *d, conn *c)
 
 void conn_free(server *d, conn *c)
 {
-    if (c->prev != NULL)
-        c->prev->next = c->next;
-    else
-        d->conns = c->next;
-    if (c->next != NULL)
-        c->next->prev = c->prev;
+    retryd__queue_remove(&c->link);
     for (int k = 0; k < CONN_TIMERS; k++)
         conn_timer_stop(d, c, (enum conn_timer)k);
     epoll_ctl(d->epfd, EPOLL_CTL_DEL, c->fd, NULL);
@@ -107,17 +101,13 @@ void conn_free(server *d, conn *c)
     /* Other events of the current epoll batch may still point at it: it
      * is freed when the batch is done (control_reap). */
     c->dead = true;
-    c->next_dead = d->dead;
-    d->dead = c;
+    retryd__queue_insert_tail(&d->dead, &c->link);
 }
 
 void control_reap(server *d)
 {
-    while (d->dead != NULL) {
-        conn *c = d->dead;
-        d->dead = c->next_dead;
-        free(c);
-    }
+    for (retryd_queue *n; (n = retryd__queue_pop(&d->dead)) != NULL;)
+        free(RETRYD_QUEUE_DATA(n, conn, link));
 }
 
 bool control_dead(const conn *c)
@@ -191,7 +181,7 @@ int conn_flush(server *d, conn *c)
         conn_timer_stop(d, c, CONN_T_WRITE);
         if (c->closing)
             return -1;
-    } else if (progress || !c->t[CONN_T_WRITE].queued) {
+    } else if (progress || !conn_timer_queued(c, CONN_T_WRITE)) {
         conn_timer_start(d, c, CONN_T_WRITE);
     }
     if (progress)
@@ -216,6 +206,10 @@ void conn_open(server *d, int fd, const struct ucred *cr)
                 .uid = cr->uid,
                 .slot = -1,
                 .pass_fd = -1};
+    /* In no list yet: a zeroed node is not an unlinked one. */
+    retryd__queue_init(&c->link);
+    for (int k = 0; k < CONN_TIMERS; k++)
+        retryd__queue_init(&c->t[k].node);
     int sndbuf = CONTROL_SNDBUF;
     setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf));
     struct epoll_event ev = {.events = c->events, .data.ptr = &c->w};
@@ -224,10 +218,7 @@ void conn_open(server *d, int fd, const struct ucred *cr)
         free(c);
         return;
     }
-    c->next = d->conns;
-    if (d->conns != NULL)
-        d->conns->prev = c;
-    d->conns = c;
+    retryd__queue_insert_head(&d->conns, &c->link);
     conn_timer_start(d, c, CONN_T_HELLO);
     conn_timer_start(d, c, CONN_T_IDLE);
 }

@@ -17,8 +17,7 @@
 #include "daemon.h"
 
 struct conn {
-    conn *prev, *next; /* d->conns */
-    conn *next_dead;   /* d->dead: closed, freed after the epoll batch */
+    retryd_queue link; /* in d->conns; once closed, in d->dead */
     bool dead;
     bool greeted;
     bool closing;  /* answered for the last time: close once flushed */
@@ -36,9 +35,8 @@ struct conn {
     size_t pass_at; /* the byte of out the passed descriptor rides on */
     int pass_fd;    /* -1: none to pass */
     struct {
-        conn *prev, *next;
+        retryd_queue node; /* in d->timers[k] while that deadline runs */
         uint64_t due_ns;
-        bool queued;
     } t[CONN_TIMERS];
     char client[64];
 };
@@ -62,5 +60,15 @@ int conn_flush(server *d, conn *c);
  * or < 0 when the peer let more than CONTROL_OUTPUT_MAX pile up. */
 int conn_reply(conn *c, Retryd__ControlReply *rep, int pass_fd);
 int conn_reply_error(conn *c, int err, const char *message);
+
+/* The connection whose deadline @p k is the first of its queue, or NULL. */
+conn *conn_timer_first(const server *d, enum conn_timer k);
+/* Whether deadline @p k of @p c runs. */
+static inline bool conn_timer_queued(const conn *c, enum conn_timer k)
+{
+    return retryd__queue_linked(&c->t[k].node);
+}
+/* The connection of node @p n of d->timers[@p k]. */
+#define CONN_OF_TIMER(n, k) RETRYD_QUEUE_DATA(n, conn, t[k].node)
 
 #endif

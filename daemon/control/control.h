@@ -11,6 +11,9 @@
 
 #include "daemon.h"
 
+/* Set up the server's connection lists and deadline queues: before any
+ * other control_* call. */
+void control_init(server *d);
 int control_accept(server *d);
 void control_ready(server *d, conn *c, uint32_t events);
 void control_close_all(server *d);
