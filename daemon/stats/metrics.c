@@ -259,54 +259,65 @@ static enum MHD_Result answer_text(struct MHD_Connection *connection,
                   false);
 }
 
-/* The exposition of what the stats socket would answer now. */
-static enum MHD_Result scrape(metrics *m, struct MHD_Connection *connection)
+/* A view of what the stats socket would answer now: a snapshot (with the
+ * processes when @p processes), rendered into memory by @p render and
+ * answered as @p type; 503 when memory runs out. */
+typedef int (*render_fn)(FILE *out, const Retryd__StatsReply *rep,
+                         const metrics *m, int mode);
+
+static enum MHD_Result view(metrics *m, struct MHD_Connection *connection,
+                            int mode, bool processes, render_fn render,
+                            const char *type)
 {
     stats_snapshot s;
     char *body = NULL;
     size_t len = 0;
+    if (stats_snapshot_take(m->d, processes, &s) < 0)
+        return answer_text(connection, MHD_HTTP_SERVICE_UNAVAILABLE,
+                           "out of memory\n");
+    FILE *out = open_memstream(&body, &len);
+    int r = out != NULL ? render(out, &s.rep, m, mode) : -1;
+    if (out != NULL && fclose(out) != 0)
+        r = -1;
+    stats_snapshot_free(&s);
+    if (r < 0) {
+        free(body);
+        return answer_text(connection, MHD_HTTP_SERVICE_UNAVAILABLE,
+                           "out of memory\n");
+    }
+    return answer_as(connection, MHD_HTTP_OK, body, len, true, type);
+}
+
+static int render_exposition(FILE *out, const Retryd__StatsReply *rep,
+                             const metrics *m, int mode)
+{
+    (void)m;
+    return prom_render(out, rep, (prom_per_process)mode);
+}
+
+static int render_status(FILE *out, const Retryd__StatsReply *rep,
+                         const metrics *m, int mode)
+{
+    (void)mode;
+    return status_page_render(out, rep, m->history, m->where);
+}
+
+/* The exposition, with per-process series as metrics_per_process says. */
+static enum MHD_Result scrape(metrics *m, struct MHD_Connection *connection)
+{
     rd_rcu_read_lock();
     int mode = rcu_dereference(m->d->cfg)->metrics_per_process;
     rd_rcu_read_unlock();
-    if (stats_snapshot_take(m->d, mode != PROM_PER_NONE, &s) < 0)
-        return answer_text(connection, MHD_HTTP_SERVICE_UNAVAILABLE,
-                           "out of memory\n");
-    FILE *out = open_memstream(&body, &len);
-    int r = out != NULL ? prom_render(out, &s.rep, (prom_per_process)mode) : -1;
-    if (out != NULL && fclose(out) != 0)
-        r = -1;
-    stats_snapshot_free(&s);
-    if (r < 0) {
-        free(body);
-        return answer_text(connection, MHD_HTTP_SERVICE_UNAVAILABLE,
-                           "out of memory\n");
-    }
-    return answer(connection, MHD_HTTP_OK, body, len, true);
+    return view(m, connection, mode, mode != PROM_PER_NONE, render_exposition,
+                METRICS_CONTENT_TYPE);
 }
 
-/* The status page of what the stats socket would answer now, with the
- * processes (its per-program table) whatever metrics_per_process says. */
+/* The status page, with the processes (its per-program table) whatever
+ * metrics_per_process says. */
 static enum MHD_Result status(metrics *m, struct MHD_Connection *connection)
 {
-    stats_snapshot s;
-    char *body = NULL;
-    size_t len = 0;
-    if (stats_snapshot_take(m->d, true, &s) < 0)
-        return answer_text(connection, MHD_HTTP_SERVICE_UNAVAILABLE,
-                           "out of memory\n");
-    FILE *out = open_memstream(&body, &len);
-    int r = out != NULL ? status_page_render(out, &s.rep, m->history, m->where)
-                        : -1;
-    if (out != NULL && fclose(out) != 0)
-        r = -1;
-    stats_snapshot_free(&s);
-    if (r < 0) {
-        free(body);
-        return answer_text(connection, MHD_HTTP_SERVICE_UNAVAILABLE,
-                           "out of memory\n");
-    }
-    return answer_as(connection, MHD_HTTP_OK, body, len, true,
-                     STATUS_CONTENT_TYPE);
+    return view(m, connection, PROM_PER_NONE, true, render_status,
+                STATUS_CONTENT_TYPE);
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection,
