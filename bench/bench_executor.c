@@ -24,7 +24,8 @@
  *            client with a process-local budget (RETRYD_HOST_LOCAL_ONLY),
  *            result freed.
  *   daemon   the same with a client attached to a real retryd daemon the
- *            benchmark starts (tests/common/harness.c, as the tests do).
+ *            benchmark starts (tests/support/harness/harness.c, as the tests
+ * do).
  *
  * local - raw and daemon - raw are the executor's overhead per request:
  * everything retryd does around libcurl (URL, header lists, result,

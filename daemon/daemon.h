@@ -4,6 +4,12 @@
  * (control socket, pidfds, signals, heartbeat) and is the only writer of
  * the registry, the configuration pointer and the segment's slot tables.
  * The stats thread only reads, inside RCU read-side sections.
+ *
+ * One error convention in every wing: a function that can fail returns 0
+ * (or a descriptor, a count) on success and a negative RETRYD_E* code on
+ * failure, a negated errno where one fits (retryd/common.h). -1 means only
+ * what a function documents as "none" (no deadline for epoll, no such
+ * key) or, in a connection's input path, "close it".
  */
 #ifndef RETRYD_DAEMON_H
 #define RETRYD_DAEMON_H
@@ -14,12 +20,14 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "config.h"
-#include "owner.h"
-#include "registry.h"
+#include "base/queue.h"
+#include "core/config.h"
+#include "segment/owner.h"
+#include "segment/registry.h"
 #include "retryd.pb-c.h"
+#include "retryd/version.h"
 
-#define RETRYD_DAEMON_VERSION "0.2.0"
+#define RETRYD_DAEMON_VERSION RETRYD_VERSION_STRING
 
 /*
  * What a peer of the control socket may hold (docs/daemon.md, "Limits").
@@ -61,7 +69,7 @@ enum conn_timer {
 };
 
 typedef struct conn_queue {
-    conn *head, *tail;
+    retryd_queue q; /* of conn's t[k].node, oldest deadline first */
     unsigned n; /* its length: for CONN_T_IDLE, the unattached pool's size */
 } conn_queue;
 
@@ -98,8 +106,8 @@ typedef struct server {
     int stop_fd; /* eventfd: tells the stats thread to stop */
     int signal_fd;
     int timer_fd;
-    conn *conns; /* every open control connection */
-    conn *dead;  /* closed during this epoll batch, freed after it */
+    retryd_queue conns; /* every open control connection (conn.link) */
+    retryd_queue dead;  /* closed during this epoll batch, freed after it */
     conn_queue timers[CONN_TIMERS];
     /* Refused peers' descriptors, oldest first (a ring). */
     int refused_fd[CONTROL_REFUSED_LINGER_MAX];
@@ -120,101 +128,4 @@ typedef struct server {
     int metrics_wake_fd;          /* eventfd: wakes the stats thread */
 } server;
 
-/* control.c: the control socket (main thread). */
-/* Whether a peer may use a socket: root, our own user, a listed user, or
- * a member (primary or supplementary) of a listed group or, on the stats
- * socket, of stats_group. The one check both sockets make. */
-bool daemon_peer_allowed(int fd, uid_t uid, gid_t gid, const config *c,
-                         bool stats);
-int control_accept(server *d);
-void control_ready(server *d, conn *c, uint32_t events);
-void control_close_all(server *d);
-/* Milliseconds until the next control deadline (-1: none), for
- * epoll_wait(); control_expire() closes what is due. */
-int control_next_timeout_ms(const server *d);
-void control_expire(server *d);
-/* Connections closed during an epoll batch stay allocated (events of the
- * same batch may name them) until control_reap() after the batch. */
-bool control_dead(const conn *c);
-void control_reap(server *d);
-/* Watch a process slot's owner through @p pidfd, so its exit releases the
- * slot. On failure the descriptor stays the caller's to close. */
-int daemon_watch_process(server *d, uint32_t slot, int pidfd);
-/* A process slot's owner is gone (pidfd) or detached (hang-up). */
-void daemon_release_process(server *d, uint32_t slot);
-
-/* Registration, shared by the control handler, startup and reload. It
- * refuses a malformed name (RETRYD_EINVAL), so a client's name is checked
- * here; the configuration and an adopted segment check their own. */
-int daemon_register(server *d, const char *name, const budget_params *given,
-                    reg_entry *ret);
-
-/* The eviction order of the stats socket's and /metrics's connections
- * when places run out: whether one (@p answered: its request is in;
- * accepted at @p at_ns) goes before another (@p other_answered,
- * @p other_at_ns): one still sending its request before one being
- * answered, then the oldest. */
-static inline bool daemon_evict_before(bool answered, uint64_t at_ns,
-                                       bool other_answered,
-                                       uint64_t other_at_ns)
-{
-    return (other_answered && !answered) ||
-           (other_answered == answered && at_ns < other_at_ns);
-}
-
-/* stats.c: the stats thread. It serves many readers at once (its own
- * epoll), each with a deadline; when all STATS_CONNECTIONS_MAX are taken
- * the oldest is closed for the newcomer. */
-#define STATS_CONNECTIONS_MAX 64
-/* The request must arrive this soon after the connection is accepted. */
-#define STATS_REQUEST_TIMEOUT_MS 1000
-/* The reply must be read this soon after it was built. */
-#define STATS_REPLY_TIMEOUT_MS 5000
-/* Reply bytes waiting for all readers together; a request that would go
- * over gets an error instead. */
-#define STATS_OUTPUT_TOTAL_MAX (64u * 1024 * 1024)
-int stats_start(server *d);
-void stats_stop(server *d);
-
-/* Per Counters message: denials (index 0 unused, as the proto's
- * Counters.denied is indexed by denial reason), then evidence. */
-#define STATS_DENIED (SEG_C_DENIED_COUNT + 1)
-#define STATS_NUMBERS (STATS_DENIED + SEG_C_EVIDENCE_COUNT)
-
-typedef struct stats_build {
-    const server *d;
-    uint64_t (*totals)[SEG_COUNTERS];
-    Retryd__UpstreamStats *ups;
-    Retryd__UpstreamStats **up_ptrs;
-    /* Copies: a registry entry may be freed once the read section ends,
-     * before the reply is packed. */
-    char (*names)[SEG_NAME_MAX + 1];
-    Retryd__Params *params;
-    Retryd__Counters *counters;
-    uint64_t *numbers; /* denied and evidence arrays */
-    size_t n, cap;
-} stats_build;
-
-/* A stats reply and the arrays it points into, copied out of one RCU
- * read-side section: what the stats socket packs and /metrics renders.
- * Only threads registered with RCU (the stats thread) take one. */
-typedef struct stats_snapshot {
-    Retryd__StatsReply rep;
-    Retryd__SegmentHealth health;
-    stats_build b;
-    Retryd__ProcessStats *ps;
-    Retryd__ProcessStats **pptr;
-    Retryd__Counters *pcs;
-    uint64_t *pnum;
-    char (*programs)[OWNER_PROGRAM_MAX];
-} stats_snapshot;
-int stats_snapshot_take(server *d, bool processes, stats_snapshot *s);
-void stats_snapshot_free(stats_snapshot *s);
-
-/* upstreams.c */
-int daemon_retire(server *d, const char *name);
-/* Configured upstreams get the configuration's parameters (registered if
- * new); any other registered upstream keeps its own. */
-void daemon_apply_config(server *d);
-void daemon_adopt_upstreams(server *d);
 #endif

@@ -12,7 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "log.h"
+#include "core/log.h"
 
 static pid_t main_pid;       /* the only process that notifies */
 static uint64_t watchdog_ns; /* 0: no watchdog asked for */
@@ -30,11 +30,6 @@ void notify_init(void)
                  " ms)",
                  watchdog_ns / 3000000, watchdog_ns / 1000000);
     }
-}
-
-bool notify_watchdog_enabled(void)
-{
-    return watchdog_ns > 0;
 }
 
 uint64_t notify_tick_ns(uint64_t heartbeat_ns)

@@ -42,7 +42,4 @@ void notify_stopping(const char *status);
  * so a loop that no longer turns stops pinging and is killed. */
 void notify_watchdog(uint64_t now_ns, uint64_t tick_ns);
 
-/* Whether the service manager asked for watchdog pings. */
-bool notify_watchdog_enabled(void);
-
 #endif

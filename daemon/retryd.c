@@ -25,13 +25,16 @@
 #include <unistd.h>
 
 #include <sys/pidfd.h>
-#include "rcu.h"
+#include "core/rcu.h"
 
 #include "shared/bucket.h"
+#include "control/control.h"
 #include "daemon.h"
-#include "log.h"
+#include "segment/upstreams.h"
+#include "stats/stats.h"
+#include "core/log.h"
 #include "notify.h"
-#include "metrics.h"
+#include "stats/metrics.h"
 #include "base/macros.h"
 #include "retryd/common.h"
 
@@ -54,19 +57,21 @@ static int prepare_runtime_dir(const config *c)
                                                                          : 0750;
     struct stat st;
     if (mkdir(c->runtime_dir, mode) < 0 && errno != EEXIST) {
-        log_err("cannot create %s: %s", c->runtime_dir, strerror(errno));
-        return -1;
+        int err = -errno;
+        log_err("cannot create %s: %s", c->runtime_dir, strerror(-err));
+        return err;
     }
     if (lstat(c->runtime_dir, &st) < 0 || !S_ISDIR(st.st_mode) ||
         st.st_uid != geteuid()) {
         log_err("%s is not a directory of ours", c->runtime_dir);
-        return -1;
+        return RETRYD_EPERM;
     }
     if (chmod(c->runtime_dir, mode) < 0 ||
         (c->has_group && chown(c->runtime_dir, (uid_t)-1, c->group) < 0)) {
+        int err = -errno;
         log_err("cannot set the mode or group of %s: %s", c->runtime_dir,
-                strerror(errno));
-        return -1;
+                strerror(-err));
+        return err;
     }
     return 0;
 }
@@ -76,10 +81,11 @@ static int take_lock(server *d)
 {
     d->lock_fd = open(d->cfg->lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     if (d->lock_fd < 0 || flock(d->lock_fd, LOCK_EX | LOCK_NB) < 0) {
+        int err = -errno;
         log_err("%s: %s", d->cfg->lock_path,
-                errno == EWOULDBLOCK ? "another retryd runs here"
-                                     : strerror(errno));
-        return -1;
+                err == -EWOULDBLOCK ? "another retryd runs here"
+                                    : strerror(-err));
+        return err;
     }
     return 0;
 }
@@ -89,7 +95,7 @@ static int listen_at(const char *path, bool has_group, gid_t group)
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0)
-        return -1;
+        return -errno;
     /* The longest backlog the kernel allows (net.core.somaxconn): a
      * connect storm must outrun the accept loop longer before a client's
      * connect finds the queue full. */
@@ -100,9 +106,10 @@ static int listen_at(const char *path, bool has_group, gid_t group)
     umask(old);
     if (r < 0 || (has_group && chown(path, (uid_t)-1, group) < 0) ||
         chmod(path, 0660) < 0 || listen(fd, SOMAXCONN) < 0) {
-        log_err("cannot listen on %s: %s", path, strerror(errno));
+        int err = -errno;
+        log_err("cannot listen on %s: %s", path, strerror(-err));
         close(fd);
-        return -1;
+        return err;
     }
     return fd;
 }
@@ -193,7 +200,7 @@ static int reload(server *d, char *err, size_t err_len)
 
     if (config_load(o->path, &n, err, err_len) < 0) {
         log_warn("reload refused, keeping the running configuration: %s", err);
-        return -1;
+        return RETRYD_ECONFIG;
     }
     if (strcmp(n->runtime_dir, o->runtime_dir) != 0 ||
         strcmp(n->control_socket, o->control_socket) != 0 ||
@@ -269,7 +276,7 @@ static int setup_signals_and_timer(server *d)
     struct itimerspec its = {.it_interval = tick, .it_value = tick};
     if (d->signal_fd < 0 || d->timer_fd < 0 ||
         timerfd_settime(d->timer_fd, 0, &its, NULL) < 0)
-        return -1;
+        return -errno;
     return 0;
 }
 
@@ -282,24 +289,29 @@ static int setup(server *d)
     bool adopted;
 
     d->started_ns = retryd__clock_monotonic_ns();
-    if (prepare_runtime_dir(d->cfg) < 0 || take_lock(d) < 0)
-        return -1;
-    if (owner_open(&d->seg, d->cfg, &adopted, why, sizeof(why)) < 0) {
+    int r;
+    if ((r = prepare_runtime_dir(d->cfg)) < 0 || (r = take_lock(d)) < 0)
+        return r;
+    if ((r = owner_open(&d->seg, d->cfg, &adopted, why, sizeof(why))) < 0) {
         log_err("%s", why);
-        return -1;
+        return r;
     }
     log_info("%s segment %s (generation %016llx, %u upstreams, %u processes)",
              adopted ? "adopted" : "created", d->cfg->segment_path,
              (unsigned long long)d->seg.generation,
              d->seg.view.upstream_capacity, d->seg.view.process_capacity);
     d->procs = calloc(d->seg.view.process_capacity, sizeof(*d->procs));
-    if (d->procs == NULL || registry_new(&d->reg) < 0)
-        return -1;
+    if (d->procs == NULL)
+        return RETRYD_ENOMEM;
+    if ((r = registry_new(&d->reg)) < 0)
+        return r;
     for (uint32_t i = 0; i < d->seg.view.process_capacity; i++)
         d->procs[i].pidfd = -1;
     d->epfd = epoll_create1(EPOLL_CLOEXEC);
-    if (d->epfd < 0 || setup_signals_and_timer(d) < 0)
-        return -1;
+    if (d->epfd < 0)
+        return -errno;
+    if ((r = setup_signals_and_timer(d)) < 0)
+        return r;
     if (adopted) {
         daemon_adopt_upstreams(d);
         adopt_processes(d);
@@ -309,13 +321,15 @@ static int setup(server *d)
         listen_at(d->cfg->control_socket, d->cfg->has_group, d->cfg->group);
     d->stats_fd = listen_at(d->cfg->stats_socket, d->cfg->has_stats_group,
                             d->cfg->stats_group);
-    if (d->control_fd < 0 || d->stats_fd < 0)
-        return -1;
+    if (d->control_fd < 0)
+        return d->control_fd;
+    if (d->stats_fd < 0)
+        return d->stats_fd;
     if (watch_fd(d, d->control_fd, &w_listen) < 0 ||
         watch_fd(d, d->signal_fd, &w_signal) < 0 ||
         watch_fd(d, d->timer_fd, &w_timer) < 0 || metrics_setup(d) < 0 ||
         stats_start(d) < 0)
-        return -1;
+        return RETRYD_EIO;
     return 0;
 }
 
@@ -445,9 +459,10 @@ static int load_initial(const char *path, bool explicit_path, config **ret)
         /* No file at the default place: an empty one means defaults. */
         path = "/dev/null";
     }
-    if (config_load(path, ret, err, sizeof(err)) < 0) {
+    int r = config_load(path, ret, err, sizeof(err));
+    if (r < 0) {
         fprintf(stderr, "retryd: %s\n", err);
-        return -1;
+        return r;
     }
     return 0;
 }
@@ -517,6 +532,7 @@ int main(int argc, char **argv)
                 .stop_fd = -1,
                 .metrics_lock = PTHREAD_MUTEX_INITIALIZER,
                 .metrics_wake_fd = -1};
+    control_init(&d);
     int code = parse_args(argc, argv, &cl);
     if (code >= 0)
         return code;

@@ -23,7 +23,7 @@ if [ "${RETRYD_DEMO_NO_BUILD:-0}" != 1 ]; then
         "$root/deploy/build.sh" "$build"
     echo "demo: starting the daemon, nginx and four client processes" >&2
 fi
-ctl="$build/daemon/ctl/retrydctl"
+ctl="$build/retrydctl/retrydctl"
 retryd="$build/daemon/retryd"
 
 work=$(mktemp -d /tmp/retryd-demo-XXXXXX)

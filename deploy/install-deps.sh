@@ -7,10 +7,12 @@
 # (systemd-analyze security, systemd-sysusers; groff -man -ww on the manuals;
 # strace: the system calls the installed daemon makes, against its filter).
 # libncurses-dev: retrydctl top's live screen.
-# libmicrohttpd-dev: the daemon's /metrics endpoint. promtool: see
-# install_promtool below.
-# Idempotent: when every package is already installed (and promtool is in
-# its cache) it runs no apt-get at all.
+# libmicrohttpd-dev: the daemon's /metrics endpoint. curl, jq, iproute2 (ss): the
+# operators' kit tests (deploy/prometheus/, tests/ops/) ask Prometheus's
+# HTTP API and read the dashboard's JSON. promtool and prometheus: see
+# install_prometheus below; chromium: see install_chromium.
+# Idempotent: when every package is already installed (and promtool and
+# prometheus are in their cache, chromium on PATH) it runs no apt-get at all.
 set -eu
 
 PACKAGES="
@@ -29,6 +31,7 @@ pmccabe abigail-tools
 libuv1-dev
 libncurses-dev
 libmicrohttpd-dev
+curl jq iproute2
 "
 
 SUDO=""
@@ -36,29 +39,46 @@ if [ "$(id -u)" != 0 ]; then
     SUDO="sudo"
 fi
 
-# promtool checks the live /metrics body in the test suite
-# (tests/daemon/test_metrics.c). Debian ships it only in the prometheus
-# package, whose installation also installs, enables and starts a
-# Prometheus server; so the package is downloaded, not installed, and only
-# usr/bin/promtool is taken out of it into a cache directory the tests
+# promtool checks the live /metrics body and the alert rules in the test
+# suite (tests/daemon/stats/test_metrics.c, tests/ops/); the prometheus server
+# evaluates the dashboard's queries over a real scrape (tests/ops/). Debian
+# ships both only in the prometheus package, whose installation also
+# installs, enables and starts a Prometheus server on the build machine; so
+# the package is downloaded, not installed, and only usr/bin/promtool and
+# usr/bin/prometheus are taken out of it into a cache directory the tests
 # look in (RETRYD_TOOLS_DIR, default /var/cache/retryd/tools). A failure
-# here is not fatal: the test then skips, saying why.
+# here is not fatal: those tests then skip, saying why.
 TOOLS_DIR=${RETRYD_TOOLS_DIR:-/var/cache/retryd/tools}
-install_promtool() {
-    [ -x "$TOOLS_DIR/promtool" ] && return 0
-    command -v promtool >/dev/null 2>&1 && return 0
+install_prometheus() {
+    [ -x "$TOOLS_DIR/promtool" ] && [ -x "$TOOLS_DIR/prometheus" ] && return 0
     tmp=$(mktemp -d)
     chmod 0755 "$tmp" # apt's download user writes into it
     if (cd "$tmp" && $SUDO apt-get download -qq prometheus) &&
         dpkg-deb -x "$tmp"/prometheus_*.deb "$tmp/x" &&
         $SUDO install -D -m 0755 "$tmp/x/usr/bin/promtool" \
-            "$TOOLS_DIR/promtool"; then
-        echo "install-deps: promtool in $TOOLS_DIR" >&2
+            "$TOOLS_DIR/promtool" &&
+        $SUDO install -D -m 0755 "$tmp/x/usr/bin/prometheus" \
+            "$TOOLS_DIR/prometheus"; then
+        echo "install-deps: promtool and prometheus in $TOOLS_DIR" >&2
     else
-        echo "install-deps: promtool not available; the metrics format" \
-            "test will skip" >&2
+        echo "install-deps: prometheus not available; the metrics format," \
+            "alert rule and dashboard query tests will skip" >&2
     fi
     rm -rf "$tmp"
+}
+
+# Debian's chromium (a browser: it starts nothing) renders the status page
+# in tests/ops/. It is large and not every mirror has it, so a failure to
+# install it is not fatal either: the browser test then skips, saying why.
+install_chromium() {
+    command -v chromium >/dev/null 2>&1 && return 0
+    export DEBIAN_FRONTEND=noninteractive
+    if ! $SUDO apt-get install -y -qq --no-install-recommends chromium; then
+        $SUDO apt-get update -qq &&
+            $SUDO apt-get install -y -qq --no-install-recommends chromium ||
+            echo "install-deps: chromium not available; the status page" \
+                "browser test will skip" >&2
+    fi
 }
 
 missing=""
@@ -71,7 +91,8 @@ for p in $PACKAGES; do
 done
 
 if [ -z "$missing" ]; then
-    install_promtool
+    install_prometheus
+    install_chromium
     exit 0
 fi
 
@@ -80,4 +101,5 @@ export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 # shellcheck disable=SC2086 # word splitting of the package list is intended
 $SUDO apt-get install -y -qq --no-install-recommends $missing
-install_promtool
+install_prometheus
+install_chromium

@@ -11,9 +11,6 @@
 #include "retryd/common.h"
 #include "retryd/decision.h"
 #include "retryd/multi.h"
-
-#define RETRYD_VERSION_MAJOR 0
-#define RETRYD_VERSION_MINOR 2
-#define RETRYD_VERSION_PATCH 0
+#include "retryd/version.h" /* written by CMake from project(VERSION) */
 
 #endif /* RETRYD_RETRYD_H */

@@ -36,14 +36,6 @@ size_t retryd__segment_size(uint32_t upstreams, uint32_t processes)
     return SEG_HEADER_SIZE + up + pr;
 }
 
-void retryd__segment_format(void *mem, uint32_t upstreams, uint32_t processes,
-                            uint64_t generation, uint64_t created_unix_ms)
-{
-    memset(mem, 0, retryd__segment_size(upstreams, processes));
-    retryd__segment_format_zeroed(mem, upstreams, processes, generation,
-                                  created_unix_ms);
-}
-
 void retryd__segment_format_zeroed(void *mem, uint32_t upstreams,
                                    uint32_t processes, uint64_t generation,
                                    uint64_t created_unix_ms)

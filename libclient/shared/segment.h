@@ -270,10 +270,6 @@ size_t retryd__segment_size(uint32_t upstreams, uint32_t processes);
  */
 int retryd__segment_view(void *mem, size_t size, seg_view *ret);
 
-/* Write a fresh header and zeroed tables into @p mem (tests, which format
- * memory of their own). */
-void retryd__segment_format(void *mem, uint32_t upstreams, uint32_t processes,
-                            uint64_t generation, uint64_t created_unix_ms);
 /* Write only the header into @p mem, which must be all zeroes already: a
  * fresh memfd is, and writing every page of it would make the segment
  * resident for nothing (the daemon). */

@@ -7,12 +7,21 @@
 #  2. abidiff finds no change against libclient/abi/libretryd.abi other than
 #     added symbols and fields appended to a struct that begins with its
 #     size (libclient/abi/suppressions.ini). --update rewrites the baseline
-#     (only when a release means to change the ABI: docs/abi.md).
+#     (only when a release means to change the ABI: docs/abi.md). The
+#     baseline holds the exported interfaces alone (no internal function,
+#     which would go stale with any internal change) and no path of the
+#     machine that wrote it (file names only, no lines); both are checked.
 #        check_abi.sh --selftest SOURCE_ROOT
 #  proves the abidiff step can fail: a field inserted in the middle of a
 #  retryd_ struct must be reported, one appended at its end must not.
 # Exit 0 pass, 1 fail, 77 skip (abigail-tools missing).
 set -eu
+
+# What abidw records: the exported interfaces and the types they reach,
+# file names without directories or lines, so that the baseline is the
+# same whoever builds it, wherever.
+ABIDW_OPTS="--no-corpus-path --no-comp-dir-path --exported-interfaces-only
+    --no-show-locs --short-locs"
 
 if [ "$1" = "--selftest" ]; then
     command -v abidw >/dev/null && command -v abidiff >/dev/null || {
@@ -32,7 +41,8 @@ if [ "$1" = "--selftest" ]; then
         printf '#include "s.h"\nint retryd_f(struct retryd_s *s) { return (int)s->sz; }\n' \
             >"$t/$name/s.c"
         cc -g -shared -fPIC -o "$t/$name/lib.so" "$t/$name/s.c"
-        abidw --no-corpus-path --headers-dir "$t/$name" \
+        # shellcheck disable=SC2086 # one word per option
+        abidw $ABIDW_OPTS --headers-dir "$t/$name" \
             --out-file "$t/$name.abi" "$t/$name/lib.so"
     done
     if abidiff --suppressions "$supp" "$t/v1.abi" "$t/inserted.abi" >/dev/null; then
@@ -88,7 +98,8 @@ if ! command -v abidw >/dev/null || ! command -v abidiff >/dev/null; then
     echo "abi: SKIP: abidw/abidiff not installed (Debian: abigail-tools)" >&2
     exit 77
 fi
-abidw --no-corpus-path --no-comp-dir-path --headers-dir "$root/include/retryd" \
+# shellcheck disable=SC2086 # one word per option
+abidw $ABIDW_OPTS --headers-dir "$root/include/retryd" \
     --out-file "$work/current.abi" "$so"
 if [ "${3:-}" = "--update" ]; then
     mkdir -p "$(dirname "$baseline")"
@@ -98,6 +109,15 @@ if [ "${3:-}" = "--update" ]; then
 fi
 if [ ! -f "$baseline" ]; then
     echo "abi: no baseline at libclient/abi/libretryd.abi" >&2
+    exit 1
+fi
+# A path of the machine that wrote it, or an internal (retryd__) function,
+# means the baseline was written some other way than --update.
+if grep -n "path='/\|name='retryd__" "$baseline" | head -5 >"$work/stale" &&
+    [ -s "$work/stale" ]; then
+    echo "abi: libclient/abi/libretryd.abi holds absolute paths or internal" \
+        "functions (rewrite it with --update):" >&2
+    cat "$work/stale" >&2
     exit 1
 fi
 set +e

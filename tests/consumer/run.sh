@@ -15,6 +15,14 @@ mkdir -p "$work"
 prefix="$work/prefix"
 cmake --install "$build" --prefix "$prefix" >/dev/null
 
+# The version the build was made as (project(VERSION)), and the SONAME's
+# suffix the library gets from it (libclient/CMakeLists.txt: the minor too
+# before 1.0).
+cache_var() { sed -n "s/^CMAKE_PROJECT_VERSION_$1:STATIC=//p" "$build/CMakeCache.txt"; }
+major=$(cache_var MAJOR)
+minor=$(cache_var MINOR)
+if [ "$major" = 0 ]; then so_version="$major.$minor"; else so_version=$major; fi
+
 # The sanitizer builds' libraries need the sanitizer runtime at link time.
 extra_flags=$(sed -n 's/^RETRYD_SANITIZE:STRING=\(..*\)$/-fsanitize=\1/p' "$build/CMakeCache.txt")
 
@@ -28,14 +36,15 @@ expect_ambiguous() {
 
 # 1. CMake package.
 cmake -S "$here" -B "$work/cmake" -DCMAKE_PREFIX_PATH="$prefix" \
+      -DRETRYD_WANT_VERSION="$major.$minor" \
       -DCMAKE_C_COMPILER="$cc" -DCMAKE_C_FLAGS="$extra_flags" \
       -DCMAKE_EXE_LINKER_FLAGS="$extra_flags" >/dev/null
 cmake --build "$work/cmake" >/dev/null
 expect_ambiguous "$work/cmake/consumer_shared"
 expect_ambiguous "$work/cmake/consumer_static"
 # The shared consumer really uses the installed shared library.
-ldd "$work/cmake/consumer_shared" | grep -q "$prefix/.*libretryd.so.0.2" || {
-    echo "consumer_shared does not load the installed libretryd.so.0.2" >&2
+ldd "$work/cmake/consumer_shared" | grep -q "$prefix/.*libretryd.so.$so_version" || {
+    echo "consumer_shared does not load the installed libretryd.so.$so_version" >&2
     exit 1
 }
 

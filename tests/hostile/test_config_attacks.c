@@ -225,6 +225,10 @@ Test(config_attacks, socket_and_log_limits_are_strict_keys)
         {"frame_timeout_ms", "9", "60001", "10..60000"},
         {"idle_timeout_ms", "99", "3600001", "100..3600000"},
         {"write_timeout_ms", "9", "60001", "10..60000"},
+        {"stats_request_timeout_ms", "9", "60001", "10..60000"},
+        {"stats_reply_timeout_ms", "9", "600001", "10..600000"},
+        {"metrics_request_timeout_ms", "9", "60001", "10..60000"},
+        {"metrics_reply_timeout_ms", "999", "600001", "1000..600000"},
         {"log_limit_lines", "0", "1001", "1..1000"},
         {"log_limit_interval_s", "0", "3601", "1..3600"},
     };
@@ -270,7 +274,11 @@ Test(config_attacks, socket_and_log_limits_are_strict_keys)
                    "connections_per_process = 1\nhello_timeout_ms = 60000\n"
                    "frame_timeout_ms = 10\nidle_timeout_ms = 100\n"
                    "write_timeout_ms = 10\nlog_limit_lines = 1000\n"
-                   "log_limit_interval_s = 3600\n"));
+                   "log_limit_interval_s = 3600\n"
+                   "stats_request_timeout_ms = 10\n"
+                   "stats_reply_timeout_ms = 600000\n"
+                   "metrics_request_timeout_ms = 60000\n"
+                   "metrics_reply_timeout_ms = 1000\n"));
     cr_expect_eq(res.exit_code, 0, "every key at an end of its range: %s",
                  res.err);
 }

@@ -43,8 +43,12 @@ check "$p/share/man/man3/libretryd.3" 644
 check "$p/share/man/man5/retryd.conf.5" 644
 check "$p/share/man/man8/retryd.8" 644
 check "$p/share/bash-completion/completions/retrydctl" 644
-for f in LICENSE README.md daemon.md budget.md segment.md retryd.conf; do
+for f in LICENSE README.md daemon.md budget.md segment.md operating.md \
+    images/dashboard.png images/status-page.png retryd.conf; do
     check "$p/share/doc/retryd/$f" 644
+done
+for f in retryd-alerts.yml retryd-alerts.test.yml retryd-dashboard.json; do
+    check "$p/share/retryd/prometheus/$f" 644
 done
 grep -q '^u retryd ' "$p/lib/sysusers.d/retryd.conf" || fail "sysusers: no retryd user"
 grep -q '^d /run/retryd 0750 retryd retryd' "$p/lib/tmpfiles.d/retryd.conf" ||

@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: MIT
 # The manuals are clean roff: groff -man -ww -z (every warning) says nothing
 # about any of them, and each names its section as its file does.
-# usage: man_lint.sh <source dir>
+# usage: man_lint.sh <dir>   (the pages are <dir>/docs/man: the build
+# tree's, configured with the version)
 set -eu
 man=$1/docs/man
 command -v groff >/dev/null 2>&1 || {

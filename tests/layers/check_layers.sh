@@ -36,14 +36,48 @@ arrows() {
     exec) echo "budget decide shared base libs: c m gcc curl uuid" ;;
     # The Prometheus renderer: the proto's types, the engine's names.
     prom) echo "decide base proto libs: c gcc" ;;
-    daemon) echo "shared base proto prom libs: c m gcc protobuf-c urcu-memb urcu-cds inih microhttpd systemd" ;;
+    # The daemon's wings (daemon/CMakeLists.txt), bottom up, then the
+    # daemon proper (the event loop), which may use them all.
+    dcore) echo "shared base proto prom libs: c m gcc protobuf-c urcu-memb urcu-cds inih" ;;
+    dsegment) echo "dcore shared base proto libs: c m gcc protobuf-c urcu-memb urcu-cds" ;;
+    dcontrol) echo "dsegment dcore shared base proto libs: c m gcc protobuf-c urcu-memb urcu-cds" ;;
+    dstats) echo "dsegment dcore shared base proto prom libs: c m gcc protobuf-c urcu-memb urcu-cds microhttpd" ;;
+    daemon) echo "dstats dcontrol dsegment dcore shared base proto prom libs: c m gcc protobuf-c urcu-memb urcu-cds inih microhttpd systemd" ;;
+    # The library's test suites (tests/libclient/<layer>): their layer and
+    # those below it, criterion, and (for the executors) the test servers'
+    # client side, which uses libc alone.
+    test_support) echo "libs: c gcc" ;;
+    test_base) echo "base libs: c m gcc criterion" ;;
+    test_decide) echo "decide base libs: c m gcc criterion" ;;
+    test_shared) echo "shared base proto libs: c m gcc protobuf-c criterion" ;;
+    test_budget) echo "budget shared base proto libs: c m gcc protobuf-c urcu-bp urcu-cds criterion" ;;
+    test_exec) echo "exec budget decide shared base proto test_support libs: c m gcc protobuf-c urcu-bp urcu-cds curl uuid criterion" ;;
     *) return 1 ;;
+    esac
+}
+
+# denied LAYER: functions LAYER may not reference although its arrows reach
+# the layer that defines them. The stats wing only reads: nothing that
+# creates, changes or frees upstreams, process slots, the segment or the
+# registry.
+denied() {
+    case $1 in
+    dstats)
+        echo "owner_open owner_close owner_heartbeat owner_police" \
+            "owner_set_draining owner_upstream_alloc owner_upstream_set_params" \
+            "owner_upstream_retire owner_process_alloc owner_process_release" \
+            "registry_new registry_free registry_add registry_replace" \
+            "registry_remove keeper_start daemon_register daemon_retire" \
+            "daemon_apply_config daemon_adopt_upstreams daemon_watch_process" \
+            "daemon_release_process"
+        ;;
     esac
 }
 
 # pkg-config package of each library key.
 PKGS="protobuf-c=libprotobuf-c curl=libcurl uuid=uuid urcu-bp=liburcu-bp
-urcu-cds=liburcu-cds urcu-memb=liburcu-memb inih=inih microhttpd=libmicrohttpd systemd=libsystemd"
+urcu-cds=liburcu-cds urcu-memb=liburcu-memb inih=inih microhttpd=libmicrohttpd systemd=libsystemd
+criterion=criterion"
 
 # Defined by the static linker, not by any library.
 LINKER_SYMBOLS="_GLOBAL_OFFSET_TABLE_ _DYNAMIC __dso_handle __ehdr_start"
@@ -114,13 +148,20 @@ defined() {
 # Reads the layers in $LAYERS_FILE ("layer object" lines).
 check_symbols() {
     defs=$TMP/defs
-    : >"$defs"
-    for key in c m gcc $(echo "$PKGS" | tr ' ' '\n' | sed 's/=.*//'); do
-        for f in $(lib_files "$key"); do
-            [ -e "$f" ] || die "library $key: no file $f"
-            defined "$f" | sed "s|\$| lib:$key|" >>"$defs"
+    # The libraries' symbols, read once per selftest (LAYERS_LIBDEFS names
+    # the file they are kept in between its checks).
+    libdefs=${LAYERS_LIBDEFS:-$TMP/libdefs}
+    if [ ! -s "$libdefs" ]; then
+        : >"$libdefs.new"
+        for key in c m gcc $(echo "$PKGS" | tr ' ' '\n' | sed 's/=.*//'); do
+            for f in $(lib_files "$key"); do
+                [ -e "$f" ] || die "library $key: no file $f"
+                defined "$f" | sed "s|\$| lib:$key|" >>"$libdefs.new"
+            done
         done
-    done
+        mv "$libdefs.new" "$libdefs"
+    fi
+    cp "$libdefs" "$defs"
     for s in $LINKER_SYMBOLS; do
         echo "$s linker" >>"$defs"
     done
@@ -167,7 +208,27 @@ check_symbols() {
             print layer, obj, sym, (m ? where[sym] : " nowhere")
         }' "$TMP/allowed" "$defs" "$TMP/undef" | sort -u >"$TMP/broken"
 
-    if [ ! -s "$TMP/broken" ]; then
+    # References the arrows allow but a deny list forbids.
+    : >"$TMP/denied"
+    # shellcheck disable=SC2013 # layer names are single words
+    for layer in $(cut -d' ' -f1 "$LAYERS_FILE" | sort -u); do
+        for sym in $(denied "$layer"); do
+            echo "$layer $sym" >>"$TMP/denied"
+        done
+    done
+    awk 'FILENAME == ARGV[1] { no[$1, $2] = 1; next }
+         ($1, $3) in no { print $1, $2, $3 }' "$TMP/denied" "$TMP/undef" |
+        sort -u >"$TMP/forbidden"
+
+    while read -r layer obj sym; do
+        case $obj in
+        *.dir/*) short=${obj##*.dir/} ;;
+        *) short=${obj##*/} ;;
+        esac
+        echo "layers: FAIL $layer: $short ($layer) references $sym, which" \
+            "changes the segment or its tables; $layer only reads"
+    done <"$TMP/forbidden"
+    if [ ! -s "$TMP/broken" ] && [ ! -s "$TMP/forbidden" ]; then
         echo "layers: symbols: $(wc -l <"$LAYERS_FILE") objects of" \
             "$(cut -d' ' -f1 "$LAYERS_FILE" | sort -u | tr '\n' ' ')keep their arrows"
         return 0
@@ -256,15 +317,29 @@ check_includes() {
         "shared includes no decide, budget, exec, decision, client, curl or urcu header" \
         '(^|/)(decide|budget|exec)/|^retryd/(decision|client|retryd)\.h$|^curl/|urcu' \
         $(files libclient/shared) || bad=1
-    # daemon/ itself, not daemon/ctl (retrydctl is a client of the library).
+    # The daemon (retrydctl, a client of the library, lives apart).
     # shellcheck disable=SC2046
     includes_rule \
         "the daemon includes no exec, budget, curl, urcu-bp or decision header" \
         '(^|/)(exec|budget)/|^curl/|urcu-bp|^retryd/(decision|retryd)\.h$' \
-        $(files daemon -maxdepth 1) || bad=1
+        $(files daemon) || bad=1
+    # Its wings: each includes only the wings below it (daemon.h, the
+    # state they share, is types only).
+    # shellcheck disable=SC2046
+    includes_rule "the daemon's core includes no wing's header" \
+        '^(segment|control|stats)/|^daemon\.h$' $(files daemon/core) || bad=1
+    # shellcheck disable=SC2046
+    includes_rule "the segment wing includes no control or stats header" \
+        '^(control|stats)/' $(files daemon/segment) || bad=1
+    # shellcheck disable=SC2046
+    includes_rule "the control wing includes no stats header" \
+        '^stats/' $(files daemon/control) || bad=1
+    # shellcheck disable=SC2046
+    includes_rule "the stats wing includes no control header" \
+        '^control/' $(files daemon/stats) || bad=1
     cd - >/dev/null
-    [ $bad = 0 ] && echo "layers: includes: base, decide, shared and daemon" \
-        "include only what their arrows allow"
+    [ $bad = 0 ] && echo "layers: includes: base, decide, shared, the daemon" \
+        "and its wings include only what their arrows allow"
     return $bad
 }
 
@@ -347,6 +422,8 @@ selftest() {
     "$CC" -o "$WORK/needs_curl" "$WORK/main.c" -Wl,--no-as-needed \
         $(pkg-config --libs libcurl) || die "cannot link with libcurl"
 
+    LAYERS_LIBDEFS=$WORK/libdefs
+    export LAYERS_LIBDEFS
     rc=0
     expect 0 "a decide object that calls strlen passes" "keep their arrows" \
         "$self" check --cc "$CC" "$@" --layer decide "$WORK/good.o" || rc=1
@@ -361,6 +438,45 @@ selftest() {
         "$self" check --src "$WORK/src" || rc=1
     expect 1 "a daemon that needs libcurl fails" "FAIL daemon -> curl" \
         "$self" check --daemon "$WORK/needs_curl" || rc=1
+
+    # The daemon's wings: a segment function, a stats object that calls
+    # it (its arrows reach the segment, its deny list forbids the call), a
+    # segment object that calls up into the control wing.
+    printf 'void owner_upstream_retire(void *o, unsigned s);\n%s\n' \
+        'void owner_upstream_retire(void *o, unsigned s) { (void)o; (void)s; }' \
+        >"$WORK/seg.c"
+    printf 'void owner_upstream_retire(void *o, unsigned s);\n%s\n%s\n' \
+        'void stats_bad(void);' \
+        'void stats_bad(void) { owner_upstream_retire(0, 0); }' >"$WORK/stats_bad.c"
+    printf 'int control_accept(void *d);\nint seg_bad(void);\n%s\n' \
+        'int seg_bad(void) { return control_accept(0); }' >"$WORK/seg_bad.c"
+    printf 'int control_accept(void *d);\n%s\n' \
+        'int control_accept(void *d) { (void)d; return 0; }' >"$WORK/ctl.c"
+    for o in seg stats_bad seg_bad ctl; do
+        "$CC" -c -fPIC -o "$WORK/$o.o" "$WORK/$o.c" || die "cannot compile"
+    done
+    expect 1 "a stats object that retires an upstream fails" \
+        "FAIL dstats: stats_bad.o (dstats) references owner_upstream_retire" \
+        "$self" check --cc "$CC" --layer dsegment "$WORK/seg.o" \
+        --layer dstats "$WORK/stats_bad.o" || rc=1
+    expect 1 "a segment object that calls the control wing fails" \
+        "FAIL dsegment -> dcontrol: seg_bad.o (dsegment) references control_accept" \
+        "$self" check --cc "$CC" --layer dcontrol "$WORK/ctl.o" \
+        --layer dsegment "$WORK/seg_bad.o" || rc=1
+    printf 'int retryd__bucket_take(void *b);\nint suite_bad(void);\n%s\n' \
+        'int suite_bad(void) { return retryd__bucket_take(0); }' >"$WORK/suite_bad.c"
+    printf 'int retryd__bucket_take(void *b);\n%s\n' \
+        'int retryd__bucket_take(void *b) { (void)b; return 0; }' >"$WORK/bucket.c"
+    for o in suite_bad bucket; do
+        "$CC" -c -fPIC -o "$WORK/$o.o" "$WORK/$o.c" || die "cannot compile"
+    done
+    expect 1 "a decide test suite that calls the shared layer fails" \
+        "FAIL test_decide -> shared: suite_bad.o (test_decide) references retryd__bucket_take" \
+        "$self" check --cc "$CC" --layer shared "$WORK/bucket.o" \
+        --layer test_decide "$WORK/suite_bad.o" || rc=1
+    expect 0 "a control object that calls the segment passes" "keep their arrows" \
+        "$self" check --cc "$CC" --layer dsegment "$WORK/seg.o" \
+        --layer dcontrol "$WORK/ctl.o" || rc=1
     return $rc
 }
 

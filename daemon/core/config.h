@@ -1,0 +1,108 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The daemon's configuration file (INI, parsed with libinih). See
+ * deploy/retryd.conf for every key with its default; docs/daemon.md says
+ * what each does.
+ */
+#ifndef RETRYD_CONFIG_H
+#define RETRYD_CONFIG_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+
+#include <urcu/urcu-memb.h>
+
+#include "shared/segment.h"
+
+#define CONFIG_MAX_IDS 32
+#define CONFIG_MAX_UPSTREAMS 4096
+#define CONFIG_SOCKET_MAX 108 /* sizeof(sun_path) */
+/* connections_unattached at most: admission keeps a table this long. */
+#define CONFIG_UNATTACHED_MAX 1024
+
+typedef struct budget_params {
+    uint64_t ratio_micro;
+    uint64_t floor_micro_per_s;
+    uint64_t cap_micro;
+} budget_params;
+
+typedef struct upstream_conf {
+    char name[SEG_NAME_MAX + 1];
+    budget_params params;
+} upstream_conf;
+
+typedef struct config {
+    char path[PATH_MAX];
+    char runtime_dir[PATH_MAX];
+    char control_socket[CONFIG_SOCKET_MAX]; /* absolute */
+    char stats_socket[CONFIG_SOCKET_MAX];   /* absolute */
+    char segment_path[PATH_MAX];
+    char lock_path[PATH_MAX];
+    bool has_group;
+    gid_t group; /* group of the runtime dir and the control socket */
+    bool has_stats_group;
+    gid_t stats_group; /* group of the stats socket */
+    uid_t allow_users[CONFIG_MAX_IDS];
+    size_t n_allow_users;
+    gid_t allow_groups[CONFIG_MAX_IDS];
+    size_t n_allow_groups;
+    uint32_t upstream_capacity;
+    uint32_t process_capacity;
+    int log_level;
+    budget_params defaults;
+    /* Limits a neighbour meets (docs/daemon.md, "Limits and timeouts"):
+     * process slots of one uid, the control socket's connections without
+     * a slot and its deadlines, the rate limit of repetitive log lines. */
+    uint32_t process_slots_per_uid;
+    uint32_t connections_unattached;
+    uint32_t connections_per_uid;
+    uint32_t connections_per_process;
+    uint32_t hello_timeout_ms;
+    uint32_t frame_timeout_ms;
+    uint32_t idle_timeout_ms;
+    uint32_t write_timeout_ms;
+    /* The stats wing's deadlines (stats/stats.h, stats/metrics.h): a
+     * request must be whole, a reply read, within them. */
+    uint32_t stats_request_timeout_ms;
+    uint32_t stats_reply_timeout_ms;
+    uint32_t metrics_request_timeout_ms;
+    uint32_t metrics_reply_timeout_ms;
+    uint32_t log_limit_lines;
+    uint32_t log_limit_interval_s;
+    /* The /metrics endpoint (metrics.c): off unless metrics_listen is set;
+     * a loopback address only. */
+    bool has_metrics;
+    char metrics_listen[64]; /* as written: logs, and reload's comparison */
+    struct sockaddr_storage metrics_addr;
+    socklen_t metrics_addr_len;
+    int metrics_per_process; /* prom_per_process: program (0), pid, none */
+    upstream_conf *upstreams;
+    size_t n_upstreams;
+    struct rcu_head rcu;
+} config;
+
+/*
+ * Parse @p path. On error returns a negative code and writes a message that
+ * names the file, the line and the key into @p err.
+ */
+int config_load(const char *path, config **ret, char *err, size_t err_len);
+
+/* Accepts NULL. */
+void config_free(config *c);
+
+/* seg_params_plausible() on a budget_params, which is what the daemon's
+ * callers hold. */
+static inline bool budget_params_plausible(const budget_params *p)
+{
+    return seg_params_plausible(p->ratio_micro, p->floor_micro_per_s,
+                                p->cap_micro);
+}
+
+/* The configured parameters of @p name, or the defaults. */
+const budget_params *config_params_for(const config *c, const char *name);
+
+#endif

@@ -1,0 +1,152 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The daemon's side of the segment: creating or adopting it, allocating
+ * and retiring upstream slots, allocating process slots and folding a gone
+ * process's counters into its upstreams. Only the daemon's main thread
+ * calls the writers; the stats thread calls owner_collect().
+ */
+#ifndef RETRYD_OWNER_H
+#define RETRYD_OWNER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "core/config.h"
+#include "shared/segment.h"
+
+/* The kinds of damage the heartbeat finds in the segment (owner_police),
+ * in the order of the stats reply's SegmentHealth. */
+enum owner_damage {
+    OWNER_D_HEADER,     /* header fields rewritten from the daemon's copy */
+    OWNER_D_SLOT_IDENT, /* an upstream slot's ident or name restored */
+    OWNER_D_PARAMS,     /* an upstream slot's parameters reset */
+    OWNER_D_BALANCE,    /* a balance above the cap clamped (discarded) */
+    OWNER_D_REFILL,     /* a refill stamp in the future brought to now */
+    OWNER_D_RETIRED,    /* a slot beyond repair retired */
+    OWNER_D_FORGED,     /* an ACTIVE slot the daemon never gave out, undone */
+    OWNER_D_PROCESS,    /* a process slot's ident or owner restored */
+    OWNER_DAMAGE_KINDS
+};
+
+/* What the daemon last wrote into an upstream slot: the segment is
+ * writable by every attached process, this copy is not. */
+typedef struct owner_slot {
+    uint64_t ident;
+    budget_params params;
+    char name[SEG_NAME_MAX + 1];
+} owner_slot;
+
+/* The same for a process slot. */
+typedef struct owner_proc {
+    uint64_t ident, pid, start_time, uid;
+} owner_proc;
+
+/* A process slot's program name as the kernel reports it (/proc/PID/comm,
+ * at most 15 bytes, non-printable bytes as '?'), read by the daemon when
+ * the process attaches or is adopted, and kept here rather than in the
+ * segment, which neighbours can write. The main thread writes it, the
+ * stats thread reads it: two relaxed atomic words, NUL-padded. The name
+ * is written before the slot is published ACTIVE and a released slot is
+ * reused only after an RCU grace period, so a reader normally sees one
+ * whole name; but the reader trusts the segment's ident, which a
+ * neighbour can forge, so it may read a slot being written: then it sees
+ * a mix of two names, a wrong label for one scrape, never a torn number,
+ * an unterminated string or a data race. */
+#define OWNER_PROGRAM_MAX 16 /* with its NUL */
+typedef struct owner_program {
+    _Atomic uint64_t w[2];
+} owner_program;
+
+typedef struct owner {
+    int fd; /* the sealed memfd, passed to clients */
+    void *map;
+    size_t size;
+    seg_view view;
+    uint64_t generation;
+    /* The daemon's own copies (main thread only). */
+    seg_header hdr_copy;
+    owner_slot *slots;       /* one per upstream slot */
+    owner_proc *procs;       /* one per process slot */
+    owner_program *programs; /* one per process slot; any thread reads */
+    _Atomic bool draining;
+    /* Called when the heartbeat retired a slot beyond repair, so the
+     * registry forgets it (upstreams.c sets it). */
+    void (*on_retired)(void *arg, uint32_t slot, const char *name);
+    void *on_retired_arg;
+    /* Damage found, per kind: totals for the stats thread; what the log
+     * has not said yet and when it last said it, for one line per kind
+     * per OWNER_DAMAGE_LOG_NS. */
+    _Atomic uint64_t damage[OWNER_DAMAGE_KINDS];
+    _Atomic uint64_t checks; /* heartbeats that policed the segment */
+    _Atomic uint64_t last_damage_unix_ms;
+    uint64_t unlogged[OWNER_DAMAGE_KINDS];
+    uint64_t logged_ns[OWNER_DAMAGE_KINDS];
+} owner;
+
+/* The damage log's interval per kind. */
+#define OWNER_DAMAGE_LOG_NS (10ull * 1000000000ull)
+
+/*
+ * Open the segment: adopt the sealed memfd that c->segment_path links to
+ * (its keeper's, see keeper.h) when it is compatible (sealed against
+ * resizing, the exact size, same layout and capacities, ours), keeping its
+ * balances and counters; otherwise retire it (remove the link, which
+ * dismisses its keeper) and create a new one: a memfd with its space
+ * reserved, sealed, held by a new keeper. *ret_adopted tells which.
+ * Clients receive the descriptor only over the control socket, after
+ * authorisation.
+ */
+int owner_open(owner *o, const config *c, bool *ret_adopted, char *why,
+               size_t why_len);
+void owner_close(owner *o); /* unmaps; the file stays for the next server */
+
+/* Stamp the heartbeat and police the segment (owner_police). */
+void owner_heartbeat(owner *o);
+/*
+ * Validate the header and every slot against the daemon's own copies;
+ * repair what can be (header, idents, names, parameters, a balance above
+ * the cap, a refill stamp in the future), retire what cannot, count and
+ * log each kind of damage (docs/segment.md, "Trust"). Main thread.
+ */
+void owner_police(owner *o);
+struct Retryd__SegmentHealth;
+/* The damage counts, for the stats reply (any thread). */
+void owner_health_fill(const owner *o, struct Retryd__SegmentHealth *h);
+void owner_set_draining(owner *o, bool on);
+bool owner_draining(const owner *o);
+
+/* A new upstream slot: parameters, name, initial balance (one second of
+ * floor), then published ACTIVE. RETRYD_EFULL when none is free. */
+int owner_upstream_alloc(owner *o, const char *name, const budget_params *p,
+                         uint32_t *ret_slot, uint32_t *ret_gen);
+/* New parameters; a balance above a lowered cap is clamped to it at once
+ * (counted as discarded). */
+void owner_upstream_set_params(owner *o, uint32_t slot, const budget_params *p);
+/* Retire: a new generation, so handles to the old one can spend nothing. */
+void owner_upstream_retire(owner *o, uint32_t slot);
+
+int owner_process_alloc(owner *o, pid_t pid, uint64_t start_time, uid_t uid,
+                        uint32_t *ret_slot);
+/* The program name of process slot @p slot ("" when unknown); any
+ * thread. */
+void owner_process_program(const owner *o, uint32_t slot,
+                           char out[OWNER_PROGRAM_MAX]);
+/* Whether @p slot is active and held by this pid and start time. */
+bool owner_process_matches(const owner *o, uint32_t slot, pid_t pid,
+                           uint64_t start_time);
+/* Fold the slot's counters into the upstreams and free it. Waits for RCU
+ * readers of the process table (the stats thread) in between. */
+void owner_process_release(owner *o, uint32_t slot);
+
+/* Totals: per upstream slot (a zeroed array of capacity x SEG_COUNTERS)
+ * the slot's own counters plus every active process's entries for it;
+ * slots from the high-water mark on are left as they are. Returns the
+ * number of active process slots summed. Call inside an RCU read-side
+ * section. */
+unsigned owner_collect(const owner *o, uint64_t (*per_upstream)[SEG_COUNTERS]);
+/* One process slot's totals over its entries and lanes. */
+void owner_process_totals(const owner *o, uint32_t slot,
+                          uint64_t out[SEG_COUNTERS]);
+
+#endif

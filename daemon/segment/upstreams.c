@@ -1,0 +1,198 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Upstream registration: by name, idempotent, with parameters from the
+ * client, the configuration or the defaults. Also what startup (adopting a
+ * segment) and SIGHUP (a new configuration) do to the registered set.
+ * Main thread only: the one writer of the registry and the slot table.
+ */
+#include <string.h>
+
+#include "shared/bucket.h"
+#include "core/rcu.h"
+
+#include "segment/upstreams.h"
+#include "core/log.h"
+#include "retryd/common.h"
+
+static bool params_equal(const budget_params *a, const budget_params *b)
+{
+    return a->ratio_micro == b->ratio_micro &&
+           a->floor_micro_per_s == b->floor_micro_per_s &&
+           a->cap_micro == b->cap_micro;
+}
+
+int daemon_register(server *d, const char *name, const budget_params *given,
+                    reg_entry *ret)
+{
+    reg_entry e = {0};
+    int r = 0;
+
+    if (!seg_name_valid(name))
+        return RETRYD_EINVAL;
+    rd_rcu_read_lock();
+    reg_entry *found = registry_lookup(d->reg, name);
+    if (found != NULL) {
+        if (given != NULL && !params_equal(given, &found->params))
+            r = RETRYD_ECONFLICT;
+        else
+            *ret = *found;
+    }
+    rd_rcu_read_unlock();
+    if (found != NULL)
+        return r;
+
+    const budget_params *conf = config_params_for(d->cfg, name);
+    if (given != NULL && conf != &d->cfg->defaults &&
+        !params_equal(given, conf))
+        return RETRYD_ECONFLICT; /* a configured upstream's are the file's */
+    const budget_params *p = given ? given : conf;
+    r = owner_upstream_alloc(&d->seg, name, p, &e.slot, &e.generation);
+    if (r < 0) {
+        log_limited(LOG_WARN,
+                    "cannot register upstream '%s': %s (raise "
+                    "upstream_capacity)",
+                    name, retryd_strerror(r));
+        return r;
+    }
+    strcpy(e.name, name);
+    e.params = *p;
+    r = registry_add(d->reg, &e);
+    if (r < 0) {
+        owner_upstream_retire(&d->seg, e.slot);
+        return r;
+    }
+    log_limited(
+        LOG_INFO,
+        "registered upstream '%s' in slot %u (ratio %.3f, floor %.3f/s, "
+        "cap %.1f)",
+        name, e.slot, (double)p->ratio_micro / 1e6,
+        (double)p->floor_micro_per_s / 1e6, (double)p->cap_micro / 1e6);
+    *ret = e;
+    return 0;
+}
+
+int daemon_retire(server *d, const char *name)
+{
+    rd_rcu_read_lock();
+    reg_entry *found = registry_lookup(d->reg, name);
+    rd_rcu_read_unlock();
+    if (found == NULL)
+        return RETRYD_ENOENT;
+    /* Only this thread removes entries, so found stays valid here. */
+    owner_upstream_retire(&d->seg, found->slot);
+    log_limited(LOG_INFO, "retired upstream '%s' (slot %u)", name, found->slot);
+    return registry_remove(d->reg, found);
+}
+
+/* Make an upstream's slot and registry entry carry @p p. */
+static void update_params(server *d, reg_entry *found, const budget_params *p)
+{
+    reg_entry e = *found;
+    if (params_equal(&found->params, p))
+        return;
+    e.params = *p;
+    owner_upstream_set_params(&d->seg, e.slot, p);
+    if (registry_replace(d->reg, found, &e) == 0)
+        log_limited(LOG_INFO,
+                    "upstream '%s': parameters updated from the configuration",
+                    e.name);
+}
+
+/* The heartbeat retired slot @p slot (damage beyond repair): the registry
+ * forgets the upstream, so its clients' handles, refused by the new
+ * generation, register it again into a fresh slot. */
+static void forget_retired(void *arg, uint32_t slot, const char *name)
+{
+    server *d = arg;
+    rd_rcu_read_lock();
+    reg_entry *found = registry_lookup(d->reg, name);
+    rd_rcu_read_unlock();
+    /* Only this thread removes entries, so found stays valid here. */
+    if (found != NULL && found->slot == slot)
+        (void)registry_remove(d->reg, found);
+}
+
+void daemon_apply_config(server *d)
+{
+    const config *c = d->cfg;
+    d->seg.on_retired = forget_retired;
+    d->seg.on_retired_arg = d;
+    /* At start and at every reload, as the log level is. */
+    log_set_limit(c->log_limit_lines, c->log_limit_interval_s * 1000ull);
+    for (size_t i = 0; i < c->n_upstreams; i++) {
+        const upstream_conf *u = &c->upstreams[i];
+        rd_rcu_read_lock();
+        reg_entry *found = registry_lookup(d->reg, u->name);
+        rd_rcu_read_unlock();
+        reg_entry ignored;
+        if (found != NULL)
+            update_params(d, found, &u->params);
+        else
+            (void)daemon_register(d, u->name, NULL, &ignored);
+    }
+}
+
+/* A name read back from the segment: NUL-terminated and well-formed. */
+static bool slot_name(const seg_upstream *s, char out[SEG_NAME_MAX + 1])
+{
+    memcpy(out, s->name, SEG_NAME_MAX + 1);
+    if (memchr(out, '\0', SEG_NAME_MAX + 1) == NULL)
+        return false;
+    return seg_name_valid(out);
+}
+
+void daemon_adopt_upstreams(server *d)
+{
+    for (uint32_t i = 0; i < d->seg.view.upstream_capacity; i++) {
+        seg_upstream *s = &d->seg.view.upstreams[i];
+        uint64_t id = atomic_load(&s->ident);
+        if (seg_ident_state(id) != SEG_ACTIVE)
+            continue;
+        reg_entry e = {.slot = i, .generation = seg_ident_generation(id)};
+        if (!slot_name(s, e.name)) {
+            log_limited(LOG_WARN, "slot %u holds a malformed name: retired", i);
+            owner_upstream_retire(&d->seg, i);
+            continue;
+        }
+        e.params = (budget_params){
+            .ratio_micro = atomic_load(&s->ratio_micro),
+            .floor_micro_per_s = atomic_load(&s->floor_micro_per_s),
+            .cap_micro = atomic_load(&s->cap_micro),
+        };
+        if (!budget_params_plausible(&e.params)) {
+            log_limited(LOG_WARN,
+                        "upstream '%s' (slot %u) holds implausible parameters: "
+                        "retired",
+                        e.name, i);
+            owner_upstream_retire(&d->seg, i);
+            continue;
+        }
+        bucket_tally t = {s->counters, false};
+        unsigned damage =
+            retryd__bucket_check(s, id, retryd__clock_coarse_ns(), &t);
+        if (damage & BUCKET_BROKEN) {
+            log_limited(LOG_WARN,
+                        "upstream '%s' (slot %u) holds a token word of another "
+                        "generation or an impossible balance: retired",
+                        e.name, i);
+            owner_upstream_retire(&d->seg, i);
+            continue;
+        }
+        if (damage & BUCKET_CLAMPED)
+            log_limited(LOG_WARN,
+                        "upstream '%s' (slot %u): balance above the cap, "
+                        "clamped to it",
+                        e.name, i);
+        if (damage & BUCKET_REFILL_RESET)
+            log_limited(LOG_WARN,
+                        "upstream '%s' (slot %u): refill time in the future, "
+                        "reset to now",
+                        e.name, i);
+        if (registry_add(d->reg, &e) < 0) {
+            log_limited(LOG_WARN, "slot %u repeats upstream '%s': retired", i,
+                        e.name);
+            owner_upstream_retire(&d->seg, i);
+        }
+    }
+    log_info("adopted %lu upstreams", registry_count(d->reg));
+}

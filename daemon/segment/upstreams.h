@@ -1,0 +1,25 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The upstream table's changes (upstreams.c): registration by a client,
+ * retirement, the configuration applied at startup and reload, adoption
+ * of an existing segment's upstreams. Main thread only; the stats wing
+ * may not call these (tests/layers).
+ */
+#ifndef RETRYD_SEGMENT_UPSTREAMS_H
+#define RETRYD_SEGMENT_UPSTREAMS_H
+
+#include "daemon.h"
+
+/* Registration, shared by the control handler, startup and reload. It
+ * refuses a malformed name (RETRYD_EINVAL), so a client's name is checked
+ * here; the configuration and an adopted segment check their own. */
+int daemon_register(server *d, const char *name, const budget_params *given,
+                    reg_entry *ret);
+
+int daemon_retire(server *d, const char *name);
+/* Configured upstreams get the configuration's parameters (registered if
+ * new); any other registered upstream keeps its own. */
+void daemon_apply_config(server *d);
+void daemon_adopt_upstreams(server *d);
+
+#endif

@@ -1,0 +1,182 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The stats snapshot: the registry, the configuration and the segment's
+ * counters copied out of one RCU read-side section into a StatsReply,
+ * which the stats socket packs (stats.c) and /metrics renders
+ * (metrics.c). Reads only.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#include "core/rcu.h"
+#include "retryd.pb-c.h"
+#include "retryd/common.h"
+#include "shared/bucket.h"
+#include "stats/snapshot.h"
+
+static void fill_counters(Retryd__Counters *c, const uint64_t t[SEG_COUNTERS],
+                          uint64_t *numbers)
+{
+    retryd__counters__init(c);
+    c->deposits = t[SEG_C_DEPOSITS];
+    c->retries_granted = t[SEG_C_GRANTED];
+    c->n_denied = STATS_DENIED;
+    c->denied = numbers;
+    numbers[0] = 0;
+    for (int i = 1; i < STATS_DENIED; i++)
+        numbers[i] = t[SEG_C_DENIED_FIRST + i - 1];
+    c->ambiguous = t[SEG_C_AMBIGUOUS];
+    c->n_evidence = SEG_C_EVIDENCE_COUNT;
+    c->evidence = numbers + STATS_DENIED;
+    for (int i = 0; i < SEG_C_EVIDENCE_COUNT; i++)
+        c->evidence[i] = t[SEG_C_EVIDENCE_FIRST + i];
+    c->refilled_micro = t[SEG_C_REFILLED_MICRO];
+    c->discarded_micro = t[SEG_C_DISCARDED_MICRO];
+}
+
+static int add_upstream(const reg_entry *e, void *arg)
+{
+    stats_build *b = arg;
+    if (b->n == b->cap)
+        return 1;
+    seg_upstream *s = retryd__segment_upstream(&b->d->seg.view, e->slot);
+    if (s == NULL)
+        return 0;
+    size_t i = b->n++;
+    Retryd__UpstreamStats *u = &b->ups[i];
+    retryd__upstream_stats__init(u);
+    retryd__params__init(&b->params[i]);
+    b->params[i].ratio_micro = atomic_load(&s->ratio_micro);
+    b->params[i].floor_micro_per_s = atomic_load(&s->floor_micro_per_s);
+    b->params[i].cap_micro = atomic_load(&s->cap_micro);
+    memcpy(b->names[i], e->name, sizeof(b->names[i]));
+    u->name = b->names[i];
+    u->slot = e->slot;
+    u->slot_generation = e->generation;
+    u->params = &b->params[i];
+    /* Foreseen, not claimed: stats never write. The coarse clock is the
+     * one the clients' refills read. */
+    u->balance_micro =
+        retryd__bucket_projected_balance(s, retryd__clock_coarse_ns());
+    fill_counters(&b->counters[i], b->totals[e->slot],
+                  b->numbers + i * STATS_NUMBERS);
+    u->counters = &b->counters[i];
+    b->up_ptrs[i] = u;
+    return 0;
+}
+
+/* Per-process rows; the arrays are sized by the caller. */
+static size_t add_processes(const server *d, stats_snapshot *s)
+{
+    size_t n = 0;
+    for (uint32_t i = 0; i < d->seg.view.process_capacity; i++) {
+        seg_process *p = &d->seg.view.processes[i];
+        if (seg_ident_state(atomic_load(&p->ident)) != SEG_ACTIVE)
+            continue;
+        uint64_t t[SEG_COUNTERS];
+        Retryd__ProcessStats *ps = &s->ps[n];
+        owner_process_totals(&d->seg, i, t);
+        retryd__process_stats__init(ps);
+        ps->pid = (uint32_t)atomic_load(&p->pid);
+        ps->start_time = atomic_load(&p->start_time);
+        ps->uid = (uint32_t)atomic_load(&p->uid);
+        ps->slot = i;
+        owner_process_program(&d->seg, i, s->programs[n]);
+        ps->program = s->programs[n];
+        fill_counters(&s->pcs[n], t, s->pnum + n * STATS_NUMBERS);
+        ps->counters = &s->pcs[n];
+        s->pptr[n] = ps;
+        n++;
+    }
+    return n;
+}
+
+void stats_snapshot_free(stats_snapshot *s)
+{
+    free(s->ps), free(s->pptr), free(s->pcs), free(s->pnum);
+    free(s->programs);
+    free(s->b.totals), free(s->b.ups), free(s->b.up_ptrs), free(s->b.names);
+    free(s->b.params), free(s->b.counters), free(s->b.numbers);
+    memset(s, 0, sizeof(*s));
+}
+
+static int snapshot_alloc(stats_snapshot *s, size_t ucap, size_t pcap)
+{
+    s->ps = calloc(pcap + 1, sizeof(*s->ps));
+    s->pptr = calloc(pcap + 1, sizeof(*s->pptr));
+    s->pcs = calloc(pcap + 1, sizeof(*s->pcs));
+    s->pnum = calloc((pcap + 1) * STATS_NUMBERS, sizeof(*s->pnum));
+    s->programs = calloc(pcap + 1, sizeof(*s->programs));
+    s->b.totals = calloc(ucap, sizeof(*s->b.totals));
+    s->b.ups = calloc(ucap, sizeof(*s->b.ups));
+    s->b.up_ptrs = calloc(ucap, sizeof(*s->b.up_ptrs));
+    s->b.names = calloc(ucap, sizeof(*s->b.names));
+    s->b.params = calloc(ucap, sizeof(*s->b.params));
+    s->b.counters = calloc(ucap, sizeof(*s->b.counters));
+    s->b.numbers = calloc(ucap * STATS_NUMBERS, sizeof(*s->b.numbers));
+    if (!s->ps || !s->pptr || !s->pcs || !s->pnum || !s->programs ||
+        !s->b.totals || !s->b.ups || !s->b.up_ptrs || !s->b.names ||
+        !s->b.params || !s->b.counters || !s->b.numbers)
+        return RETRYD_ENOMEM;
+    return 0;
+}
+
+/* The daemon's open descriptors (its /proc/self/fd, less the one reading
+ * it) and soft limit, for the reply; 0 when they cannot be read. */
+static void descriptors(Retryd__StatsReply *rep)
+{
+    struct rlimit rl;
+    DIR *dir = opendir("/proc/self/fd");
+    unsigned n = 0;
+    for (; dir != NULL && readdir(dir) != NULL; n++)
+        ;
+    if (dir != NULL)
+        closedir(dir);
+    rep->descriptors_open = n > 3 ? n - 3 : 0; /* ".", "..", the dir's own */
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+        rep->descriptors_max = rl.rlim_cur;
+}
+
+/* Everything is read under one RCU section and copied out of it: what is
+ * done with the reply (a socket send, a rendering) happens after. */
+int stats_snapshot_take(server *d, bool processes, stats_snapshot *s)
+{
+    size_t ucap = d->seg.view.upstream_capacity;
+    size_t pcap = processes ? d->seg.view.process_capacity : 0;
+    memset(s, 0, sizeof(*s));
+    s->b.d = d;
+    s->b.cap = ucap;
+    Retryd__StatsReply *rep = &s->rep;
+    retryd__stats_reply__init(rep);
+    if (snapshot_alloc(s, ucap, pcap) < 0) {
+        stats_snapshot_free(s);
+        return RETRYD_ENOMEM;
+    }
+    rd_rcu_read_lock();
+    rep->attached_processes = owner_collect(&d->seg, s->b.totals);
+    registry_for_each(d->reg, add_upstream, &s->b);
+    rep->n_processes = processes ? add_processes(d, s) : 0;
+    rd_rcu_read_unlock();
+
+    rep->generation = d->seg.generation;
+    rep->uptime_ms = (retryd__clock_monotonic_ns() - d->started_ns) / 1000000;
+    rep->draining = owner_draining(&d->seg);
+    rep->upstream_capacity = d->seg.view.upstream_capacity;
+    rep->process_capacity = d->seg.view.process_capacity;
+    rep->daemon_version = RETRYD_DAEMON_VERSION;
+    retryd__segment_health__init(&s->health);
+    owner_health_fill(&d->seg, &s->health);
+    rep->segment_health = &s->health;
+    rep->slots_refused_capacity =
+        atomic_load_explicit(&d->slots_refused_capacity, memory_order_relaxed);
+    rep->slots_refused_quota =
+        atomic_load_explicit(&d->slots_refused_quota, memory_order_relaxed);
+    descriptors(rep);
+    rep->n_upstreams = s->b.n;
+    rep->upstreams = s->b.up_ptrs;
+    rep->processes = s->pptr;
+    return 0;
+}

@@ -1,0 +1,322 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The Prometheus text exposition of a stats reply (prom.h). Every family
+ * has its HELP and TYPE lines and its samples together; counters end in
+ * _total; label values are escaped as the format says (backslash, double
+ * quote, line feed).
+ *
+ * Per-process series are bounded by default: labelled with the program
+ * name and summed over the processes that share it, so a host that starts
+ * a thousand short-lived workers of one program has one series, not a
+ * thousand. By pid (one series a process, unbounded over time) or none
+ * are the operator's choice.
+ */
+#include "prom.h"
+#include "reply.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "retryd/decision.h"
+
+/* The program label of a process whose name the daemon could not read
+ * (or an older daemon that sends none). */
+#define PROM_PROGRAM_UNKNOWN "(unknown)"
+
+static const char *const per_process_names[] = {"program", "pid", "none"};
+
+int prom_per_process_parse(const char *s)
+{
+    for (int i = 0; i < 3; i++)
+        if (strcmp(s, per_process_names[i]) == 0)
+            return i;
+    return -1;
+}
+
+static void header(FILE *out, const char *name, const char *type,
+                   const char *help)
+{
+    fprintf(out, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+/* A label value: backslash, double quote and line feed escaped. */
+static void label(FILE *out, const char *s)
+{
+    for (; *s; s++) {
+        if (*s == '\\' || *s == '"')
+            fprintf(out, "\\%c", *s);
+        else if (*s == '\n')
+            fputs("\\n", out);
+        else
+            putc(*s, out);
+    }
+}
+
+static const char *program_of(const Retryd__ProcessStats *p)
+{
+    return p->program != NULL && p->program[0] != '\0' ? p->program
+                                                       : PROM_PROGRAM_UNKNOWN;
+}
+
+/* --- per-process groups -------------------------------------------------- */
+
+/* One per-process series: a process (pid mode) or every process of one
+ * program (program mode). */
+typedef struct group {
+    const Retryd__ProcessStats *first; /* its label comes from here */
+    unsigned processes;
+    uint64_t deposits, granted, ambiguous;
+} group;
+
+static int by_program(const void *a, const void *b)
+{
+    const Retryd__ProcessStats *const *x = a, *const *y = b;
+    return strcmp(program_of(*x), program_of(*y));
+}
+
+/* The groups of @p r under @p mode, in *ret (to free); their number. */
+static size_t make_groups(const Retryd__StatsReply *r, prom_per_process mode,
+                          group **ret)
+{
+    size_t n = r->n_processes, ng = 0;
+    *ret = NULL;
+    if (mode == PROM_PER_NONE || n == 0)
+        return 0;
+    const Retryd__ProcessStats **order = malloc(n * sizeof(*order));
+    group *g = calloc(n, sizeof(*g));
+    if (order == NULL || g == NULL) {
+        free(order), free(g);
+        return 0;
+    }
+    memcpy(order, r->processes, n * sizeof(*order));
+    if (mode == PROM_PER_PROGRAM)
+        qsort(order, n, sizeof(*order), by_program);
+    for (size_t i = 0; i < n; i++) {
+        const Retryd__ProcessStats *p = order[i];
+        if (mode == PROM_PER_PID || ng == 0 ||
+            strcmp(program_of(g[ng - 1].first), program_of(p)) != 0)
+            g[ng++].first = p;
+        group *cur = &g[ng - 1];
+        cur->processes++;
+        if (p->counters == NULL)
+            continue;
+        cur->deposits += p->counters->deposits;
+        cur->granted += p->counters->retries_granted;
+        cur->ambiguous += p->counters->ambiguous;
+    }
+    free(order);
+    *ret = g;
+    return ng;
+}
+
+static void group_labels(FILE *out, const group *g, prom_per_process mode)
+{
+    if (mode == PROM_PER_PID)
+        fprintf(out, "pid=\"%u\",", g->first->pid);
+    fputs("program=\"", out);
+    label(out, program_of(g->first));
+    putc('"', out);
+}
+
+typedef struct render {
+    FILE *out;
+    const Retryd__StatsReply *r;
+    prom_per_process mode;
+    group *groups;
+    size_t n_groups;
+} render;
+
+/* --- upstream and process families --------------------------------------- */
+
+enum which { W_DEPOSITS, W_GRANTED, W_AMBIGUOUS };
+
+static uint64_t counter(const Retryd__Counters *c, enum which w)
+{
+    if (c == NULL)
+        return 0;
+    return w == W_DEPOSITS  ? c->deposits
+           : w == W_GRANTED ? c->retries_granted
+                            : c->ambiguous;
+}
+
+static uint64_t group_counter(const group *g, enum which w)
+{
+    return w == W_DEPOSITS  ? g->deposits
+           : w == W_GRANTED ? g->granted
+                            : g->ambiguous;
+}
+
+static void family(const render *x, const char *what, const char *help,
+                   enum which w)
+{
+    char name[96];
+    snprintf(name, sizeof(name), "retryd_upstream_%s_total", what);
+    header(x->out, name, "counter", help);
+    for (size_t i = 0; i < x->r->n_upstreams; i++) {
+        fprintf(x->out, "%s{upstream=\"", name);
+        label(x->out, x->r->upstreams[i]->name);
+        fprintf(x->out, "\"} %" PRIu64 "\n",
+                counter(x->r->upstreams[i]->counters, w));
+    }
+    if (x->n_groups == 0)
+        return;
+    snprintf(name, sizeof(name), "retryd_process_%s_total", what);
+    header(x->out, name, "counter", help);
+    for (size_t i = 0; i < x->n_groups; i++) {
+        fprintf(x->out, "%s{", name);
+        group_labels(x->out, &x->groups[i], x->mode);
+        fprintf(x->out, "} %" PRIu64 "\n", group_counter(&x->groups[i], w));
+    }
+}
+
+static void processes_gauge(const render *x)
+{
+    if (x->n_groups == 0)
+        return;
+    header(x->out, "retryd_processes", "gauge",
+           x->mode == PROM_PER_PID ? "Attached processes, by pid."
+                                   : "Attached processes, by program name.");
+    for (size_t i = 0; i < x->n_groups; i++) {
+        fputs("retryd_processes{", x->out);
+        group_labels(x->out, &x->groups[i], x->mode);
+        fprintf(x->out, "} %u\n", x->groups[i].processes);
+    }
+}
+
+static void gauge(const render *x, const char *name, const char *help,
+                  int which)
+{
+    header(x->out, name, "gauge", help);
+    for (size_t i = 0; i < x->r->n_upstreams; i++) {
+        const Retryd__UpstreamStats *u = x->r->upstreams[i];
+        static const Retryd__Params none = RETRYD__PARAMS__INIT;
+        const Retryd__Params *p = u->params ? u->params : &none;
+        uint64_t v = which == 0   ? u->balance_micro
+                     : which == 1 ? p->cap_micro
+                     : which == 2 ? p->ratio_micro
+                                  : p->floor_micro_per_s;
+        fprintf(x->out, "%s{upstream=\"", name);
+        label(x->out, u->name);
+        fprintf(x->out, "\"} %.6f\n", reply_tokens(v));
+    }
+}
+
+static void labelled(const render *x, bool denied)
+{
+    const char *name = denied ? "retryd_upstream_retries_denied_total"
+                              : "retryd_upstream_attempts_total";
+    header(x->out, name, "counter",
+           denied ? "Retries denied, by the rule's reason."
+                  : "Attempts reported, by execution evidence.");
+    static const Retryd__Counters zero = RETRYD__COUNTERS__INIT;
+    size_t end = denied ? RETRYD_DENIAL_COUNT : RETRYD_EVIDENCE_COUNT;
+    for (size_t i = 0; i < x->r->n_upstreams; i++) {
+        const Retryd__Counters *c = x->r->upstreams[i]->counters;
+        if (c == NULL)
+            c = &zero;
+        for (size_t k = denied ? 1 : 0; k < end; k++) {
+            fprintf(x->out, "%s{upstream=\"", name);
+            label(x->out, x->r->upstreams[i]->name);
+            fprintf(x->out, "\",%s=\"%s\"} %" PRIu64 "\n",
+                    denied ? "reason" : "evidence",
+                    denied ? retryd_denial_name((retryd_denial)k)
+                           : retryd_evidence_name((retryd_evidence)k),
+                    denied ? reply_at(c->denied, c->n_denied, k)
+                           : reply_at(c->evidence, c->n_evidence, k));
+        }
+    }
+}
+
+/* --- the daemon ---------------------------------------------------------- */
+
+static void health(const render *x)
+{
+    reply_health_item items[REPLY_HEALTH_KINDS];
+    reply_health_items(x->r, items);
+    header(x->out, "retryd_segment_checks_total", "counter",
+           "Heartbeats that checked the segment for damage.");
+    fprintf(x->out, "retryd_segment_checks_total %" PRIu64 "\n",
+            reply_health_checks(x->r));
+    header(x->out, "retryd_segment_damage_total", "counter",
+           "Damage found in the segment (another process wrote where it "
+           "must not), by kind.");
+    for (size_t i = 0; i < REPLY_HEALTH_KINDS; i++)
+        fprintf(x->out,
+                "retryd_segment_damage_total{kind=\"%s\"} %" PRIu64 "\n",
+                items[i].name, items[i].n);
+}
+
+/* The names of the Prometheus clients' process collector, so that the
+ * usual descriptor alerts and panels work unchanged; only when the daemon
+ * said (an older one sends 0). */
+static void descriptor_families(const render *x)
+{
+    if (x->r->descriptors_max == 0)
+        return;
+    header(x->out, "process_open_fds", "gauge",
+           "The daemon's open file descriptors.");
+    fprintf(x->out, "process_open_fds %u\n", x->r->descriptors_open);
+    header(x->out, "process_max_fds", "gauge",
+           "The daemon's descriptor limit (RLIMIT_NOFILE, soft).");
+    fprintf(x->out, "process_max_fds %" PRIu64 "\n", x->r->descriptors_max);
+}
+
+static void daemon_families(const render *x)
+{
+    const Retryd__StatsReply *r = x->r;
+    header(x->out, "retryd_info", "gauge", "The daemon's version and segment.");
+    fputs("retryd_info{version=\"", x->out);
+    label(x->out, r->daemon_version ? r->daemon_version : "");
+    fprintf(x->out, "\",generation=\"%016" PRIx64 "\"} 1\n", r->generation);
+    header(x->out, "retryd_uptime_seconds", "gauge",
+           "Seconds since the daemon started.");
+    fprintf(x->out, "retryd_uptime_seconds %.3f\n",
+            (double)r->uptime_ms / 1000);
+    header(x->out, "retryd_attached_processes", "gauge",
+           "Processes attached to the segment.");
+    fprintf(x->out, "retryd_attached_processes %u\n", r->attached_processes);
+    header(x->out, "retryd_segment_process_slots", "gauge",
+           "Process slots in the segment (process_capacity).");
+    fprintf(x->out, "retryd_segment_process_slots %u\n", r->process_capacity);
+    header(x->out, "retryd_upstreams", "gauge", "Upstreams registered.");
+    fprintf(x->out, "retryd_upstreams %zu\n", r->n_upstreams);
+    header(x->out, "retryd_segment_upstream_slots", "gauge",
+           "Upstream slots in the segment (upstream_capacity).");
+    fprintf(x->out, "retryd_segment_upstream_slots %u\n", r->upstream_capacity);
+    header(x->out, "retryd_draining", "gauge", "1 while the host drains.");
+    fprintf(x->out, "retryd_draining %d\n", r->draining ? 1 : 0);
+    header(x->out, "retryd_slot_refusals_total", "counter",
+           "Attaches refused a process slot: every slot taken (capacity) or "
+           "the user at process_slots_per_uid (quota).");
+    fprintf(x->out,
+            "retryd_slot_refusals_total{reason=\"capacity\"} %" PRIu64
+            "\nretryd_slot_refusals_total{reason=\"quota\"} %" PRIu64 "\n",
+            r->slots_refused_capacity, r->slots_refused_quota);
+    health(x);
+    descriptor_families(x);
+}
+
+int prom_render(FILE *out, const Retryd__StatsReply *r, prom_per_process mode)
+{
+    render x = {.out = out, .r = r, .mode = mode};
+    x.n_groups = make_groups(r, mode, &x.groups);
+    daemon_families(&x);
+    processes_gauge(&x);
+    gauge(&x, "retryd_upstream_balance_tokens",
+          "Tokens in the upstream's bucket.", 0);
+    gauge(&x, "retryd_upstream_cap_tokens", "The bucket's cap.", 1);
+    gauge(&x, "retryd_upstream_ratio", "Tokens deposited per first attempt.",
+          2);
+    gauge(&x, "retryd_upstream_min_retries_per_second",
+          "Floor refill, tokens per second.", 3);
+    family(&x, "deposits", "First attempts (each deposits the ratio).",
+           W_DEPOSITS);
+    family(&x, "retries_granted", "Retries that won a token.", W_GRANTED);
+    family(&x, "ambiguous", "Outcomes the caller had to reconcile.",
+           W_AMBIGUOUS);
+    labelled(&x, true);
+    labelled(&x, false);
+    free(x.groups);
+    return ferror(out) ? -1 : 0;
+}
