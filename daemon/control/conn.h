@@ -68,6 +68,7 @@ static inline bool conn_timer_queued(const conn *c, enum conn_timer k)
 {
     return retryd__queue_linked(&c->t[k].node);
 }
+
 /* The connection of node @p n of d->timers[@p k]. */
 #define CONN_OF_TIMER(n, k) RETRYD_QUEUE_DATA(n, conn, t[k].node)
 

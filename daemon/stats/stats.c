@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "base/clock.h"
+#include "base/heap.h"
 #include "core/frame_io.h"
 #include "core/log.h"
 #include "core/peer.h"
@@ -44,6 +45,9 @@ typedef struct stats_conn {
     uint8_t *out;
     size_t out_len, out_off;
     uint64_t accepted_ns, due_ns;
+    /* In the loop's two orders while open: who a newcomer evicts first
+     * (daemon_evict_before()), and whose deadline comes first. */
+    retryd_heap_node by_evict, by_due;
 } stats_conn;
 
 /* epoll tags beyond the connections' indexes. */
@@ -59,8 +63,9 @@ struct stats_loop {
     server *d;
     int epfd;
     stats_conn *conns[STATS_CONNECTIONS_MAX]; /* NULL: a free place */
-    size_t pending;   /* reply bytes queued, all readers together */
-    metrics *metrics; /* the /metrics endpoint, NULL when off */
+    retryd_heap evict, due; /* the open ones, by_evict and by_due */
+    size_t pending;         /* reply bytes queued, all readers together */
+    metrics *metrics;       /* the /metrics endpoint, NULL when off */
 };
 /* Queue @p msg as the reply, behind its frame header. RETRYD_EFULL when
  * the replies waiting would go over STATS_OUTPUT_TOTAL_MAX. */
@@ -83,6 +88,7 @@ static int queue_reply(stats_conn *c, const ProtobufCMessage *msg)
     c->loop->pending += c->out_len;
     return 0;
 }
+
 /* Build and send the reply. */
 static int serve(server *d, stats_conn *c, bool processes)
 {
@@ -93,6 +99,7 @@ static int serve(server *d, stats_conn *c, bool processes)
     stats_snapshot_free(&s);
     return r;
 }
+
 static bool stats_allowed(const server *d, int fd)
 {
     struct ucred cr;
@@ -113,6 +120,7 @@ static bool stats_allowed(const server *d, int fd)
                   (unsigned)cr.uid);
     return ok;
 }
+
 /* An error reply; the connection is closed once it is sent. */
 static void reply_error(stats_conn *c, int err, const char *message)
 {
@@ -122,6 +130,7 @@ static void reply_error(stats_conn *c, int err, const char *message)
     rep.message = (char *)(uintptr_t)message;
     queue_reply(c, &rep.base);
 }
+
 static uint64_t ms_ns(uint64_t ms)
 {
     return ms * 1000000u;
@@ -146,6 +155,45 @@ static uint32_t reply_ms(const config *c)
 {
     return c->stats_reply_timeout_ms;
 }
+
+static bool evicts_first(const retryd_heap_node *a, const retryd_heap_node *b)
+{
+    const stats_conn *x = RETRYD_HEAP_CDATA(a, stats_conn, by_evict);
+    const stats_conn *y = RETRYD_HEAP_CDATA(b, stats_conn, by_evict);
+    return daemon_evict_before(x->replying, x->accepted_ns, y->replying,
+                               y->accepted_ns);
+}
+
+static bool due_first(const retryd_heap_node *a, const retryd_heap_node *b)
+{
+    return RETRYD_HEAP_CDATA(a, stats_conn, by_due)->due_ns <
+           RETRYD_HEAP_CDATA(b, stats_conn, by_due)->due_ns;
+}
+
+static void track(stats_conn *c)
+{
+    retryd__heap_insert(&c->loop->evict, &c->by_evict, evicts_first);
+    retryd__heap_insert(&c->loop->due, &c->by_due, due_first);
+}
+
+static void untrack(stats_conn *c)
+{
+    retryd__heap_remove(&c->loop->evict, &c->by_evict, evicts_first);
+    retryd__heap_remove(&c->loop->due, &c->by_due, due_first);
+}
+
+/* @p c's request is in (or refused): it is being answered, under its
+ * reply deadline when @p reply_due is not 0. Its keys change, so it leaves
+ * both orders and comes back. */
+static void replying(stats_conn *c, uint64_t reply_due)
+{
+    untrack(c);
+    c->replying = true;
+    if (reply_due != 0)
+        c->due_ns = reply_due;
+    track(c);
+}
+
 static void conn_close(stats_conn *c)
 {
     stats_loop *l = c->loop;
@@ -153,17 +201,18 @@ static void conn_close(stats_conn *c)
     close(c->fd);
     l->pending -= c->out_len - c->out_off;
     l->conns[c->index] = NULL;
+    untrack(c);
     frame_in_reset(&c->in);
     free(c->out);
     free(c);
 }
+
 /* The request is whole: answer it (statistics, or an error). */
 static void serve_request(server *d, stats_conn *c)
 {
     Retryd__StatsRequest *req =
         retryd__stats_request__unpack(NULL, c->in.body_len, c->in.body);
-    c->replying = true;
-    c->due_ns = due_in(d, reply_ms);
+    replying(c, due_in(d, reply_ms));
     if (req == NULL) {
         reply_error(c, RETRYD_EPROTO, "malformed request");
         return;
@@ -175,6 +224,7 @@ static void serve_request(server *d, stats_conn *c)
     else if (r < 0)
         log_limited(LOG_WARN, "stats reply not built: %s", retryd_strerror(r));
 }
+
 /* One read toward the request: 1 when it is whole, 0 for more, < 0 to
  * close at once. An oversized length is answered, then closed. */
 static int request_read(stats_conn *c)
@@ -182,12 +232,13 @@ static int request_read(stats_conn *c)
     size_t n;
     int r = frame_in_read(&c->in, c->fd, &n);
     if (r == RETRYD_EPROTO) {
-        c->replying = true;
+        replying(c, 0);
         reply_error(c, RETRYD_EPROTO, "frame length out of bounds");
         return 0;
     }
     return r < 0 ? -1 : r;
 }
+
 /* Write what the kernel takes; < 0 when done (all sent, or gone). */
 static int reply_write(stats_conn *c)
 {
@@ -205,6 +256,7 @@ static int reply_write(stats_conn *c)
     }
     return -1; /* one request per connection: sent, so closed */
 }
+
 /* A readiness event (or a fresh connection): read the request until it is
  * whole, then write the reply, never waiting. */
 static void conn_step(server *d, stats_conn *c)
@@ -228,20 +280,19 @@ static void conn_step(server *d, stats_conn *c)
     struct epoll_event ev = {.events = EPOLLOUT, .data.u64 = c->index};
     epoll_ctl(c->loop->epfd, EPOLL_CTL_MOD, c->fd, &ev);
 }
-/* A place for a newcomer: a free one, or the oldest reader's, closed for
- * it (readers still sending their request first). */
+
+/* A place for a newcomer: a free one, or the place of the first in the
+ * eviction order (readers still sending their request first, then the
+ * oldest), closed for it. */
 static int free_place(stats_loop *l)
 {
-    stats_conn *oldest = NULL;
-    for (unsigned i = 0; i < STATS_CONNECTIONS_MAX; i++) {
-        stats_conn *c = l->conns[i];
-        if (c == NULL)
-            return (int)i;
-        if (oldest == NULL ||
-            daemon_evict_before(c->replying, c->accepted_ns, oldest->replying,
-                                oldest->accepted_ns))
-            oldest = c;
+    if (l->evict.n < STATS_CONNECTIONS_MAX) {
+        for (unsigned i = 0; i < STATS_CONNECTIONS_MAX; i++)
+            if (l->conns[i] == NULL)
+                return (int)i;
     }
+    stats_conn *oldest =
+        RETRYD_HEAP_DATA(retryd__heap_min(&l->evict), stats_conn, by_evict);
     unsigned i = oldest->index;
     log_limited(LOG_WARN,
                 "stats: all %d connections taken: closing the "
@@ -250,6 +301,7 @@ static int free_place(stats_loop *l)
     conn_close(oldest);
     return (int)i;
 }
+
 static void on_accept(stats_loop *l)
 {
     for (int n = 0; n < STATS_ACCEPT_BATCH; n++) {
@@ -276,47 +328,49 @@ static void on_accept(stats_loop *l)
             continue;
         }
         l->conns[i] = c;
+        track(c);
         if (!stats_allowed(l->d, fd)) {
-            c->replying = true;
+            replying(c, 0);
             reply_error(c, RETRYD_EPERM, "not authorised");
         }
         conn_step(l->d, c); /* the request is often there already */
     }
 }
+
 /* Close readers past their deadline; milliseconds to the next one. */
 static int expire(stats_loop *l)
 {
-    uint64_t now = retryd__clock_monotonic_ns(), next = UINT64_MAX;
-    for (unsigned i = 0; i < STATS_CONNECTIONS_MAX; i++) {
-        stats_conn *c = l->conns[i];
-        if (c != NULL && c->due_ns <= now) {
-            log_limited(LOG_WARN, "stats connection closed: %s",
-                        c->replying ? "reply left unread"
-                                    : "no request in time");
-            conn_close(c);
-        } else if (c != NULL && c->due_ns < next) {
-            next = c->due_ns;
-        }
+    uint64_t now = retryd__clock_monotonic_ns();
+    retryd_heap_node *n;
+    while ((n = retryd__heap_min(&l->due)) != NULL) {
+        stats_conn *c = RETRYD_HEAP_DATA(n, stats_conn, by_due);
+        if (c->due_ns > now)
+            return (int)((c->due_ns - now + 999999) / 1000000);
+        log_limited(LOG_WARN, "stats connection closed: %s",
+                    c->replying ? "reply left unread" : "no request in time");
+        conn_close(c);
     }
-    if (next == UINT64_MAX)
-        return -1;
-    return (int)((next - now + 999999) / 1000000);
+    return -1;
 }
+
 static void take_metrics(stats_loop *l)
 {
     metrics_take(l->d, &l->metrics, l->epfd, STATS_TAG_METRICS_LISTEN,
                  STATS_TAG_METRICS_MHD);
 }
+
 /* The sooner of two epoll timeouts (-1: none). */
 static int sooner(int a, int b)
 {
     return a < 0 ? b : b < 0 ? a : a < b ? a : b;
 }
+
 static int loop_timeout(stats_loop *l)
 {
     int t = expire(l);
     return l->metrics ? sooner(t, metrics_timeout_ms(l->metrics)) : t;
 }
+
 static int loop_open(stats_loop *l, server *d)
 {
     *l = (stats_loop){.d = d, .epfd = epoll_create1(EPOLL_CLOEXEC)};
@@ -328,12 +382,14 @@ static int loop_open(stats_loop *l, server *d)
         epoll_ctl(l->epfd, EPOLL_CTL_ADD, d->stats_fd, &lev) < 0 ||
         epoll_ctl(l->epfd, EPOLL_CTL_ADD, d->stop_fd, &sev) < 0 ||
         epoll_ctl(l->epfd, EPOLL_CTL_ADD, d->metrics_wake_fd, &mev) < 0) {
-        log_err("stats: cannot watch the socket: %s", strerror(errno));
-        return -1;
+        int err = -errno;
+        log_err("stats: cannot watch the socket: %s", strerror(-err));
+        return err;
     }
     take_metrics(l); /* the endpoint setup opened, if any */
     return 0;
 }
+
 static void loop_close(stats_loop *l)
 {
     for (unsigned i = 0; i < STATS_CONNECTIONS_MAX; i++)
@@ -344,6 +400,7 @@ static void loop_close(stats_loop *l)
     if (l->epfd >= 0)
         close(l->epfd);
 }
+
 static void *stats_main(void *arg)
 {
     server *d = arg;
@@ -386,6 +443,7 @@ static void *stats_main(void *arg)
     urcu_memb_unregister_thread();
     return NULL;
 }
+
 int stats_start(server *d)
 {
     d->stop_fd = eventfd(0, EFD_CLOEXEC);
@@ -397,6 +455,7 @@ int stats_start(server *d)
     d->stats_running = true;
     return 0;
 }
+
 void stats_stop(server *d)
 {
     if (!d->stats_running)
