@@ -38,6 +38,7 @@
 #include "core/rcu.h"
 #include "status_page.h"
 #include "base/clock.h"
+#include "base/heap.h"
 #include "retryd/common.h"
 
 #define METRICS_CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
@@ -54,7 +55,18 @@ typedef struct mconn {
     uint64_t accepted_ns, due_ns;
     bool requested; /* its request's headers are in */
     bool started;   /* MHD has it */
+    /* While it holds a place (index >= 0): in the eviction order of all
+     * (daemon_evict_before()), in that of its address, and by deadline. */
+    retryd_heap_node by_evict, by_evict_ip, by_due;
+    struct ip_share *ip;
 } mconn;
+
+/* The places one address holds, in their eviction order; a share is free
+ * when it holds none. */
+typedef struct ip_share {
+    struct sockaddr_storage peer;
+    retryd_heap evict; /* of mconn.by_evict_ip */
+} ip_share;
 
 struct metrics {
     struct server *d;
@@ -62,6 +74,8 @@ struct metrics {
     struct MHD_Daemon *mhd;
     char where[64];
     mconn *conns[METRICS_CONNECTIONS_MAX]; /* NULL: a free place */
+    retryd_heap evict, due; /* the places held, by_evict and by_due */
+    ip_share ips[METRICS_CONNECTIONS_MAX];
     mconn *adding; /* being handed to MHD_add_connection() */
     /* The status page's history (status_page.h), and its next sample. */
     status_history *history;
@@ -100,56 +114,109 @@ static bool same_ip(const struct sockaddr_storage *a,
                   sizeof(struct in6_addr)) == 0;
 }
 
+static bool evicts_first(const mconn *x, const mconn *y)
+{
+    return daemon_evict_before(x->requested, x->accepted_ns, y->requested,
+                               y->accepted_ns);
+}
+
+static bool evict_less(const retryd_heap_node *a, const retryd_heap_node *b)
+{
+    return evicts_first(RETRYD_HEAP_CDATA(a, mconn, by_evict),
+                        RETRYD_HEAP_CDATA(b, mconn, by_evict));
+}
+
+static bool evict_ip_less(const retryd_heap_node *a, const retryd_heap_node *b)
+{
+    return evicts_first(RETRYD_HEAP_CDATA(a, mconn, by_evict_ip),
+                        RETRYD_HEAP_CDATA(b, mconn, by_evict_ip));
+}
+
+static bool due_less(const retryd_heap_node *a, const retryd_heap_node *b)
+{
+    return RETRYD_HEAP_CDATA(a, mconn, by_due)->due_ns <
+           RETRYD_HEAP_CDATA(b, mconn, by_due)->due_ns;
+}
+
+/* The share of @p peer's address; with @p add, a free one taken for it
+ * when it holds none (there are as many shares as places). */
+static ip_share *share_of(metrics *m, const struct sockaddr_storage *peer,
+                          bool add)
+{
+    ip_share *free_share = NULL;
+    for (int i = 0; i < METRICS_CONNECTIONS_MAX; i++) {
+        ip_share *sh = &m->ips[i];
+        if (sh->evict.n == 0)
+            free_share = free_share != NULL ? free_share : sh;
+        else if (same_ip(&sh->peer, peer))
+            return sh;
+    }
+    if (add && free_share != NULL)
+        free_share->peer = *peer;
+    return add ? free_share : NULL;
+}
+
+/* @p c, at place @p i, joins the three orders. */
+static void track(metrics *m, mconn *c, int i)
+{
+    c->index = i;
+    m->conns[i] = c;
+    c->ip = share_of(m, &c->peer, true);
+    retryd__heap_insert(&m->evict, &c->by_evict, evict_less);
+    retryd__heap_insert(&c->ip->evict, &c->by_evict_ip, evict_ip_less);
+    retryd__heap_insert(&m->due, &c->by_due, due_less);
+}
+
+/* @p c gives its place up and leaves the three orders (once). */
+static void forget(mconn *c)
+{
+    metrics *m = c->m;
+    if (c->index < 0)
+        return;
+    m->conns[c->index] = NULL;
+    c->index = -1;
+    retryd__heap_remove(&m->evict, &c->by_evict, evict_less);
+    retryd__heap_remove(&c->ip->evict, &c->by_evict_ip, evict_ip_less);
+    retryd__heap_remove(&m->due, &c->by_due, due_less);
+}
+
 /* Stop tracking @p c and make MHD close it (it sees the shut socket on its
  * next run and calls on_notify(CLOSED), which frees @p c). */
 static void drop(mconn *c)
 {
     if (c->index < 0)
         return;
-    c->m->conns[c->index] = NULL;
-    c->index = -1;
+    forget(c);
     shutdown(c->fd, SHUT_RDWR);
 }
 
-/* Whether @p c should go before @p best (daemon_evict_before()). */
-static bool goes_first(const mconn *c, const mconn *best)
-{
-    return best == NULL ||
-           daemon_evict_before(c->requested, c->accepted_ns, best->requested,
-                               best->accepted_ns);
-}
-
 /* Room for a newcomer from @p peer: a free place, after closing the
- * oldest connection of its address when that holds its share, or the
- * oldest of all when every place is taken. */
+ * first in its address's eviction order when that holds its share, or the
+ * first of all when every place is taken. */
 static int make_room(metrics *m, const struct sockaddr_storage *peer)
 {
-    mconn *oldest = NULL, *oldest_ip = NULL;
-    int free_at = -1, of_ip = 0;
-    for (int i = 0; i < METRICS_CONNECTIONS_MAX; i++) {
-        mconn *c = m->conns[i];
-        if (c == NULL) {
-            free_at = free_at < 0 ? i : free_at;
-            continue;
-        }
-        if (goes_first(c, oldest))
-            oldest = c;
-        if (same_ip(&c->peer, peer) && (of_ip++, goes_first(c, oldest_ip)))
-            oldest_ip = c;
+    ip_share *sh = share_of(m, peer, false);
+    bool ip_full = sh != NULL && sh->evict.n >= METRICS_PER_IP_MAX;
+    retryd_heap_node *first = ip_full ? retryd__heap_min(&sh->evict)
+                              : m->evict.n == METRICS_CONNECTIONS_MAX
+                                  ? retryd__heap_min(&m->evict)
+                                  : NULL;
+    if (first != NULL) {
+        mconn *victim = ip_full ? RETRYD_HEAP_DATA(first, mconn, by_evict_ip)
+                                : RETRYD_HEAP_DATA(first, mconn, by_evict);
+        int at = victim->index;
+        log_limited(LOG_WARN,
+                    "metrics: %s: closing the oldest connection for a "
+                    "newcomer",
+                    ip_full ? "one address holds its share of connections"
+                            : "all connections taken");
+        drop(victim);
+        return at;
     }
-    mconn *victim = of_ip >= METRICS_PER_IP_MAX ? oldest_ip
-                    : free_at < 0               ? oldest
-                                                : NULL;
-    if (victim == NULL)
-        return free_at;
-    int at = victim->index;
-    log_limited(LOG_WARN,
-                "metrics: %s: closing the oldest connection for a newcomer",
-                of_ip >= METRICS_PER_IP_MAX
-                    ? "one address holds its share of connections"
-                    : "all connections taken");
-    drop(victim);
-    return at;
+    for (int i = 0; i < METRICS_CONNECTIONS_MAX; i++)
+        if (m->conns[i] == NULL)
+            return i;
+    return -1; /* not reached: fewer held than places */
 }
 
 static void admit(metrics *m, int fd, const struct sockaddr_storage *peer,
@@ -164,11 +231,11 @@ static void admit(metrics *m, int fd, const struct sockaddr_storage *peer,
     uint64_t now = retryd__clock_monotonic_ns();
     *c = (mconn){.m = m,
                  .fd = fd,
-                 .index = i,
+                 .index = -1,
                  .peer = *peer,
                  .accepted_ns = now,
                  .due_ns = now + ms_ns(config_ms(m, false))};
-    m->conns[i] = c;
+    track(m, c, i);
     m->adding = c;
     /* MHD owns (and closes) the socket from here, even on failure. */
     enum MHD_Result r =
@@ -176,8 +243,7 @@ static void admit(metrics *m, int fd, const struct sockaddr_storage *peer,
     m->adding = NULL;
     if (r == MHD_YES || c->started)
         return; /* on_notify(CLOSED) frees it */
-    if (c->index >= 0)
-        m->conns[c->index] = NULL;
+    forget(c);
     free(c);
 }
 
@@ -209,8 +275,7 @@ static void on_notify(void *cls, struct MHD_Connection *connection,
     mconn *c = *socket_context;
     if (c == NULL)
         return;
-    if (c->index >= 0)
-        m->conns[c->index] = NULL;
+    forget(c);
     free(c);
     *socket_context = NULL;
 }
@@ -334,8 +399,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection,
         MHD_get_connection_info(connection, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
     mconn *c = ci != NULL ? ci->socket_context : NULL;
     if (c != NULL) {
+        /* Its keys change: it leaves the orders and comes back. */
+        int at = c->index;
+        forget(c);
         c->requested = true;
         c->due_ns = retryd__clock_monotonic_ns() + ms_ns(config_ms(c->m, true));
+        if (at >= 0)
+            track(c->m, c, at);
     }
     if (strcmp(method, MHD_HTTP_METHOD_GET) != 0)
         return answer_text(connection, MHD_HTTP_METHOD_NOT_ALLOWED,
@@ -366,10 +436,11 @@ void metrics_run(metrics *m)
     MHD_run(m->mhd);
     uint64_t now = retryd__clock_monotonic_ns();
     sample(m, now);
-    for (int i = 0; i < METRICS_CONNECTIONS_MAX; i++) {
-        mconn *c = m->conns[i];
-        if (c == NULL || c->due_ns > now)
-            continue;
+    retryd_heap_node *n;
+    while ((n = retryd__heap_min(&m->due)) != NULL) {
+        mconn *c = RETRYD_HEAP_DATA(n, mconn, by_due);
+        if (c->due_ns > now)
+            break;
         log_limited(LOG_INFO, "metrics connection closed: %s",
                     c->requested ? "reply left unread" : "no request in time");
         drop(c);
@@ -380,9 +451,9 @@ void metrics_run(metrics *m)
 int metrics_timeout_ms(metrics *m)
 {
     uint64_t now = retryd__clock_monotonic_ns(), next = m->sample_due_ns;
-    for (int i = 0; i < METRICS_CONNECTIONS_MAX; i++)
-        if (m->conns[i] != NULL && m->conns[i]->due_ns < next)
-            next = m->conns[i]->due_ns;
+    retryd_heap_node *first = retryd__heap_min(&m->due);
+    if (first != NULL && RETRYD_HEAP_DATA(first, mconn, by_due)->due_ns < next)
+        next = RETRYD_HEAP_DATA(first, mconn, by_due)->due_ns;
     MHD_UNSIGNED_LONG_LONG mhd_ms;
     if (MHD_get_timeout(m->mhd, &mhd_ms) == MHD_YES &&
         (next == UINT64_MAX || now + ms_ns(mhd_ms) < next))
