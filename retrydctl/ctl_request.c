@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "ctl.h"
@@ -27,6 +28,7 @@ typedef struct hop {
     char *url;          /* absolute, owned */
     const char *method; /* a->method, or GET after a 303 */
     bool with_body;
+    bool foreign; /* another scheme, host or port than the first URL's */
 } hop;
 
 typedef struct output {
@@ -76,6 +78,60 @@ static char *resolve(const char *from, const char *location)
     curl_free(url);
     curl_url_cleanup(u);
     return copy;
+}
+
+/* A URL's scheme, host and port (the scheme's default when it names
+ * none), in @p out; false when it does not parse. */
+static bool origin_of(const char *url, char *out, size_t len)
+{
+    CURLU *u = curl_url();
+    char *scheme = NULL, *host = NULL, *port = NULL;
+    bool ok =
+        u && curl_url_set(u, CURLUPART_URL, url, 0) == CURLUE_OK &&
+        curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) == CURLUE_OK &&
+        curl_url_get(u, CURLUPART_HOST, &host, 0) == CURLUE_OK &&
+        curl_url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT) == CURLUE_OK;
+    if (ok)
+        ok = (size_t)snprintf(out, len, "%s://%s:%s", scheme, host, port) < len;
+    curl_free(scheme), curl_free(host), curl_free(port);
+    curl_url_cleanup(u);
+    return ok;
+}
+
+/* Whether @p to is another origin than @p first: curl's rule for where
+ * credentials may go on a redirect (CURLOPT_UNRESTRICTED_AUTH: "one or
+ * more of hostname, protocol scheme or port number changed"). A URL that
+ * does not parse counts as foreign. */
+static bool is_foreign(const char *first, const char *to)
+{
+    char a[512], b[512];
+    return !origin_of(first, a, sizeof(a)) || !origin_of(to, b, sizeof(b)) ||
+           strcasecmp(a, b) != 0;
+}
+
+static bool header_is(const char *line, const char *name)
+{
+    size_t n = strlen(name);
+    return strncasecmp(line, name, n) == 0 && line[n] == ':';
+}
+
+/* The hop's request headers, into @p out (REQ_MAX_HEADERS + 5 slots):
+ * all of them, except that a foreign hop gets no Authorization and no
+ * Cookie unless --location-trusted, so that -u, -H 'Authorization: ...'
+ * and -H 'Cookie: ...' never leak to a host a redirect names. */
+static const char **hop_headers(const req_args *a, const hop *h,
+                                const char **out)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < a->n_headers; i++) {
+        const char *line = a->headers[i];
+        if (h->foreign && !a->location_trusted &&
+            (header_is(line, "Authorization") || header_is(line, "Cookie")))
+            continue;
+        out[n++] = line;
+    }
+    out[n] = NULL;
+    return out;
 }
 
 /* The first URL: -G puts the data in its query, as curl does. */
@@ -226,6 +282,7 @@ static int execute_hop(retryd_client *client, const req_args *a, const hop *h,
         .sz = sizeof(tls), .ca_file = a->cacert, .insecure = a->insecure};
     retryd_profile *profile = NULL;
     retryd_body *body = NULL;
+    const char *headers[REQ_MAX_HEADERS + 5];
     char *base = NULL, *path = NULL;
     int r = split_url(h->url, &base, &path) < 0 ? RETRYD_EINVAL : 0;
     if (r == 0 && h->with_body && make_body(a, &body) < 0)
@@ -244,7 +301,7 @@ static int execute_hop(retryd_client *client, const req_args *a, const hop *h,
         .sz = sizeof(q),
         .method = h->method,
         .path = path,
-        .headers = a->headers,
+        .headers = hop_headers(a, h, headers),
         .body = body,
         .idempotency = a->idem,
         .idempotency_key = a->want_key,
@@ -268,9 +325,14 @@ static void verbose_request(const req_args *a, const hop *h)
 {
     if (!a->verbose)
         return;
+    const char *headers[REQ_MAX_HEADERS + 5];
     fprintf(stderr, "> %s %s\n", h->method, h->url);
-    for (size_t i = 0; i < a->n_headers; i++)
-        fprintf(stderr, "> %s\n", a->headers[i]);
+    if (h->foreign && !a->location_trusted)
+        fprintf(stderr, "retrydctl: another origin than the first URL's: "
+                        "no Authorization or Cookie (--location-trusted "
+                        "sends them)\n");
+    for (const char **p = hop_headers(a, h, headers); *p; p++)
+        fprintf(stderr, "> %s\n", *p);
 }
 
 /* Where a followed redirect goes next, or NULL: not -L, not a redirect,
@@ -325,7 +387,7 @@ static void after_hop(const req_args *a, const hop *h, const retryd_result *r)
 /* The first request and the redirects it is told to follow. */
 static int run_hops(retryd_client *client, const req_args *a, output *o)
 {
-    hop h = {first_url(a), a->method, a->data || a->data_file};
+    hop h = {first_url(a), a->method, a->data || a->data_file, false};
     int rc = CTL_EXIT_ERROR;
     for (long n = 0; h.url != NULL; n++) {
         retryd_result *r = NULL;
@@ -352,6 +414,7 @@ static int run_hops(retryd_client *client, const req_args *a, output *o)
             rc = w ? w : rc;
         }
         retryd_result_free(r);
+        h.foreign = next != NULL && is_foreign(a->url, next);
         free(h.url);
         h.url = next;
     }

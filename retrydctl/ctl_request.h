@@ -36,6 +36,7 @@ typedef struct req_args {
     bool idem_declared; /* --safe, --idempotent, ... or a key */
     bool want_key, insecure, json, get_query, head, include, silent;
     bool show_error, verbose, fail, follow;
+    bool location_trusted; /* credentials follow -L to any origin */
     int64_t deadline_ns, attempt_ns, connect_ns;
     long max_attempts, max_redirs;
     retryd_http_version version;

@@ -42,6 +42,7 @@ enum {
     O_CONNECT_TIMEOUT,
     O_MAX_REDIRS,
     O_DATA_RAW,
+    O_LOCATION_TRUSTED,
 };
 
 static const struct option options[] = {
@@ -63,6 +64,7 @@ static const struct option options[] = {
     {"fail", no_argument, NULL, 'f'},
     {"location", no_argument, NULL, 'L'},
     {"max-redirs", required_argument, NULL, O_MAX_REDIRS},
+    {"location-trusted", no_argument, NULL, O_LOCATION_TRUSTED},
     {"user", required_argument, NULL, 'u'},
     {"max-time", required_argument, NULL, O_MAX_TIME},
     {"connect-timeout", required_argument, NULL, O_CONNECT_TIMEOUT},
@@ -107,7 +109,10 @@ void req_usage(FILE *out)
         "                           decision trail, on stderr\n"
         "  -f, --fail               a status >= 400: no body, exit 22\n"
         "  -L, --location           follow redirects, at most --max-redirs\n"
-        "                           (default 10; past it exit 47)\n"
+        "                           (default 10; past it exit 47);\n"
+        "                           Authorization and Cookie only to the\n"
+        "                           first URL's scheme, host and port\n"
+        "      --location-trusted   -L, the credentials sent everywhere\n"
         "  -u, --user USER:PASS     basic authentication\n"
         "      --max-time SECONDS   the whole call (default 30); also 250ms\n"
         "      --connect-timeout SECONDS\n"
@@ -272,6 +277,9 @@ static bool *flag_of(req_args *a, int opt)
         return &a->fail;
     case 'L':
         return &a->follow;
+    case O_LOCATION_TRUSTED:
+        a->follow = true; /* as curl: it implies -L */
+        return &a->location_trusted;
     case 'k':
         return &a->insecure;
     case O_TRACE:
