@@ -14,6 +14,7 @@
  * method never decides, and -v (or an ambiguous answer) says so in words.
  */
 #include <curl/curl.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,8 +33,17 @@ typedef struct hop {
 } hop;
 
 typedef struct output {
-    FILE *out; /* stdout or -o FILE */
+    FILE *out;        /* stdout or -o FILE */
+    bool write_error; /* a write or the final flush failed: exit 23 */
+    int write_errno;  /* the first failure's */
 } output;
+
+static void write_failed(output *o)
+{
+    if (!o->write_error)
+        o->write_errno = errno;
+    o->write_error = true;
+}
 
 /* Split URL into the profile's base (scheme://host[:port]) and the path
  * with its query. */
@@ -172,7 +182,45 @@ static int make_body(const req_args *a, retryd_body **ret)
 static size_t to_output(const void *data, size_t len, void *ctx)
 {
     output *o = ctx;
-    return fwrite(data, 1, len, o->out);
+    size_t n = fwrite(data, 1, len, o->out);
+    if (n != len)
+        write_failed(o);
+    return n;
+}
+
+/* curl's exit code for a failure's category, where curl has one; 1
+ * otherwise (what retryd's own failures, a body source or the budget's
+ * pool, exit with). */
+static int failure_exit(retryd_failure f)
+{
+    switch (f) {
+    case RETRYD_FAILURE_DNS:
+        return REQ_EXIT_DNS;
+    case RETRYD_FAILURE_CONNECT:
+        return REQ_EXIT_CONNECT;
+    case RETRYD_FAILURE_TLS_HANDSHAKE:
+        return REQ_EXIT_TLS;
+    case RETRYD_FAILURE_TLS_CERTIFICATE:
+        return REQ_EXIT_CERTIFICATE;
+    case RETRYD_FAILURE_TIMEOUT:
+    case RETRYD_FAILURE_POOL_TIMEOUT:
+        return REQ_EXIT_TIMEOUT;
+    case RETRYD_FAILURE_CONNECTION_LOST:
+        return REQ_EXIT_LOST;
+    case RETRYD_FAILURE_MALFORMED:
+        return REQ_EXIT_MALFORMED;
+    case RETRYD_FAILURE_TOO_MANY_REDIRECTS:
+        return REQ_EXIT_TOO_MANY_REDIRS;
+    default:
+        return REQ_EXIT_FAILURE;
+    }
+}
+
+/* The failure of the last attempt made, or NONE without one. */
+static retryd_failure last_failure(const retryd_result *r)
+{
+    size_t n = retryd_result_attempt_count(r);
+    return n ? retryd_result_attempt(r, n - 1)->failure : RETRYD_FAILURE_NONE;
 }
 
 static void print_trace(const retryd_result *r)
@@ -262,7 +310,7 @@ static int summary(const req_args *a, const retryd_result *r)
     if (key && req_says(a, false))
         fprintf(stderr, "retrydctl: Idempotency-Key: %s\n", key);
     return o == RETRYD_OUTCOME_RESPONSE  ? REQ_EXIT_RESPONSE
-           : o == RETRYD_OUTCOME_FAILURE ? REQ_EXIT_FAILURE
+           : o == RETRYD_OUTCOME_FAILURE ? failure_exit(last_failure(r))
                                          : REQ_EXIT_AMBIGUOUS;
 }
 
@@ -370,7 +418,7 @@ static int write_response(const req_args *a, const retryd_result *r, output *o)
     size_t len;
     const void *body = retryd_result_body(r, &len);
     if (!a->head && len)
-        fwrite(body, 1, len, o->out);
+        to_output(body, len, o);
     return 0;
 }
 
@@ -408,7 +456,8 @@ static int run_hops(retryd_client *client, const req_args *a, output *o)
             free(next);
             next = NULL;
         } else if (next == NULL) {
-            fflush(o->out);
+            if (fflush(o->out) != 0)
+                write_failed(o);
             rc = summary(a, r);
             int w = rc == REQ_EXIT_RESPONSE ? write_response(a, r, o) : 0;
             rc = w ? w : rc;
@@ -422,10 +471,27 @@ static int run_hops(retryd_client *client, const req_args *a, output *o)
     return rc;
 }
 
+/* The last of the output: its final flush (where a small body meets a full
+ * disk) and, for -o FILE, its close. A failure exits 23, as curl, unless
+ * the answer was ambiguous: that the request may have run matters more. */
+static int finish_output(const req_args *a, output *o, int rc)
+{
+    if (fflush(o->out) != 0 || ferror(o->out))
+        write_failed(o);
+    if (o->out != stdout && fclose(o->out) != 0)
+        write_failed(o);
+    if (!o->write_error)
+        return rc;
+    if (req_says(a, true))
+        fprintf(stderr, "retrydctl: failure writing output to %s: %s\n",
+                a->output ? a->output : "stdout", strerror(o->write_errno));
+    return rc == REQ_EXIT_AMBIGUOUS ? rc : REQ_EXIT_WRITE;
+}
+
 int ctl_request_main(int argc, char **argv)
 {
     req_args a = {0};
-    output o = {stdout};
+    output o = {stdout, false, 0};
     retryd_client *client = NULL;
     int rc = req_parse(argc, argv, &a);
     if (rc != 0) {
@@ -433,9 +499,11 @@ int ctl_request_main(int argc, char **argv)
         return rc == REQ_DONE ? CTL_EXIT_OK : rc;
     }
     if (a.output && (o.out = fopen(a.output, "we")) == NULL) {
-        fprintf(stderr, "retrydctl request: cannot write '%s'\n", a.output);
+        if (req_says(&a, true))
+            fprintf(stderr, "retrydctl request: cannot write '%s': %s\n",
+                    a.output, strerror(errno));
         req_args_free(&a);
-        return CTL_EXIT_USAGE;
+        return REQ_EXIT_WRITE; /* as curl */
     }
     const retryd_host_opts ho = {.sz = sizeof(ho),
                                  .control_socket = a.control,
@@ -449,9 +517,7 @@ int ctl_request_main(int argc, char **argv)
         rc = run_hops(client, &a, &o);
     }
     retryd_client_free(client);
-    if (o.out != stdout && fclose(o.out) != 0 && rc == 0)
-        rc = CTL_EXIT_ERROR;
-    fflush(stdout);
+    rc = finish_output(&a, &o, rc);
     req_args_free(&a);
     return rc;
 }

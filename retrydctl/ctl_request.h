@@ -17,6 +17,16 @@ enum {
     REQ_EXIT_RESPONSE = 0,
     REQ_EXIT_FAILURE = 1,
     REQ_EXIT_AMBIGUOUS = 2,
+    /* A failure exits with curl's code for its category where curl has
+     * one (req_failure_exit), else 1. */
+    REQ_EXIT_MALFORMED = 3,        /* CURLE_URL_MALFORMAT */
+    REQ_EXIT_DNS = 6,              /* CURLE_COULDNT_RESOLVE_HOST */
+    REQ_EXIT_CONNECT = 7,          /* CURLE_COULDNT_CONNECT */
+    REQ_EXIT_WRITE = 23,           /* CURLE_WRITE_ERROR: stdout or -o FILE */
+    REQ_EXIT_TIMEOUT = 28,         /* CURLE_OPERATION_TIMEDOUT */
+    REQ_EXIT_TLS = 35,             /* CURLE_SSL_CONNECT_ERROR */
+    REQ_EXIT_LOST = 56,            /* CURLE_RECV_ERROR */
+    REQ_EXIT_CERTIFICATE = 60,     /* CURLE_PEER_FAILED_VERIFICATION */
     REQ_EXIT_HTTP_ERROR = 22,      /* -f and a status >= 400, as curl */
     REQ_EXIT_TOO_MANY_REDIRS = 47, /* -L past --max-redirs, as curl */
     REQ_MAX_HEADERS = 128,

@@ -134,8 +134,10 @@ void req_usage(FILE *out)
         "      --trace              the attempt log on stderr (part of -v)\n"
         "      --control-socket P   the retryd daemon to share budgets with\n"
         "  -h, --help               this help; --version: the version\n"
-        "exit: 0 response, 1 failure, 2 ambiguous, 22 -f and a status >=\n"
-        "      400, 47 too many redirects, 64 usage, 70 error\n",
+        "exit: 0 response, 2 ambiguous; a failure: curl's code (6 name, 7\n"
+        "      connect, 28 timeout, 35 TLS, 56 lost, 60 certificate, else 1);\n"
+        "      22 -f and a status >= 400, 23 write error, 47 too many\n"
+        "      redirects, 64 usage, 70 error (retrydctl(1): the table)\n",
         out);
 }
 

@@ -73,13 +73,13 @@ Test(retrydctl_request, timed_out_payment_is_ambiguous_and_exit_is_2)
     cr_expect_eq(testsrv_count(srv, "c"), 1, "never sent twice");
 }
 
-Test(retrydctl_request, refused_connection_is_a_failure_and_exit_is_1)
+Test(retrydctl_request, refused_connection_is_a_failure_and_exits_7_as_curl)
 {
     char target[64];
     snprintf(target, sizeof(target), "http://127.0.0.1:%d/",
              testsrv_unused_port());
     REQUEST("-d", "x", "--max-attempts", "2", target);
-    cr_expect_eq(res.exit_code, 1, "%s", res.err);
+    cr_expect_eq(res.exit_code, 7, "%s", res.err);
     cr_expect(strstr(res.err, "failure (evidence not_sent, 2 attempts") != NULL,
               "%s", res.err);
 }
@@ -101,7 +101,8 @@ Test(retrydctl_request, idempotency_key_is_the_same_on_every_attempt)
 {
     REQUEST("-d", "pay", "--idempotency-key=order-77", "--max-attempts", "3",
             at("/close-after-read?id=e"));
-    cr_expect_eq(res.exit_code, 1, "keyed: retried, then a plain failure");
+    cr_expect_eq(res.exit_code, 56,
+                 "keyed: retried, then a failure: the connection lost");
     cr_expect_eq(testsrv_count(srv, "e"), 3);
     cr_expect_eq(srv_log_count(srv, "e", " order-77 "), 3);
 }
@@ -284,7 +285,7 @@ Test(retrydctl_request, silent_and_show_error)
     snprintf(target, sizeof(target), "http://127.0.0.1:%d/",
              testsrv_unused_port());
     REQUEST("-s", "--max-attempts", "1", target);
-    cr_expect_eq(res.exit_code, 1);
+    cr_expect_eq(res.exit_code, 7);
     cr_expect_str_eq(res.err, "");
     REQUEST("-sS", "--max-attempts", "1", target);
     cr_expect(strstr(res.err, "failure") != NULL, "-S shows the error: %s",
@@ -335,7 +336,7 @@ Test(retrydctl_request, max_time_bounds_the_whole_call)
     REQUEST("--max-time", "1", "--connect-timeout", "0.5", "--safe",
             at("/hold?ms=5000&id=mt"));
     cr_expect_lt(testsrv_now_ms() - t0, 3000, "returned near 1 s");
-    cr_expect_eq(res.exit_code, 1, "a safe read that timed out: %s", res.err);
+    cr_expect_eq(res.exit_code, 28, "a safe read that timed out: %s", res.err);
     REQUEST("--max-time", "soon", at("/ok"));
     cr_expect_eq(res.exit_code, 64);
 }
