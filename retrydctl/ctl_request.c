@@ -248,7 +248,7 @@ static void print_trace(const retryd_result *r)
 static void explain_idempotency(const req_args *a, const hop *h,
                                 const retryd_result *r)
 {
-    if (a->idem_declared ||
+    if (a->idem_declared || !req_says(a, false) ||
         !(a->verbose || retryd_result_outcome(r) == RETRYD_OUTCOME_AMBIGUOUS))
         return;
     fprintf(stderr,
@@ -401,25 +401,33 @@ static char *next_hop(const req_args *a, hop *h, const retryd_result *r)
     return resolve(h->url, loc);
 }
 
-/* The final response's headers and body, as -i, -I and -f ask. */
-static int write_response(const req_args *a, const retryd_result *r, output *o)
+/* The final response's headers and body, as -i, -I and -f ask, whatever
+ * the outcome, as curl writes what arrived: an ambiguous 503's body too
+ * (@p rc, the outcome's exit code, is kept then, even under -f). */
+static int write_response(const req_args *a, const retryd_result *r, output *o,
+                          int rc)
 {
     int status = retryd_result_status(r);
+    if (status == 0)
+        return rc; /* no response arrived */
     if (a->fail && status >= 400) {
+        if (rc != REQ_EXIT_RESPONSE)
+            return rc;
         if (req_says(a, true))
             fprintf(stderr, "retrydctl: the requested URL returned error: %d\n",
                     status);
         return REQ_EXIT_HTTP_ERROR;
     }
-    if (!buffered(a))
-        return 0; /* streamed already */
+    /* Streamed already, unless the outcome kept the body in the result. */
+    if (!buffered(a) && rc == REQ_EXIT_RESPONSE)
+        return rc;
     if (a->include || a->head)
         print_headers(o->out, "", r);
     size_t len;
     const void *body = retryd_result_body(r, &len);
     if (!a->head && len)
         to_output(body, len, o);
-    return 0;
+    return rc;
 }
 
 static void after_hop(const req_args *a, const hop *h, const retryd_result *r)
@@ -442,25 +450,25 @@ static int run_hops(retryd_client *client, const req_args *a, output *o)
         verbose_request(a, &h);
         int e = execute_hop(client, a, &h, o, &r);
         if (e < 0) {
-            fprintf(stderr, "retrydctl request: %s: %s\n", h.url,
-                    retryd_strerror(e));
+            if (req_says(a, true))
+                fprintf(stderr, "retrydctl request: %s: %s\n", h.url,
+                        retryd_strerror(e));
             rc = e == RETRYD_EINVAL ? CTL_EXIT_USAGE : CTL_EXIT_ERROR;
             break;
         }
         after_hop(a, &h, r);
         char *next = next_hop(a, &h, r);
         if (next != NULL && n == a->max_redirs) {
-            fprintf(stderr, "retrydctl: maximum (%ld) redirects followed\n",
-                    a->max_redirs);
+            if (req_says(a, true))
+                fprintf(stderr, "retrydctl: maximum (%ld) redirects followed\n",
+                        a->max_redirs);
             rc = REQ_EXIT_TOO_MANY_REDIRS;
             free(next);
             next = NULL;
         } else if (next == NULL) {
             if (fflush(o->out) != 0)
                 write_failed(o);
-            rc = summary(a, r);
-            int w = rc == REQ_EXIT_RESPONSE ? write_response(a, r, o) : 0;
-            rc = w ? w : rc;
+            rc = write_response(a, r, o, summary(a, r));
         }
         retryd_result_free(r);
         h.foreign = next != NULL && is_foreign(a->url, next);

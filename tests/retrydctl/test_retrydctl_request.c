@@ -368,3 +368,40 @@ Test(retrydctl_request, help_and_version_exit_0)
     cr_expect_eq(res.exit_code, 0);
     cr_expect(strstr(res.out, "retryd") != NULL, "%s", res.out);
 }
+
+/* curl writes the response that arrived whatever retryd answers: an
+ * ambiguous GET's 503 body too, its headers with -i, through -L's
+ * buffering; -f keeps it back and the exit stays 2. */
+Test(retrydctl_request, ambiguous_response_is_still_written)
+{
+    REQUEST(at("/status?code=503&id=amb1"));
+    cr_expect_eq(res.exit_code, 2, "%s", res.err);
+    cr_expect_str_eq(res.out, "status 503\n");
+    REQUEST("-i", at("/status?code=503&id=amb2"));
+    cr_expect(strncmp(res.out, "HTTP/1.1 503\r\n", 14) == 0, "%s", res.out);
+    cr_expect(strstr(res.out, "\r\n\r\nstatus 503\n") != NULL, "%s", res.out);
+    REQUEST("-L", at("/status?code=503&id=amb3"));
+    cr_expect_str_eq(res.out, "status 503\n");
+    REQUEST("-f", at("/status?code=503&id=amb4"));
+    cr_expect_eq(res.exit_code, 2, "%s", res.err);
+    cr_expect_str_eq(res.out, "");
+}
+
+/* -s: not a word on stderr, not even the idempotency hint; -sS: the
+ * errors (the outcome, reconcile), still no hint. */
+Test(retrydctl_request, silent_silences_every_hint)
+{
+    REQUEST("-s", at("/status?code=503&id=sh1"));
+    cr_expect_eq(res.exit_code, 2);
+    cr_expect_str_eq(res.err, "");
+    REQUEST("-sS", at("/status?code=503&id=sh2"));
+    cr_expect(strstr(res.err, "retrydctl: ambiguous 503") != NULL, "%s",
+              res.err);
+    cr_expect(strstr(res.err, "reconcile") != NULL, "%s", res.err);
+    cr_expect(strstr(res.err, "no idempotency was declared") == NULL, "%s",
+              res.err);
+    REQUEST("-s", "-L", "--max-redirs", "0",
+            at("/redirect?to=%2Fok%3Fid%3Dsh3&id=sh4"));
+    cr_expect_eq(res.exit_code, 47);
+    cr_expect_str_eq(res.err, "");
+}
