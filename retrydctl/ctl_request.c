@@ -23,6 +23,7 @@
 
 #include "ctl.h"
 #include "ctl_request.h"
+#include "ctl_status.h"
 
 /* One request of a call (the first, or a redirect's). */
 typedef struct hop {
@@ -496,6 +497,25 @@ static int finish_output(const req_args *a, output *o, int rc)
     return rc == REQ_EXIT_AMBIGUOUS ? rc : REQ_EXIT_WRITE;
 }
 
+/* -v: whether the retries are paid from the host budget, and if not why
+ * and what to do (the reasons retrydctl status gives), since a local
+ * budget is otherwise silent: the request works the same either way. */
+static void verbose_budget(const req_args *a, retryd_client *client)
+{
+    if (!a->verbose)
+        return;
+    retryd_share_status st =
+        retryd_host_share_status(retryd_client_host(client));
+    if (st == RETRYD_SHARE_SHARED)
+        fprintf(stderr, "retrydctl: host budget: shared (%s)\n",
+                ctl_share_advice(st));
+    else
+        fprintf(stderr,
+                "retrydctl: host budget: not shared (%s), retries are paid "
+                "from this process's own budget: %s\n",
+                retryd_share_status_name(st), ctl_share_advice(st));
+}
+
 int ctl_request_main(int argc, char **argv)
 {
     req_args a = {0};
@@ -522,6 +542,7 @@ int ctl_request_main(int argc, char **argv)
         fprintf(stderr, "retrydctl request: %s\n", retryd_strerror(r));
         rc = CTL_EXIT_ERROR;
     } else {
+        verbose_budget(&a, client);
         rc = run_hops(client, &a, &o);
     }
     retryd_client_free(client);

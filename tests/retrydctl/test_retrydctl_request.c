@@ -188,6 +188,9 @@ Test(retrydctl_request, shell_requests_share_the_host_budget)
     cr_expect_eq(rd_json_number(res.out, u, "budget_exhausted"), 2);
     cr_expect_eq(rd_json_number(res.out, u, "response_received"), 4);
     cr_expect_eq(testsrv_count(srv, "s"), 4);
+    REQUEST("-v", "--safe", "--control-socket", d.control, at("/ok?id=vs"));
+    cr_expect(strstr(res.err, "retrydctl: host budget: shared") != NULL, "%s",
+              res.err);
     rd_daemon_cleanup(&d);
 }
 
@@ -404,4 +407,18 @@ Test(retrydctl_request, silent_silences_every_hint)
             at("/redirect?to=%2Fok%3Fid%3Dsh3&id=sh4"));
     cr_expect_eq(res.exit_code, 47);
     cr_expect_str_eq(res.err, "");
+}
+
+/* -v says when the retries are not paid from the host budget, and why. */
+Test(retrydctl_request, verbose_says_the_budget_is_local_and_why)
+{
+    REQUEST("-v", "--safe", "--control-socket", "/nonexistent/control.sock",
+            at("/ok?id=vl"));
+    cr_expect_eq(res.exit_code, 0, "%s", res.err);
+    cr_expect(strstr(res.err, "host budget: not shared (no-daemon)") != NULL,
+              "%s", res.err);
+    cr_expect(strstr(res.err, "is retryd running?") != NULL, "%s", res.err);
+    REQUEST("--safe", "--control-socket", "/nonexistent/control.sock",
+            at("/ok?id=vq"));
+    cr_expect(strstr(res.err, "host budget") == NULL, "only with -v");
 }
