@@ -417,7 +417,9 @@ static int write_response(const req_args *a, const retryd_result *r, output *o,
         if (req_says(a, true))
             fprintf(stderr, "retrydctl: the requested URL returned error: %d\n",
                     status);
-        return REQ_EXIT_HTTP_ERROR;
+        if (!a->fail_with_body)
+            return REQ_EXIT_HTTP_ERROR;
+        rc = REQ_EXIT_HTTP_ERROR; /* -f buffers: the body is in r */
     }
     /* Streamed already, unless the outcome kept the body in the result. */
     if (!buffered(a) && rc == REQ_EXIT_RESPONSE)

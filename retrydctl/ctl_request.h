@@ -32,6 +32,7 @@ enum {
     REQ_MAX_HEADERS = 128,
     REQ_MAX_DATA = 64 * 1024 * 1024, /* bytes of -d/--data-binary/--json */
     REQ_DEFAULT_MAX_REDIRS = 10,
+    REQ_MAX_OWNED = 8,
 };
 
 typedef struct req_args {
@@ -46,7 +47,11 @@ typedef struct req_args {
     bool idem_declared; /* --safe, --idempotent, ... or a key */
     bool want_key, insecure, json, get_query, head, include, silent;
     bool show_error, verbose, fail, follow;
-    bool location_trusted; /* credentials follow -L to any origin */
+    bool location_trusted;      /* credentials follow -L to any origin */
+    bool fail_with_body;        /* --fail-with-body: -f that writes the body */
+    bool remote_name;           /* -O: -o the URL's last path segment */
+    char *owned[REQ_MAX_OWNED]; /* -A, -e, -b, -O's strings */
+    size_t n_owned;
     int64_t deadline_ns, attempt_ns, connect_ns;
     long max_attempts, max_redirs;
     retryd_http_version version;
