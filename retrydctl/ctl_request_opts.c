@@ -49,7 +49,7 @@ enum {
     O_FAIL_WITH_BODY,
     O_DATA_URLENCODE,
     O_RETRY, /* and curl's other --retry-* options: refused */
-    O_UNSUPPORTED,
+    O_HTTP11,
 };
 
 static const struct option options[] = {
@@ -97,6 +97,7 @@ static const struct option options[] = {
     {"upstream", required_argument, NULL, O_UPSTREAM},
     {"http2", no_argument, NULL, O_HTTP2},
     {"h2c", no_argument, NULL, O_H2C},
+    {"http1.1", no_argument, NULL, O_HTTP11},
     {"cacert", required_argument, NULL, O_CACERT},
     {"insecure", no_argument, NULL, 'k'},
     {"trace", no_argument, NULL, O_TRACE},
@@ -157,7 +158,9 @@ void req_usage(FILE *out)
         "      --max-attempts N     (default 3)\n"
         "      --attempt-timeout D  (default 10s)\n"
         "      --upstream NAME      the budget's name (default host:port)\n"
-        "      --http2 | --h2c      HTTP/2 over TLS, or cleartext HTTP/2\n"
+        "      --http2 | --h2c      HTTP/2 over TLS (the default, as curl:\n"
+        "                           by ALPN, else HTTP/1.1), or cleartext\n"
+        "                           HTTP/2; --http1.1: HTTP/1.1 only\n"
         "      --trace              the attempt log on stderr (part of -v)\n"
         "      --control-socket P   the retryd daemon to share budgets with\n"
         "  -h, --help               this help; --version: the version\n"
@@ -518,8 +521,10 @@ static int parse_one(req_args *a, int opt, const char *arg)
         return set_idempotency(a, opt, arg);
     case O_HTTP2:
     case O_H2C:
-        a->version =
-            opt == O_HTTP2 ? RETRYD_HTTP_2_TLS : RETRYD_HTTP_2_PRIOR_KNOWLEDGE;
+    case O_HTTP11:
+        a->version = opt == O_HTTP2 ? RETRYD_HTTP_2_TLS
+                     : opt == O_H2C ? RETRYD_HTTP_2_PRIOR_KNOWLEDGE
+                                    : RETRYD_HTTP_1_1;
         return 0;
     default:
         return set_number(a, opt, arg);
@@ -579,6 +584,7 @@ int req_parse(int argc, char **argv, req_args *a)
 {
     int opt, r;
     a->idem = RETRYD_IDEMPOTENCY_NON_IDEMPOTENT;
+    a->version = RETRYD_HTTP_2_TLS; /* curl's default: h2 by ALPN on TLS */
     a->max_redirs = REQ_DEFAULT_MAX_REDIRS;
     optind = 1;
     int index = 0;

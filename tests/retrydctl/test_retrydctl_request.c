@@ -422,3 +422,41 @@ Test(retrydctl_request, verbose_says_the_budget_is_local_and_why)
             at("/ok?id=vq"));
     cr_expect(strstr(res.err, "host budget") == NULL, "only with -v");
 }
+
+/* What retrydctl does not do, said in one line with what to do instead. */
+Test(retrydctl_request, refusals_name_the_equivalent)
+{
+    REQUEST("--retry", "3", at("/ok?id=rf"));
+    cr_expect_eq(res.exit_code, 64);
+    cr_expect(strstr(res.err, "--max-attempts") != NULL, "%s", res.err);
+    cr_expect_eq(strchr(res.err, '\n'), res.err + strlen(res.err) - 1,
+                 "one line: %s", res.err);
+    REQUEST("--retry-all-errors", at("/ok?id=rf"));
+    cr_expect_eq(res.exit_code, 64);
+    cr_expect(strstr(res.err, "--max-attempts") != NULL, "%s", res.err);
+    REQUEST("-b", "cookies.txt", at("/ok?id=rf"));
+    cr_expect_eq(res.exit_code, 64);
+    cr_expect(strstr(res.err, "-b 'name=value'") != NULL, "%s", res.err);
+    REQUEST("--safe", at("/ok?id=rf"), "http://127.0.0.1:1/");
+    cr_expect_eq(res.exit_code, 64);
+    cr_expect(strstr(res.err, "one per call") != NULL, "%s", res.err);
+    cr_expect_eq(testsrv_count(srv, "rf"), 0, "nothing was sent");
+}
+
+Test(retrydctl_request, remote_name_writes_the_urls_file_name)
+{
+    char name[64];
+    snprintf(name, sizeof(name), "retrydctl-O-%d.txt", (int)getpid());
+    char path[128];
+    snprintf(path, sizeof(path), "/%s?id=rn", name);
+    unlink(name);
+    REQUEST("-O", "--safe", at(path));
+    cr_expect_eq(res.exit_code, 0, "%s", res.err);
+    cr_expect_str_eq(res.out, "", "not on stdout");
+    FILE *f = fopen(name, "r");
+    cr_assert_not_null(f, "-O wrote %s", name);
+    fclose(f);
+    unlink(name);
+    REQUEST("-O", "--safe", at("/"));
+    cr_expect_eq(res.exit_code, 23, "no file name: %s", res.err);
+}

@@ -41,8 +41,8 @@ TestSuite(retrydctl_vs_curl, .init = setup, .fini = teardown, .timeout = 120);
 enum { NO_STDOUT = 1, TLS_SERVER = 2, REFUSED = 4, NOWHERE = 8 };
 
 typedef struct invocation {
-    char *args[8]; /* before the URL; "{id}" nowhere here */
-    const char *path;    /* "{id}" becomes the run's request id */
+    char *args[8];    /* before the URL; "{id}" nowhere here */
+    const char *path; /* "{id}" becomes the run's request id */
     int flags;
 } invocation;
 
@@ -115,6 +115,9 @@ static const invocation cases[] = {
     {A("-s"), "/", NOWHERE},
     {A("-s", "-k"), "/ok?id={id}", TLS_SERVER | REFUSED},
     {A("-s"), "/ok?id={id}", TLS_SERVER},
+    {A("-s", "-k"), "/ok?id={id}", TLS_SERVER},
+    {A("-s", "-k", "-d", "x=1"), "/echo?id={id}", TLS_SERVER},
+    {A("-s", "-k", "-f"), "/status?code=404&id={id}", TLS_SERVER},
 };
 
 /* @p tmpl with each "{id}" replaced by @p id. */
