@@ -8,7 +8,7 @@
  * Cookie). retrydctl is told --safe --max-attempts 1 so that no retry
  * hides a difference; the differences kept on purpose are listed in
  * retrydctl(1), "DIFFERENCES FROM CURL", and compared here only where
- * they agree (NO_STDOUT: the status line of -i and -I).
+ * they agree (NO_STDOUT: the status line of -i and -I). h1, TLS h2, h2c.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,25 +20,30 @@
 #include "run.h"
 #include "testsrv.h"
 
-static testsrv *srv, *tls;
+static testsrv *srv, *tls, *h2c;
 static run_result curl_res, ctl_res;
 
 static void setup(void)
 {
     char *argv_tls[] = {"--tls", NULL};
     cr_assert_eq(testsrv_start(FAULTSRV_PATH, NULL, &srv), 0);
+    char *argv_h2c[] = {"--h2c", NULL};
     cr_assert_eq(testsrv_start(H2SRV_PATH, argv_tls, &tls), 0);
+    cr_assert_eq(testsrv_start(H2SRV_PATH, argv_h2c, &h2c), 0);
 }
 
 static void teardown(void)
 {
     testsrv_stop(srv);
     testsrv_stop(tls);
+    testsrv_stop(h2c);
 }
 
 TestSuite(retrydctl_vs_curl, .init = setup, .fini = teardown, .timeout = 120);
 
-enum { NO_STDOUT = 1, TLS_SERVER = 2, REFUSED = 4, NOWHERE = 8 };
+/* H2C: the cleartext HTTP/2 server, which curl reaches with
+ * --http2-prior-knowledge and retrydctl with --h2c. */
+enum { NO_STDOUT = 1, TLS_SERVER = 2, REFUSED = 4, NOWHERE = 8, H2C = 16 };
 
 typedef struct invocation {
     char *args[8];    /* before the URL; "{id}" nowhere here */
@@ -118,6 +123,10 @@ static const invocation cases[] = {
     {A("-s", "-k"), "/ok?id={id}", TLS_SERVER},
     {A("-s", "-k", "-d", "x=1"), "/echo?id={id}", TLS_SERVER},
     {A("-s", "-k", "-f"), "/status?code=404&id={id}", TLS_SERVER},
+    {A("-s"), "/ok?id={id}", H2C},
+    {A("-s", "-d", "a=1"), "/echo?id={id}", H2C},
+    {A("-s", "-f"), "/status?code=404&id={id}", H2C},
+    {A("-s", "-u", "a:b"), "/ok?id={id}", H2C},
 };
 
 /* @p tmpl with each "{id}" replaced by @p id. */
@@ -149,6 +158,8 @@ static void url_for(const invocation *c, const char *id, char *out, size_t len)
                  path);
     else if (c->flags & TLS_SERVER)
         snprintf(out, len, "https://127.0.0.1:%d%s", testsrv_port(tls), path);
+    else if (c->flags & H2C)
+        snprintf(out, len, "http://127.0.0.1:%d%s", testsrv_port(h2c), path);
     else
         snprintf(out, len, "http://127.0.0.1:%d%s", testsrv_port(srv), path);
 }
@@ -167,6 +178,8 @@ static void run_one(bool ctl, const invocation *c, const char *id,
         argv[n++] = "--max-attempts";
         argv[n++] = "1";
     }
+    if (c->flags & H2C)
+        argv[n++] = ctl ? "--h2c" : "--http2-prior-knowledge";
     for (size_t i = 0; c->args[i]; i++)
         argv[n++] = c->args[i];
     argv[n++] = url;
@@ -185,7 +198,9 @@ static void log_of(testsrv *s, const char *id, char *out, size_t len)
 static void compare_logs(const invocation *c, const char *cid, const char *rid,
                          size_t i)
 {
-    testsrv *s = c->flags & TLS_SERVER && !(c->flags & REFUSED) ? tls : srv;
+    testsrv *s = c->flags & H2C                                   ? h2c
+                 : c->flags & TLS_SERVER && !(c->flags & REFUSED) ? tls
+                                                                  : srv;
     char a[2048], b[2048], ct[64], rt[64];
     log_of(s, cid, a, sizeof(a));
     log_of(s, rid, b, sizeof(b));
