@@ -37,6 +37,7 @@ typedef struct output {
     FILE *out;        /* stdout or -o FILE */
     bool write_error; /* a write or the final flush failed: exit 23 */
     int write_errno;  /* the first failure's */
+    size_t bytes;     /* of body written, for -w's %{size_download} */
 } output;
 
 static void write_failed(output *o)
@@ -184,6 +185,7 @@ static size_t to_output(const void *data, size_t len, void *ctx)
 {
     output *o = ctx;
     size_t n = fwrite(data, 1, len, o->out);
+    o->bytes += n;
     if (n != len)
         write_failed(o);
     return n;
@@ -443,6 +445,22 @@ static void after_hop(const req_args *a, const hop *h, const retryd_result *r)
     explain_idempotency(a, h, r);
 }
 
+/* -w, once the last response is written. */
+static void write_out(const req_args *a, retryd_client *client, const hop *h,
+                      long redirects, const retryd_result *r, const output *o)
+{
+    if (a->write_out == NULL)
+        return;
+    char budget[64];
+    retryd_share_status st =
+        retryd_host_share_status(retryd_client_host(client));
+    snprintf(budget, sizeof(budget),
+             st == RETRYD_SHARE_SHARED ? "shared" : "local (%s)",
+             retryd_share_status_name(st));
+    const req_writeout w = {h->url, redirects, o->bytes, budget};
+    req_write_out(a->write_out, r, &w, stdout);
+}
+
 /* The first request and the redirects it is told to follow. */
 static int run_hops(retryd_client *client, const req_args *a, output *o)
 {
@@ -472,6 +490,7 @@ static int run_hops(retryd_client *client, const req_args *a, output *o)
             if (fflush(o->out) != 0)
                 write_failed(o);
             rc = write_response(a, r, o, summary(a, r));
+            write_out(a, client, &h, n, r, o);
         }
         retryd_result_free(r);
         h.foreign = next != NULL && is_foreign(a->url, next);
@@ -521,7 +540,7 @@ static void verbose_budget(const req_args *a, retryd_client *client)
 int ctl_request_main(int argc, char **argv)
 {
     req_args a = {0};
-    output o = {stdout, false, 0};
+    output o = {stdout, false, 0, 0};
     retryd_client *client = NULL;
     int rc = req_parse(argc, argv, &a);
     if (rc != 0) {

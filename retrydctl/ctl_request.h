@@ -38,6 +38,7 @@ enum {
 typedef struct req_args {
     const char *method, *url, *key, *upstream, *cacert, *control, *output;
     const char *data_file; /* --data-file: a reopenable file, or '-' */
+    const char *write_out; /* -w FORMAT, or NULL */
     char *data;            /* -d, --data-binary, --json, joined; or NULL */
     size_t data_len;
     char *auth; /* "Authorization: Basic ..." from -u, owned */
@@ -56,6 +57,18 @@ typedef struct req_args {
     long max_attempts, max_redirs;
     retryd_http_version version;
 } req_args;
+
+/* What -w needs beside the result. */
+typedef struct req_writeout {
+    const char *url;    /* the last hop's */
+    long redirects;     /* followed */
+    size_t bytes;       /* of body written */
+    const char *budget; /* "shared", or "local (<why>)" */
+} req_writeout;
+
+/* -w: @p fmt with its variables filled in, to @p out (ctl_request_write.c). */
+void req_write_out(const char *fmt, const retryd_result *r,
+                   const req_writeout *w, FILE *out);
 
 /* Parses argv into @p a (zeroed by the caller): 0 to go on, an exit code
  * (64) to return at once, or REQ_DONE after --help or --version (exit 0).

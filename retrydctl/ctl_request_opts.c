@@ -73,6 +73,7 @@ static const struct option options[] = {
     {"max-redirs", required_argument, NULL, O_MAX_REDIRS},
     {"location-trusted", no_argument, NULL, O_LOCATION_TRUSTED},
     {"url", required_argument, NULL, O_URL},
+    {"write-out", required_argument, NULL, 'w'},
     {"user-agent", required_argument, NULL, 'A'},
     {"referer", required_argument, NULL, 'e'},
     {"cookie", required_argument, NULL, 'b'},
@@ -141,6 +142,13 @@ void req_usage(FILE *out)
         "      --data-urlencode D   curl's forms: content, =content,\n"
         "                           name=content, @file, name@file\n"
         "      --retry N            refused: say --max-attempts N\n"
+        "  -w, --write-out FORMAT   after the transfer, on stdout: "
+        "%{http_code}\n"
+        "                           %{size_download} %{url_effective} %{json}\n"
+        "                           %{num_redirects} %{content_type}\n"
+        "                           %{http_version} %{retryd_outcome}\n"
+        "                           %{retryd_attempts} %{retryd_rule}\n"
+        "                           %{retryd_budget}\n"
         "  -u, --user USER:PASS     basic authentication\n"
         "      --max-time SECONDS   the whole call (default 30); also 250ms\n"
         "      --connect-timeout SECONDS\n"
@@ -428,6 +436,8 @@ static const char **string_of(req_args *a, int opt)
         return &a->method;
     case 'o':
         return &a->output;
+    case 'w':
+        return &a->write_out;
     case O_DATA_FILE:
         return &a->data_file;
     case O_UPSTREAM:
@@ -588,7 +598,7 @@ int req_parse(int argc, char **argv, req_args *a)
     a->max_redirs = REQ_DEFAULT_MAX_REDIRS;
     optind = 1;
     int index = 0;
-    while ((opt = getopt_long(argc, argv, "X:H:d:GIio:sSvfLu:khA:e:b:O",
+    while ((opt = getopt_long(argc, argv, "X:H:d:GIio:sSvfLu:khA:e:b:Ow:",
                               options, &index)) != -1) {
         if (opt == O_HELP || opt == 'h' || opt == O_VERSION) {
             if (opt != O_VERSION)

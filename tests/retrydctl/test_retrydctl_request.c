@@ -460,3 +460,23 @@ Test(retrydctl_request, remote_name_writes_the_urls_file_name)
     REQUEST("-O", "--safe", at("/"));
     cr_expect_eq(res.exit_code, 23, "no file name: %s", res.err);
 }
+
+/* -w's retryd variables: the outcome, the attempts, the rule, whether the
+ * budget was shared; %{json} holds them with curl's common ones. */
+Test(retrydctl_request, write_out_has_retryds_own_variables)
+{
+    REQUEST("-s", "--safe", "--max-attempts", "2", "--control-socket",
+            "/nonexistent/control.sock", "-w",
+            "\\n%{retryd_outcome} %{retryd_attempts} %{retryd_rule} "
+            "%{retryd_budget}",
+            at("/status?code=503&id=wo"));
+    cr_expect_str_eq(res.out,
+                     "status 503\n\nresponse 2 max_attempts local (no-daemon)",
+                     "the final body, then -w");
+    REQUEST("-s", "-w", "%{json}", at("/status?code=503&id=wj"));
+    cr_expect_eq(res.exit_code, 2);
+    cr_expect(strstr(res.out, "\"http_code\":503") != NULL, "%s", res.out);
+    cr_expect(strstr(res.out, "\"retryd_outcome\":\"ambiguous\"") != NULL, "%s",
+              res.out);
+    cr_expect(strstr(res.out, "\"retryd_attempts\":1") != NULL, "%s", res.out);
+}
