@@ -14,24 +14,38 @@
  * method never decides, and -v (or an ambiguous answer) says so in words.
  */
 #include <curl/curl.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "ctl.h"
 #include "ctl_request.h"
+#include "ctl_status.h"
 
 /* One request of a call (the first, or a redirect's). */
 typedef struct hop {
     char *url;          /* absolute, owned */
     const char *method; /* a->method, or GET after a 303 */
     bool with_body;
+    bool foreign; /* another scheme, host or port than the first URL's */
 } hop;
 
 typedef struct output {
-    FILE *out; /* stdout or -o FILE */
+    FILE *out;        /* stdout or -o FILE */
+    bool write_error; /* a write or the final flush failed: exit 23 */
+    int write_errno;  /* the first failure's */
+    size_t bytes;     /* of body written, for -w's %{size_download} */
 } output;
+
+static void write_failed(output *o)
+{
+    if (!o->write_error)
+        o->write_errno = errno;
+    o->write_error = true;
+}
 
 /* Split URL into the profile's base (scheme://host[:port]) and the path
  * with its query. */
@@ -78,6 +92,60 @@ static char *resolve(const char *from, const char *location)
     return copy;
 }
 
+/* A URL's scheme, host and port (the scheme's default when it names
+ * none), in @p out; false when it does not parse. */
+static bool origin_of(const char *url, char *out, size_t len)
+{
+    CURLU *u = curl_url();
+    char *scheme = NULL, *host = NULL, *port = NULL;
+    bool ok =
+        u && curl_url_set(u, CURLUPART_URL, url, 0) == CURLUE_OK &&
+        curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) == CURLUE_OK &&
+        curl_url_get(u, CURLUPART_HOST, &host, 0) == CURLUE_OK &&
+        curl_url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT) == CURLUE_OK;
+    if (ok)
+        ok = (size_t)snprintf(out, len, "%s://%s:%s", scheme, host, port) < len;
+    curl_free(scheme), curl_free(host), curl_free(port);
+    curl_url_cleanup(u);
+    return ok;
+}
+
+/* Whether @p to is another origin than @p first: curl's rule for where
+ * credentials may go on a redirect (CURLOPT_UNRESTRICTED_AUTH: "one or
+ * more of hostname, protocol scheme or port number changed"). A URL that
+ * does not parse counts as foreign. */
+static bool is_foreign(const char *first, const char *to)
+{
+    char a[512], b[512];
+    return !origin_of(first, a, sizeof(a)) || !origin_of(to, b, sizeof(b)) ||
+           strcasecmp(a, b) != 0;
+}
+
+static bool header_is(const char *line, const char *name)
+{
+    size_t n = strlen(name);
+    return strncasecmp(line, name, n) == 0 && line[n] == ':';
+}
+
+/* The hop's request headers, into @p out (REQ_MAX_HEADERS + 5 slots):
+ * all of them, except that a foreign hop gets no Authorization and no
+ * Cookie unless --location-trusted, so that -u, -H 'Authorization: ...'
+ * and -H 'Cookie: ...' never leak to a host a redirect names. */
+static const char **hop_headers(const req_args *a, const hop *h,
+                                const char **out)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < a->n_headers; i++) {
+        const char *line = a->headers[i];
+        if (h->foreign && !a->location_trusted &&
+            (header_is(line, "Authorization") || header_is(line, "Cookie")))
+            continue;
+        out[n++] = line;
+    }
+    out[n] = NULL;
+    return out;
+}
+
 /* The first URL: -G puts the data in its query, as curl does. */
 static char *first_url(const req_args *a)
 {
@@ -116,7 +184,46 @@ static int make_body(const req_args *a, retryd_body **ret)
 static size_t to_output(const void *data, size_t len, void *ctx)
 {
     output *o = ctx;
-    return fwrite(data, 1, len, o->out);
+    size_t n = fwrite(data, 1, len, o->out);
+    o->bytes += n;
+    if (n != len)
+        write_failed(o);
+    return n;
+}
+
+/* curl's exit code for a failure's category, where curl has one; 1
+ * otherwise (what retryd's own failures, a body source or the budget's
+ * pool, exit with). */
+static int failure_exit(retryd_failure f)
+{
+    switch (f) {
+    case RETRYD_FAILURE_DNS:
+        return REQ_EXIT_DNS;
+    case RETRYD_FAILURE_CONNECT:
+        return REQ_EXIT_CONNECT;
+    case RETRYD_FAILURE_TLS_HANDSHAKE:
+        return REQ_EXIT_TLS;
+    case RETRYD_FAILURE_TLS_CERTIFICATE:
+        return REQ_EXIT_CERTIFICATE;
+    case RETRYD_FAILURE_TIMEOUT:
+    case RETRYD_FAILURE_POOL_TIMEOUT:
+        return REQ_EXIT_TIMEOUT;
+    case RETRYD_FAILURE_CONNECTION_LOST:
+        return REQ_EXIT_LOST;
+    case RETRYD_FAILURE_MALFORMED:
+        return REQ_EXIT_MALFORMED;
+    case RETRYD_FAILURE_TOO_MANY_REDIRECTS:
+        return REQ_EXIT_TOO_MANY_REDIRS;
+    default:
+        return REQ_EXIT_FAILURE;
+    }
+}
+
+/* The failure of the last attempt made, or NONE without one. */
+static retryd_failure last_failure(const retryd_result *r)
+{
+    size_t n = retryd_result_attempt_count(r);
+    return n ? retryd_result_attempt(r, n - 1)->failure : RETRYD_FAILURE_NONE;
 }
 
 static void print_trace(const retryd_result *r)
@@ -144,7 +251,7 @@ static void print_trace(const retryd_result *r)
 static void explain_idempotency(const req_args *a, const hop *h,
                                 const retryd_result *r)
 {
-    if (a->idem_declared ||
+    if (a->idem_declared || !req_says(a, false) ||
         !(a->verbose || retryd_result_outcome(r) == RETRYD_OUTCOME_AMBIGUOUS))
         return;
     fprintf(stderr,
@@ -206,7 +313,7 @@ static int summary(const req_args *a, const retryd_result *r)
     if (key && req_says(a, false))
         fprintf(stderr, "retrydctl: Idempotency-Key: %s\n", key);
     return o == RETRYD_OUTCOME_RESPONSE  ? REQ_EXIT_RESPONSE
-           : o == RETRYD_OUTCOME_FAILURE ? REQ_EXIT_FAILURE
+           : o == RETRYD_OUTCOME_FAILURE ? failure_exit(last_failure(r))
                                          : REQ_EXIT_AMBIGUOUS;
 }
 
@@ -226,6 +333,7 @@ static int execute_hop(retryd_client *client, const req_args *a, const hop *h,
         .sz = sizeof(tls), .ca_file = a->cacert, .insecure = a->insecure};
     retryd_profile *profile = NULL;
     retryd_body *body = NULL;
+    const char *headers[REQ_MAX_HEADERS + 5];
     char *base = NULL, *path = NULL;
     int r = split_url(h->url, &base, &path) < 0 ? RETRYD_EINVAL : 0;
     if (r == 0 && h->with_body && make_body(a, &body) < 0)
@@ -244,7 +352,7 @@ static int execute_hop(retryd_client *client, const req_args *a, const hop *h,
         .sz = sizeof(q),
         .method = h->method,
         .path = path,
-        .headers = a->headers,
+        .headers = hop_headers(a, h, headers),
         .body = body,
         .idempotency = a->idem,
         .idempotency_key = a->want_key,
@@ -268,9 +376,14 @@ static void verbose_request(const req_args *a, const hop *h)
 {
     if (!a->verbose)
         return;
+    const char *headers[REQ_MAX_HEADERS + 5];
     fprintf(stderr, "> %s %s\n", h->method, h->url);
-    for (size_t i = 0; i < a->n_headers; i++)
-        fprintf(stderr, "> %s\n", a->headers[i]);
+    if (h->foreign && !a->location_trusted)
+        fprintf(stderr, "retrydctl: another origin than the first URL's: "
+                        "no Authorization or Cookie (--location-trusted "
+                        "sends them)\n");
+    for (const char **p = hop_headers(a, h, headers); *p; p++)
+        fprintf(stderr, "> %s\n", *p);
 }
 
 /* Where a followed redirect goes next, or NULL: not -L, not a redirect,
@@ -291,25 +404,35 @@ static char *next_hop(const req_args *a, hop *h, const retryd_result *r)
     return resolve(h->url, loc);
 }
 
-/* The final response's headers and body, as -i, -I and -f ask. */
-static int write_response(const req_args *a, const retryd_result *r, output *o)
+/* The final response's headers and body, as -i, -I and -f ask, whatever
+ * the outcome, as curl writes what arrived: an ambiguous 503's body too
+ * (@p rc, the outcome's exit code, is kept then, even under -f). */
+static int write_response(const req_args *a, const retryd_result *r, output *o,
+                          int rc)
 {
     int status = retryd_result_status(r);
+    if (status == 0)
+        return rc; /* no response arrived */
     if (a->fail && status >= 400) {
+        if (rc != REQ_EXIT_RESPONSE)
+            return rc;
         if (req_says(a, true))
             fprintf(stderr, "retrydctl: the requested URL returned error: %d\n",
                     status);
-        return REQ_EXIT_HTTP_ERROR;
+        if (!a->fail_with_body)
+            return REQ_EXIT_HTTP_ERROR;
+        rc = REQ_EXIT_HTTP_ERROR; /* -f buffers: the body is in r */
     }
-    if (!buffered(a))
-        return 0; /* streamed already */
+    /* Streamed already, unless the outcome kept the body in the result. */
+    if (!buffered(a) && rc == REQ_EXIT_RESPONSE)
+        return rc;
     if (a->include || a->head)
         print_headers(o->out, "", r);
     size_t len;
     const void *body = retryd_result_body(r, &len);
     if (!a->head && len)
-        fwrite(body, 1, len, o->out);
-    return 0;
+        to_output(body, len, o);
+    return rc;
 }
 
 static void after_hop(const req_args *a, const hop *h, const retryd_result *r)
@@ -322,36 +445,55 @@ static void after_hop(const req_args *a, const hop *h, const retryd_result *r)
     explain_idempotency(a, h, r);
 }
 
+/* -w, once the last response is written. */
+static void write_out(const req_args *a, retryd_client *client, const hop *h,
+                      long redirects, const retryd_result *r, const output *o)
+{
+    if (a->write_out == NULL)
+        return;
+    char budget[64];
+    retryd_share_status st =
+        retryd_host_share_status(retryd_client_host(client));
+    snprintf(budget, sizeof(budget),
+             st == RETRYD_SHARE_SHARED ? "shared" : "local (%s)",
+             retryd_share_status_name(st));
+    const req_writeout w = {h->url, redirects, o->bytes, budget};
+    req_write_out(a->write_out, r, &w, stdout);
+}
+
 /* The first request and the redirects it is told to follow. */
 static int run_hops(retryd_client *client, const req_args *a, output *o)
 {
-    hop h = {first_url(a), a->method, a->data || a->data_file};
+    hop h = {first_url(a), a->method, a->data || a->data_file, false};
     int rc = CTL_EXIT_ERROR;
     for (long n = 0; h.url != NULL; n++) {
         retryd_result *r = NULL;
         verbose_request(a, &h);
         int e = execute_hop(client, a, &h, o, &r);
         if (e < 0) {
-            fprintf(stderr, "retrydctl request: %s: %s\n", h.url,
-                    retryd_strerror(e));
+            if (req_says(a, true))
+                fprintf(stderr, "retrydctl request: %s: %s\n", h.url,
+                        retryd_strerror(e));
             rc = e == RETRYD_EINVAL ? CTL_EXIT_USAGE : CTL_EXIT_ERROR;
             break;
         }
         after_hop(a, &h, r);
         char *next = next_hop(a, &h, r);
         if (next != NULL && n == a->max_redirs) {
-            fprintf(stderr, "retrydctl: maximum (%ld) redirects followed\n",
-                    a->max_redirs);
+            if (req_says(a, true))
+                fprintf(stderr, "retrydctl: maximum (%ld) redirects followed\n",
+                        a->max_redirs);
             rc = REQ_EXIT_TOO_MANY_REDIRS;
             free(next);
             next = NULL;
         } else if (next == NULL) {
-            fflush(o->out);
-            rc = summary(a, r);
-            int w = rc == REQ_EXIT_RESPONSE ? write_response(a, r, o) : 0;
-            rc = w ? w : rc;
+            if (fflush(o->out) != 0)
+                write_failed(o);
+            rc = write_response(a, r, o, summary(a, r));
+            write_out(a, client, &h, n, r, o);
         }
         retryd_result_free(r);
+        h.foreign = next != NULL && is_foreign(a->url, next);
         free(h.url);
         h.url = next;
     }
@@ -359,10 +501,46 @@ static int run_hops(retryd_client *client, const req_args *a, output *o)
     return rc;
 }
 
+/* The last of the output: its final flush (where a small body meets a full
+ * disk) and, for -o FILE, its close. A failure exits 23, as curl, unless
+ * the answer was ambiguous: that the request may have run matters more. */
+static int finish_output(const req_args *a, output *o, int rc)
+{
+    if (fflush(o->out) != 0 || ferror(o->out))
+        write_failed(o);
+    if (o->out != stdout && fclose(o->out) != 0)
+        write_failed(o);
+    if (!o->write_error)
+        return rc;
+    if (req_says(a, true))
+        fprintf(stderr, "retrydctl: failure writing output to %s: %s\n",
+                a->output ? a->output : "stdout", strerror(o->write_errno));
+    return rc == REQ_EXIT_AMBIGUOUS ? rc : REQ_EXIT_WRITE;
+}
+
+/* -v: whether the retries are paid from the host budget, and if not why
+ * and what to do (the reasons retrydctl status gives), since a local
+ * budget is otherwise silent: the request works the same either way. */
+static void verbose_budget(const req_args *a, retryd_client *client)
+{
+    if (!a->verbose)
+        return;
+    retryd_share_status st =
+        retryd_host_share_status(retryd_client_host(client));
+    if (st == RETRYD_SHARE_SHARED)
+        fprintf(stderr, "retrydctl: host budget: shared (%s)\n",
+                ctl_share_advice(st));
+    else
+        fprintf(stderr,
+                "retrydctl: host budget: not shared (%s), retries are paid "
+                "from this process's own budget: %s\n",
+                retryd_share_status_name(st), ctl_share_advice(st));
+}
+
 int ctl_request_main(int argc, char **argv)
 {
     req_args a = {0};
-    output o = {stdout};
+    output o = {stdout, false, 0, 0};
     retryd_client *client = NULL;
     int rc = req_parse(argc, argv, &a);
     if (rc != 0) {
@@ -370,9 +548,11 @@ int ctl_request_main(int argc, char **argv)
         return rc == REQ_DONE ? CTL_EXIT_OK : rc;
     }
     if (a.output && (o.out = fopen(a.output, "we")) == NULL) {
-        fprintf(stderr, "retrydctl request: cannot write '%s'\n", a.output);
+        if (req_says(&a, true))
+            fprintf(stderr, "retrydctl request: cannot write '%s': %s\n",
+                    a.output, strerror(errno));
         req_args_free(&a);
-        return CTL_EXIT_USAGE;
+        return REQ_EXIT_WRITE; /* as curl */
     }
     const retryd_host_opts ho = {.sz = sizeof(ho),
                                  .control_socket = a.control,
@@ -383,12 +563,11 @@ int ctl_request_main(int argc, char **argv)
         fprintf(stderr, "retrydctl request: %s\n", retryd_strerror(r));
         rc = CTL_EXIT_ERROR;
     } else {
+        verbose_budget(&a, client);
         rc = run_hops(client, &a, &o);
     }
     retryd_client_free(client);
-    if (o.out != stdout && fclose(o.out) != 0 && rc == 0)
-        rc = CTL_EXIT_ERROR;
-    fflush(stdout);
+    rc = finish_output(&a, &o, rc);
     req_args_free(&a);
     return rc;
 }

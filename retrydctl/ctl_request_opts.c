@@ -15,6 +15,8 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include <curl/curl.h>
+
 #include "ctl.h"
 #include "ctl_opts.h"
 #include "ctl_request.h"
@@ -42,6 +44,12 @@ enum {
     O_CONNECT_TIMEOUT,
     O_MAX_REDIRS,
     O_DATA_RAW,
+    O_LOCATION_TRUSTED,
+    O_URL,
+    O_FAIL_WITH_BODY,
+    O_DATA_URLENCODE,
+    O_RETRY, /* and curl's other --retry-* options: refused */
+    O_HTTP11,
 };
 
 static const struct option options[] = {
@@ -63,6 +71,20 @@ static const struct option options[] = {
     {"fail", no_argument, NULL, 'f'},
     {"location", no_argument, NULL, 'L'},
     {"max-redirs", required_argument, NULL, O_MAX_REDIRS},
+    {"location-trusted", no_argument, NULL, O_LOCATION_TRUSTED},
+    {"url", required_argument, NULL, O_URL},
+    {"write-out", required_argument, NULL, 'w'},
+    {"user-agent", required_argument, NULL, 'A'},
+    {"referer", required_argument, NULL, 'e'},
+    {"cookie", required_argument, NULL, 'b'},
+    {"remote-name", no_argument, NULL, 'O'},
+    {"fail-with-body", no_argument, NULL, O_FAIL_WITH_BODY},
+    {"data-urlencode", required_argument, NULL, O_DATA_URLENCODE},
+    {"retry", required_argument, NULL, O_RETRY},
+    {"retry-delay", required_argument, NULL, O_RETRY},
+    {"retry-max-time", required_argument, NULL, O_RETRY},
+    {"retry-connrefused", no_argument, NULL, O_RETRY},
+    {"retry-all-errors", no_argument, NULL, O_RETRY},
     {"user", required_argument, NULL, 'u'},
     {"max-time", required_argument, NULL, O_MAX_TIME},
     {"connect-timeout", required_argument, NULL, O_CONNECT_TIMEOUT},
@@ -76,6 +98,7 @@ static const struct option options[] = {
     {"upstream", required_argument, NULL, O_UPSTREAM},
     {"http2", no_argument, NULL, O_HTTP2},
     {"h2c", no_argument, NULL, O_H2C},
+    {"http1.1", no_argument, NULL, O_HTTP11},
     {"cacert", required_argument, NULL, O_CACERT},
     {"insecure", no_argument, NULL, 'k'},
     {"trace", no_argument, NULL, O_TRACE},
@@ -107,7 +130,25 @@ void req_usage(FILE *out)
         "                           decision trail, on stderr\n"
         "  -f, --fail               a status >= 400: no body, exit 22\n"
         "  -L, --location           follow redirects, at most --max-redirs\n"
-        "                           (default 10; past it exit 47)\n"
+        "                           (default 10; past it exit 47);\n"
+        "                           Authorization and Cookie only to the\n"
+        "                           first URL's scheme, host and port\n"
+        "      --location-trusted   -L, the credentials sent everywhere\n"
+        "      --url URL            the URL (one per call)\n"
+        "  -A, --user-agent UA      -e, --referer URL: those headers\n"
+        "  -b, --cookie 'N=V; ...'  a Cookie header (a cookie file: not yet)\n"
+        "  -O, --remote-name        the body into the URL's file name\n"
+        "      --fail-with-body     as -f, and the body is written\n"
+        "      --data-urlencode D   curl's forms: content, =content,\n"
+        "                           name=content, @file, name@file\n"
+        "      --retry N            refused: say --max-attempts N\n"
+        "  -w, --write-out FORMAT   after the transfer, on stdout: "
+        "%{http_code}\n"
+        "                           %{size_download} %{url_effective} %{json}\n"
+        "                           %{num_redirects} %{content_type}\n"
+        "                           %{http_version} %{retryd_outcome}\n"
+        "                           %{retryd_attempts} %{retryd_rule}\n"
+        "                           %{retryd_budget}\n"
         "  -u, --user USER:PASS     basic authentication\n"
         "      --max-time SECONDS   the whole call (default 30); also 250ms\n"
         "      --connect-timeout SECONDS\n"
@@ -125,12 +166,16 @@ void req_usage(FILE *out)
         "      --max-attempts N     (default 3)\n"
         "      --attempt-timeout D  (default 10s)\n"
         "      --upstream NAME      the budget's name (default host:port)\n"
-        "      --http2 | --h2c      HTTP/2 over TLS, or cleartext HTTP/2\n"
+        "      --http2 | --h2c      HTTP/2 over TLS (the default, as curl:\n"
+        "                           by ALPN, else HTTP/1.1), or cleartext\n"
+        "                           HTTP/2; --http1.1: HTTP/1.1 only\n"
         "      --trace              the attempt log on stderr (part of -v)\n"
         "      --control-socket P   the retryd daemon to share budgets with\n"
         "  -h, --help               this help; --version: the version\n"
-        "exit: 0 response, 1 failure, 2 ambiguous, 22 -f and a status >=\n"
-        "      400, 47 too many redirects, 64 usage, 70 error\n",
+        "exit: 0 response, 2 ambiguous; a failure: curl's code (6 name, 7\n"
+        "      connect, 28 timeout, 35 TLS, 56 lost, 60 certificate, else 1);\n"
+        "      22 -f and a status >= 400, 23 write error, 47 too many\n"
+        "      redirects, 64 usage, 70 error (retrydctl(1): the table)\n",
         out);
 }
 
@@ -252,6 +297,100 @@ static int add_basic_auth(req_args *a, const char *userpass)
     return 0;
 }
 
+/* Keeps @p str (malloc'ed; NULL: out of memory) until req_args_free. */
+static char *own(req_args *a, char *str)
+{
+    if (str == NULL || a->n_owned == REQ_MAX_OWNED) {
+        free(str);
+        return NULL;
+    }
+    return a->owned[a->n_owned++] = str;
+}
+
+/* "Name: value" as one more request header, as -A, -e and -b add it. */
+static int add_named_header(req_args *a, const char *name, const char *value)
+{
+    size_t n = strlen(name) + strlen(value) + 3;
+    char *line = own(a, malloc(n));
+    if (line == NULL || a->n_headers == REQ_MAX_HEADERS)
+        return bad(name, value);
+    snprintf(line, n, "%s: %s", name, value);
+    a->headers[a->n_headers++] = line;
+    return 0;
+}
+
+/* -b: a "name=value; ..." string is the Cookie header, as in curl; a
+ * cookie file would need libcurl's cookie engine in the executor. */
+static int add_cookie(req_args *a, const char *arg)
+{
+    if (strchr(arg, '=') == NULL) {
+        fprintf(stderr,
+                "retrydctl request: -b '%s': cookie files are not "
+                "supported; pass the cookies as -b 'name=value'\n",
+                arg);
+        return CTL_EXIT_USAGE;
+    }
+    return add_named_header(a, "Cookie", arg);
+}
+
+/* curl writes a form's space as '+', not curl_easy_escape's "%20". */
+static void plus_for_space(char *enc)
+{
+    char *w = enc;
+    for (const char *r = enc; *r; w++)
+        if (strncmp(r, "%20", 3) == 0) {
+            *w = '+';
+            r += 3;
+        } else {
+            *w = *r++;
+        }
+    *w = '\0';
+}
+
+/* --data-urlencode, curl's five forms: "content", "=content",
+ * "name=content", "@file", "name@file"; the content (or the file's)
+ * percent-encoded, the name as given, joined to the rest with '&'. */
+static int add_urlencoded(req_args *a, const char *arg)
+{
+    const char *p = strpbrk(arg, "=@");
+    char *content = NULL, *enc = NULL;
+    size_t n = 0, name_len = p ? (size_t)(p - arg) : 0;
+    int r = CTL_EXIT_USAGE;
+    if (p && *p == '@') {
+        if (slurp(p + 1, &content, &n) < 0)
+            return CTL_EXIT_USAGE;
+    } else {
+        content = strdup(p ? p + 1 : arg);
+        n = content ? strlen(content) : 0;
+    }
+    if (content && (enc = curl_easy_escape(NULL, content, (int)n)) != NULL) {
+        plus_for_space(enc);
+        size_t len = name_len + strlen(enc) + 2;
+        char *part = malloc(len);
+        if (part) {
+            snprintf(part, len, "%.*s%s%s", (int)name_len, arg,
+                     name_len ? "=" : "", enc);
+            r = add_data(a, O_DATA_RAW, part);
+            free(part);
+        }
+    }
+    curl_free(enc);
+    free(content);
+    return r;
+}
+
+/* curl's retries are the decision engine's here: one line that says what
+ * to type instead. */
+static int refuse_retry(const char *name)
+{
+    fprintf(stderr,
+            "retrydctl request: --%s: retries are retryd's decision; say "
+            "--max-attempts N (with --safe or --idempotent when repeating "
+            "is harmless)\n",
+            name);
+    return CTL_EXIT_USAGE;
+}
+
 /* The options that only set a flag. NULL for any other. */
 static bool *flag_of(req_args *a, int opt)
 {
@@ -272,6 +411,14 @@ static bool *flag_of(req_args *a, int opt)
         return &a->fail;
     case 'L':
         return &a->follow;
+    case 'O':
+        return &a->remote_name;
+    case O_FAIL_WITH_BODY:
+        a->fail = true;
+        return &a->fail_with_body;
+    case O_LOCATION_TRUSTED:
+        a->follow = true; /* as curl: it implies -L */
+        return &a->location_trusted;
     case 'k':
         return &a->insecure;
     case O_TRACE:
@@ -289,6 +436,8 @@ static const char **string_of(req_args *a, int opt)
         return &a->method;
     case 'o':
         return &a->output;
+    case 'w':
+        return &a->write_out;
     case O_DATA_FILE:
         return &a->data_file;
     case O_UPSTREAM:
@@ -362,6 +511,19 @@ static int parse_one(req_args *a, int opt, const char *arg)
         return add_data(a, opt, arg);
     case 'u':
         return add_basic_auth(a, arg);
+    case 'A':
+        return add_named_header(a, "User-Agent", arg);
+    case 'e':
+        return add_named_header(a, "Referer", arg);
+    case 'b':
+        return add_cookie(a, arg);
+    case O_DATA_URLENCODE:
+        return add_urlencoded(a, arg);
+    case O_URL:
+        if (a->url != NULL)
+            return bad("second URL (one per call)", arg);
+        a->url = arg;
+        return 0;
     case O_SAFE:
     case O_IDEMPOTENT:
     case O_NON_IDEMPOTENT:
@@ -369,8 +531,10 @@ static int parse_one(req_args *a, int opt, const char *arg)
         return set_idempotency(a, opt, arg);
     case O_HTTP2:
     case O_H2C:
-        a->version =
-            opt == O_HTTP2 ? RETRYD_HTTP_2_TLS : RETRYD_HTTP_2_PRIOR_KNOWLEDGE;
+    case O_HTTP11:
+        a->version = opt == O_HTTP2 ? RETRYD_HTTP_2_TLS
+                     : opt == O_H2C ? RETRYD_HTTP_2_PRIOR_KNOWLEDGE
+                                    : RETRYD_HTTP_1_1;
         return 0;
     default:
         return set_number(a, opt, arg);
@@ -404,14 +568,38 @@ static void complete(req_args *a)
     a->headers[a->n_headers] = NULL;
 }
 
+/* -O: the URL's last path segment, as curl names the file; exit 23 as
+ * curl when there is none. */
+static int remote_name(req_args *a)
+{
+    CURLU *u = curl_url();
+    char *path = NULL;
+    const char *name = NULL;
+    if (u && curl_url_set(u, CURLUPART_URL, a->url, 0) == CURLUE_OK &&
+        curl_url_get(u, CURLUPART_PATH, &path, 0) == CURLUE_OK)
+        name = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+    if (name && *name && !a->output)
+        a->output = own(a, strdup(name));
+    curl_free(path);
+    curl_url_cleanup(u);
+    if (a->output == NULL) {
+        fprintf(stderr, "retrydctl request: -O: no file name in '%s'\n",
+                a->url);
+        return REQ_EXIT_WRITE;
+    }
+    return 0;
+}
+
 int req_parse(int argc, char **argv, req_args *a)
 {
     int opt, r;
     a->idem = RETRYD_IDEMPOTENCY_NON_IDEMPOTENT;
+    a->version = RETRYD_HTTP_2_TLS; /* curl's default: h2 by ALPN on TLS */
     a->max_redirs = REQ_DEFAULT_MAX_REDIRS;
     optind = 1;
-    while ((opt = getopt_long(argc, argv, "X:H:d:GIio:sSvfLu:kh", options,
-                              NULL)) != -1) {
+    int index = 0;
+    while ((opt = getopt_long(argc, argv, "X:H:d:GIio:sSvfLu:khA:e:b:Ow:",
+                              options, &index)) != -1) {
         if (opt == O_HELP || opt == 'h' || opt == O_VERSION) {
             if (opt != O_VERSION)
                 req_usage(stdout);
@@ -421,22 +609,31 @@ int req_parse(int argc, char **argv, req_args *a)
         }
         if (opt == '?')
             return CTL_EXIT_USAGE;
+        if (opt == O_RETRY)
+            return refuse_retry(options[index].name);
         if ((r = parse_one(a, opt, optarg)) != 0)
             return r;
     }
-    if (optind != argc - 1) {
+    if (optind < argc && a->url == NULL)
+        a->url = argv[optind++];
+    if (optind < argc)
+        return bad("second URL (one per call)", argv[optind]);
+    if (a->url == NULL) {
         req_usage(stderr);
         return CTL_EXIT_USAGE;
     }
     if (a->data && a->data_file)
         return bad("combination", "data with --data-file");
-    a->url = argv[optind];
+    if (a->remote_name && (r = remote_name(a)) != 0)
+        return r;
     complete(a);
     return 0;
 }
 
 void req_args_free(req_args *a)
 {
+    for (size_t i = 0; i < a->n_owned; i++)
+        free(a->owned[i]);
     free(a->data);
     free(a->auth);
 }

@@ -46,7 +46,7 @@ static void usage(FILE *out)
     fprintf(out, "\n'retrydctl <command> --help' describes a command;\n"
                  "'retrydctl --version' prints the version.\n"
                  "exit codes: 0 done, 64 bad usage, 70 could not be done\n"
-                 "(request: 0 response, 1 failure, 2 ambiguous)\n");
+                 "(request: 0 response, 2 ambiguous, a failure curl's code)\n");
 }
 
 static const subcommand *find(const char *name)

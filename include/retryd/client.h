@@ -198,7 +198,9 @@ typedef struct retryd_attempt {
 RETRYD_EXPORT retryd_outcome retryd_result_outcome(const retryd_result *r);
 /** The final status (last attempt), 0 when none arrived. */
 RETRYD_EXPORT int retryd_result_status(const retryd_result *r);
-/** The body of the final response (empty when streamed to a sink). */
+/** The body of the final response (empty when it went to a sink; with a
+ * sink, an outcome other than a response keeps the body that arrived
+ * here, since the sink only receives a response's). */
 RETRYD_EXPORT const void *retryd_result_body(const retryd_result *r,
                                              size_t *ret_len);
 /** The last value of a response header (case-insensitive), or NULL. */

@@ -307,20 +307,26 @@ STEP int attempt_decide(call *c)
     return 1;
 }
 
-/* The result, in one allocation; a held-back body goes to the sink. */
+/* The result, in one allocation; a held-back body goes to the sink on a
+ * response. On any other outcome (an ambiguous 503, say) it stays in the
+ * result instead: the caller may still want to show what arrived, but a
+ * sink only ever receives a response's body. */
 STEP retryd_result *call_result(call *c)
 {
     bool final = c->trace.final_headers;
-    bool keep_body = final && c->req->sink == NULL;
+    bool held = final && c->req->sink != NULL && !c->stream_to_sink;
+    bool keep_body = final && (c->req->sink == NULL || held);
     retryd_result *r =
         retryd__result_build(c->att, c->n_att, final ? &c->resp : NULL, c->buf,
                              keep_body ? c->buf_len : 0, c->key);
     if (r == NULL)
         return NULL;
     c->n_att = 0; /* the error texts now belong to the result */
-    if (final && c->req->sink != NULL && !c->stream_to_sink && c->buf_len > 0 &&
-        r->outcome == RETRYD_OUTCOME_RESPONSE && !c->cancelled)
-        c->req->sink(c->buf, c->buf_len, c->req->sink_ctx);
+    if (held && r->outcome == RETRYD_OUTCOME_RESPONSE) {
+        r->body_len = 0; /* the sink's, not the result's */
+        if (c->buf_len > 0 && !c->cancelled)
+            c->req->sink(c->buf, c->buf_len, c->req->sink_ctx);
+    }
     return r;
 }
 

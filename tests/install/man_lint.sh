@@ -1,7 +1,8 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
-# The manuals are clean roff: groff -man -ww -z (every warning) says nothing
-# about any of them, and each names its section as its file does.
+# The manuals are clean roff: groff -t -man -ww -z (every warning, tables
+# too) says nothing about any of them, and each names its section as its
+# file does.
 # usage: man_lint.sh <dir>   (the pages are <dir>/docs/man: the build
 # tree's, configured with the version)
 set -eu
@@ -14,7 +15,7 @@ status=0
 for page in retryd.8 retrydctl.1 retryd.conf.5 libretryd.3; do
     f="$man/$page"
     [ -f "$f" ] || { echo "FAIL: missing $page" >&2; status=1; continue; }
-    out=$(groff -man -ww -z "$f" 2>&1)
+    out=$(groff -t -man -ww -z "$f" 2>&1)
     if [ -n "$out" ]; then
         echo "FAIL: $page:" >&2
         echo "$out" >&2

@@ -73,13 +73,13 @@ Test(retrydctl_request, timed_out_payment_is_ambiguous_and_exit_is_2)
     cr_expect_eq(testsrv_count(srv, "c"), 1, "never sent twice");
 }
 
-Test(retrydctl_request, refused_connection_is_a_failure_and_exit_is_1)
+Test(retrydctl_request, refused_connection_is_a_failure_and_exits_7_as_curl)
 {
     char target[64];
     snprintf(target, sizeof(target), "http://127.0.0.1:%d/",
              testsrv_unused_port());
     REQUEST("-d", "x", "--max-attempts", "2", target);
-    cr_expect_eq(res.exit_code, 1, "%s", res.err);
+    cr_expect_eq(res.exit_code, 7, "%s", res.err);
     cr_expect(strstr(res.err, "failure (evidence not_sent, 2 attempts") != NULL,
               "%s", res.err);
 }
@@ -101,7 +101,8 @@ Test(retrydctl_request, idempotency_key_is_the_same_on_every_attempt)
 {
     REQUEST("-d", "pay", "--idempotency-key=order-77", "--max-attempts", "3",
             at("/close-after-read?id=e"));
-    cr_expect_eq(res.exit_code, 1, "keyed: retried, then a plain failure");
+    cr_expect_eq(res.exit_code, 56,
+                 "keyed: retried, then a failure: the connection lost");
     cr_expect_eq(testsrv_count(srv, "e"), 3);
     cr_expect_eq(srv_log_count(srv, "e", " order-77 "), 3);
 }
@@ -187,6 +188,9 @@ Test(retrydctl_request, shell_requests_share_the_host_budget)
     cr_expect_eq(rd_json_number(res.out, u, "budget_exhausted"), 2);
     cr_expect_eq(rd_json_number(res.out, u, "response_received"), 4);
     cr_expect_eq(testsrv_count(srv, "s"), 4);
+    REQUEST("-v", "--safe", "--control-socket", d.control, at("/ok?id=vs"));
+    cr_expect(strstr(res.err, "retrydctl: host budget: shared") != NULL, "%s",
+              res.err);
     rd_daemon_cleanup(&d);
 }
 
@@ -284,7 +288,7 @@ Test(retrydctl_request, silent_and_show_error)
     snprintf(target, sizeof(target), "http://127.0.0.1:%d/",
              testsrv_unused_port());
     REQUEST("-s", "--max-attempts", "1", target);
-    cr_expect_eq(res.exit_code, 1);
+    cr_expect_eq(res.exit_code, 7);
     cr_expect_str_eq(res.err, "");
     REQUEST("-sS", "--max-attempts", "1", target);
     cr_expect(strstr(res.err, "failure") != NULL, "-S shows the error: %s",
@@ -335,7 +339,7 @@ Test(retrydctl_request, max_time_bounds_the_whole_call)
     REQUEST("--max-time", "1", "--connect-timeout", "0.5", "--safe",
             at("/hold?ms=5000&id=mt"));
     cr_expect_lt(testsrv_now_ms() - t0, 3000, "returned near 1 s");
-    cr_expect_eq(res.exit_code, 1, "a safe read that timed out: %s", res.err);
+    cr_expect_eq(res.exit_code, 28, "a safe read that timed out: %s", res.err);
     REQUEST("--max-time", "soon", at("/ok"));
     cr_expect_eq(res.exit_code, 64);
 }
@@ -366,4 +370,113 @@ Test(retrydctl_request, help_and_version_exit_0)
     REQUEST("--version");
     cr_expect_eq(res.exit_code, 0);
     cr_expect(strstr(res.out, "retryd") != NULL, "%s", res.out);
+}
+
+/* curl writes the response that arrived whatever retryd answers: an
+ * ambiguous GET's 503 body too, its headers with -i, through -L's
+ * buffering; -f keeps it back and the exit stays 2. */
+Test(retrydctl_request, ambiguous_response_is_still_written)
+{
+    REQUEST(at("/status?code=503&id=amb1"));
+    cr_expect_eq(res.exit_code, 2, "%s", res.err);
+    cr_expect_str_eq(res.out, "status 503\n");
+    REQUEST("-i", at("/status?code=503&id=amb2"));
+    cr_expect(strncmp(res.out, "HTTP/1.1 503\r\n", 14) == 0, "%s", res.out);
+    cr_expect(strstr(res.out, "\r\n\r\nstatus 503\n") != NULL, "%s", res.out);
+    REQUEST("-L", at("/status?code=503&id=amb3"));
+    cr_expect_str_eq(res.out, "status 503\n");
+    REQUEST("-f", at("/status?code=503&id=amb4"));
+    cr_expect_eq(res.exit_code, 2, "%s", res.err);
+    cr_expect_str_eq(res.out, "");
+}
+
+/* -s: not a word on stderr, not even the idempotency hint; -sS: the
+ * errors (the outcome, reconcile), still no hint. */
+Test(retrydctl_request, silent_silences_every_hint)
+{
+    REQUEST("-s", at("/status?code=503&id=sh1"));
+    cr_expect_eq(res.exit_code, 2);
+    cr_expect_str_eq(res.err, "");
+    REQUEST("-sS", at("/status?code=503&id=sh2"));
+    cr_expect(strstr(res.err, "retrydctl: ambiguous 503") != NULL, "%s",
+              res.err);
+    cr_expect(strstr(res.err, "reconcile") != NULL, "%s", res.err);
+    cr_expect(strstr(res.err, "no idempotency was declared") == NULL, "%s",
+              res.err);
+    REQUEST("-s", "-L", "--max-redirs", "0",
+            at("/redirect?to=%2Fok%3Fid%3Dsh3&id=sh4"));
+    cr_expect_eq(res.exit_code, 47);
+    cr_expect_str_eq(res.err, "");
+}
+
+/* -v says when the retries are not paid from the host budget, and why. */
+Test(retrydctl_request, verbose_says_the_budget_is_local_and_why)
+{
+    REQUEST("-v", "--safe", "--control-socket", "/nonexistent/control.sock",
+            at("/ok?id=vl"));
+    cr_expect_eq(res.exit_code, 0, "%s", res.err);
+    cr_expect(strstr(res.err, "host budget: not shared (no-daemon)") != NULL,
+              "%s", res.err);
+    cr_expect(strstr(res.err, "is retryd running?") != NULL, "%s", res.err);
+    REQUEST("--safe", "--control-socket", "/nonexistent/control.sock",
+            at("/ok?id=vq"));
+    cr_expect(strstr(res.err, "host budget") == NULL, "only with -v");
+}
+
+/* What retrydctl does not do, said in one line with what to do instead. */
+Test(retrydctl_request, refusals_name_the_equivalent)
+{
+    REQUEST("--retry", "3", at("/ok?id=rf"));
+    cr_expect_eq(res.exit_code, 64);
+    cr_expect(strstr(res.err, "--max-attempts") != NULL, "%s", res.err);
+    cr_expect_eq(strchr(res.err, '\n'), res.err + strlen(res.err) - 1,
+                 "one line: %s", res.err);
+    REQUEST("--retry-all-errors", at("/ok?id=rf"));
+    cr_expect_eq(res.exit_code, 64);
+    cr_expect(strstr(res.err, "--max-attempts") != NULL, "%s", res.err);
+    REQUEST("-b", "cookies.txt", at("/ok?id=rf"));
+    cr_expect_eq(res.exit_code, 64);
+    cr_expect(strstr(res.err, "-b 'name=value'") != NULL, "%s", res.err);
+    REQUEST("--safe", at("/ok?id=rf"), "http://127.0.0.1:1/");
+    cr_expect_eq(res.exit_code, 64);
+    cr_expect(strstr(res.err, "one per call") != NULL, "%s", res.err);
+    cr_expect_eq(testsrv_count(srv, "rf"), 0, "nothing was sent");
+}
+
+Test(retrydctl_request, remote_name_writes_the_urls_file_name)
+{
+    char name[64];
+    snprintf(name, sizeof(name), "retrydctl-O-%d.txt", (int)getpid());
+    char path[128];
+    snprintf(path, sizeof(path), "/%s?id=rn", name);
+    unlink(name);
+    REQUEST("-O", "--safe", at(path));
+    cr_expect_eq(res.exit_code, 0, "%s", res.err);
+    cr_expect_str_eq(res.out, "", "not on stdout");
+    FILE *f = fopen(name, "r");
+    cr_assert_not_null(f, "-O wrote %s", name);
+    fclose(f);
+    unlink(name);
+    REQUEST("-O", "--safe", at("/"));
+    cr_expect_eq(res.exit_code, 23, "no file name: %s", res.err);
+}
+
+/* -w's retryd variables: the outcome, the attempts, the rule, whether the
+ * budget was shared; %{json} holds them with curl's common ones. */
+Test(retrydctl_request, write_out_has_retryds_own_variables)
+{
+    REQUEST("-s", "--safe", "--max-attempts", "2", "--control-socket",
+            "/nonexistent/control.sock", "-w",
+            "\\n%{retryd_outcome} %{retryd_attempts} %{retryd_rule} "
+            "%{retryd_budget}",
+            at("/status?code=503&id=wo"));
+    cr_expect_str_eq(res.out,
+                     "status 503\n\nresponse 2 max_attempts local (no-daemon)",
+                     "the final body, then -w");
+    REQUEST("-s", "-w", "%{json}", at("/status?code=503&id=wj"));
+    cr_expect_eq(res.exit_code, 2);
+    cr_expect(strstr(res.out, "\"http_code\":503") != NULL, "%s", res.out);
+    cr_expect(strstr(res.out, "\"retryd_outcome\":\"ambiguous\"") != NULL, "%s",
+              res.out);
+    cr_expect(strstr(res.out, "\"retryd_attempts\":1") != NULL, "%s", res.out);
 }

@@ -82,6 +82,7 @@ struct srv {
     atomic_bool accept_close; /* MODE accept-close */
     bool verbose;             /* one stderr line per request */
     bool watch_stdin;         /* exit on stdin EOF (not --ignore-stdin) */
+    const char *bind;         /* the HTTP listener's address */
     struct srv_stats *stats;
     const struct srv_ops *ops;
     void *data; /* the server's own (h2srv: its TLS context, or NULL) */
@@ -92,6 +93,9 @@ struct srv {
 struct srv_options {
     bool watch_stdin; /* default true; --ignore-stdin clears it */
     bool verbose;     /* --verbose */
+    const char *bind; /* --bind=ADDR: the HTTP listener's IPv4 loopback
+                       * address (default 127.0.0.1; the control port
+                       * stays there), so that a test has two hosts */
 };
 
 /* One accepted TCP connection read through a buffer, owned by one thread:
@@ -118,6 +122,7 @@ struct srv_request {
     char *request_id_hdr;     /* owned header values; NULL: absent */
     char *idempotency_key;
     char *authorization;
+    char *cookie;
     char id[SRV_ID_MAX + 1]; /* "-" until srv_request_resolve_id */
     char *body;              /* owned, decoded */
     size_t body_len;

@@ -17,7 +17,8 @@
  *                     (Idempotency-Key / Authorization percent-encoded so
  *                     they contain no space or ';'; "-" when absent),
  *                     followed by " <tag>" when the server records one
- *                     (h2srv: the protocol)
+ *                     (h2srv: the protocol), then " cookie: <value>"
+ *                     (percent-encoded) when the request had a Cookie
  *   CONNS             HTTP connections accepted so far
  *   ACTIVE            HTTP connections currently open
  *   IDLE <ms>         waits up to ms until ACTIVE is 0 -> OK | TIMEOUT <n>
@@ -47,6 +48,7 @@ struct exec_rec {
     uint64_t body_fnv;
     char *idempotency_key; /* NULL: absent */
     char *authorization;   /* NULL: absent */
+    char *cookie;          /* NULL: absent */
     char tag[16];          /* "": none; h2srv: "h2:<stream>", "http/1.1" */
     int64_t at_ms;         /* when it arrived (CLOCK_MONOTONIC) */
 };
@@ -115,6 +117,7 @@ static void free_ids(struct srv_stats *st)
             for (size_t i = 0; i < r->n; i++) {
                 free(r->log[i].idempotency_key);
                 free(r->log[i].authorization);
+                free(r->log[i].cookie);
             }
             free(r->log);
             free(r->id);
@@ -187,6 +190,7 @@ long srv_stats_execute(struct srv_stats *st, const struct srv_request *r,
         .body_fnv = fnv1a64(r->body, r->body_len),
         .idempotency_key = strdup_or_null(r->idempotency_key),
         .authorization = strdup_or_null(r->authorization),
+        .cookie = strdup_or_null(r->cookie),
         .at_ms = srv_now_ms(),
     };
     long n = -ENOMEM;
@@ -194,7 +198,7 @@ long srv_stats_execute(struct srv_stats *st, const struct srv_request *r,
     snprintf(rec.method, sizeof rec.method, "%s", r->method);
     snprintf(rec.tag, sizeof rec.tag, "%s", tag ? tag : "");
     if ((r->idempotency_key && !rec.idempotency_key) ||
-        (r->authorization && !rec.authorization))
+        (r->authorization && !rec.authorization) || (r->cookie && !rec.cookie))
         goto out;
     pthread_mutex_lock(&st->mu);
     struct id_rec *ir = find_id(st, r->id, true);
@@ -208,6 +212,7 @@ out:
     if (n < 0) {
         free(rec.idempotency_key);
         free(rec.authorization);
+        free(rec.cookie);
     }
     return n;
 }
@@ -439,6 +444,10 @@ static void cmd_log(struct srv *srv, const char *id, struct sbuf *out)
         sb_field(out, e->authorization);
         if (e->tag[0])
             sb_printf(out, " %s", e->tag);
+        if (e->cookie) {
+            sb_printf(out, " cookie:");
+            sb_field(out, e->cookie);
+        }
     }
     pthread_mutex_unlock(&st->mu);
 }

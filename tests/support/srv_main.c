@@ -2,7 +2,8 @@
 /* Startup, accept loop and shutdown of the test servers: the part of the
  * startup contract (testsrv.h) that both implement the same way.
  *
- *   binds 127.0.0.1 on two ephemeral ports (HTTP, control), prints exactly
+ *   binds 127.0.0.1 (HTTP: --bind=ADDR, another loopback address) on two
+ *   ephemeral ports (HTTP, control), prints exactly
  *   one line "PORT <http> CONTROL <control>\n" on stdout, flushes, and
  *   never writes to stdout again (diagnostics go to stderr). Exits with
  *   status 0 on SIGTERM/SIGINT and when stdin reaches EOF: the test
@@ -17,6 +18,7 @@
 #include "srv_common.h"
 
 #include <errno.h>
+#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -46,7 +48,7 @@ struct worker {
 
 struct srv_options srv_default_options(void)
 {
-    return (struct srv_options){.watch_stdin = true};
+    return (struct srv_options){.watch_stdin = true, .bind = "127.0.0.1"};
 }
 
 /* Consumes one of the options every server takes; false for any other
@@ -57,6 +59,8 @@ bool srv_option(struct srv_options *o, const char *arg)
         o->watch_stdin = false;
     else if (strcmp(arg, "--verbose") == 0)
         o->verbose = true;
+    else if (strncmp(arg, "--bind=", 7) == 0)
+        o->bind = arg + 7;
     else
         return false;
     return true;
@@ -174,11 +178,16 @@ static void accept_all(struct srv *srv, int lfd, bool control,
     }
 }
 
-static int listen_loopback(int *port)
+/* Only an address of 127.0.0.0/8: a test server never listens beyond the
+ * machine. */
+static int listen_loopback(const char *addr, int *port)
 {
-    struct sockaddr_in sa = {.sin_family = AF_INET,
-                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    struct sockaddr_in sa = {.sin_family = AF_INET};
     socklen_t len = sizeof sa;
+
+    if (inet_pton(AF_INET, addr, &sa.sin_addr) != 1 ||
+        (ntohl(sa.sin_addr.s_addr) >> 24) != 127)
+        return -EINVAL;
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 
     if (fd < 0)
@@ -271,6 +280,7 @@ static int srv_init(struct srv *srv, const struct srv_ops *ops,
     srv->ops = ops;
     srv->verbose = o->verbose;
     srv->watch_stdin = o->watch_stdin;
+    srv->bind = o->bind;
     srv->stop_fd = srv->sig_fd = -1;
     atomic_init(&srv->accept_close, false);
     if ((srv->sig_fd = setup_signals()) < 0 ||
@@ -291,8 +301,8 @@ static int srv_run(struct srv *srv)
     int http_port = 0, ctl_port = 0, http_fd, ctl_fd = -1, rc = -1;
     uint64_t one = 1;
 
-    if ((http_fd = listen_loopback(&http_port)) < 0 ||
-        (ctl_fd = listen_loopback(&ctl_port)) < 0) {
+    if ((http_fd = listen_loopback(srv->bind, &http_port)) < 0 ||
+        (ctl_fd = listen_loopback("127.0.0.1", &ctl_port)) < 0) {
         fprintf(stderr, "%s: listen: %s\n", srv->ops->name,
                 strerror(-(http_fd < 0 ? http_fd : ctl_fd)));
         goto out;

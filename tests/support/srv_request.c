@@ -37,9 +37,10 @@ void srv_request_free(struct srv_request *r)
     free(r->request_id_hdr);
     free(r->idempotency_key);
     free(r->authorization);
+    free(r->cookie);
     free(r->body);
     r->target = r->request_id_hdr = r->idempotency_key = NULL;
-    r->authorization = r->body = NULL;
+    r->authorization = r->cookie = r->body = NULL;
 }
 
 /* Copies the request target and splits path and query at the first '?'.
@@ -87,7 +88,7 @@ static int content_length(struct srv_request *r, const char *v, size_t len)
 
 /* Takes the header fields every server needs (names case-insensitive):
  * Content-Length, and a copy of the first X-Request-Id, Idempotency-Key
- * and Authorization. Returns 1 if the field was one of them, 0 if not,
+ * Authorization and Cookie. Returns 1 if the field was one of them, 0 if not,
  * -ENOMEM, -EINVAL for a malformed or conflicting Content-Length, or
  * -EFBIG for one too long to read (then content_length is over
  * SRV_BODY_MAX: the server may answer 413 now or when it checks). */
@@ -107,6 +108,8 @@ int srv_request_field(struct srv_request *r, const char *name, size_t namelen,
         dst = &r->idempotency_key;
     else if (name_is(name, namelen, "authorization"))
         dst = &r->authorization;
+    else if (name_is(name, namelen, "cookie"))
+        dst = &r->cookie;
     else
         return 0;
     if (!*dst && !(*dst = strndup(v, len)))

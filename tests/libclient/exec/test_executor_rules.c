@@ -477,6 +477,27 @@ Test(executor_rules, retried_error_bodies_never_reach_the_sink)
     retryd_profile_free(p);
 }
 
+/* A sink receives a response's body only; an ambiguous 503's body stays
+ * in the result, for a caller that shows what arrived. */
+Test(executor_rules, ambiguous_error_body_stays_in_the_result_not_the_sink)
+{
+    retryd_profile *p = exec_profile((retryd_profile_opts){0});
+    sink_buf s = {0};
+    retryd_result *r = run(
+        p, (retryd_request){.path = "/status?code=503&id=sam",
+                            .idempotency = RETRYD_IDEMPOTENCY_NON_IDEMPOTENT,
+                            .sink = to_sink,
+                            .sink_ctx = &s});
+    cr_expect_eq(retryd_result_outcome(r), RETRYD_OUTCOME_AMBIGUOUS);
+    cr_expect_eq(s.len, 0, "not a response: the sink gets nothing");
+    size_t len;
+    const char *body = retryd_result_body(r, &len);
+    cr_expect_eq(len, strlen("status 503\n"));
+    cr_expect(len > 0 && memcmp(body, "status 503\n", len) == 0);
+    retryd_result_free(r);
+    retryd_profile_free(p);
+}
+
 Test(executor_rules, oversized_response_is_refused_not_buffered)
 {
     retryd_profile *p =
