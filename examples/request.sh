@@ -14,8 +14,10 @@
 #
 # retrydctl request answers like curl, and its exit code tells the three
 # outcomes apart: 0 a response (with -f, 22 when its status is >= 400),
-# 1 a failure (nothing that must not run twice ran), 2 ambiguous (the
-# request may have executed). RETRYDCTL names the binary (default:
+# 2 ambiguous (the request may have executed), and for a failure (nothing
+# that must not run twice ran) curl's code for what failed: 6 no such
+# host, 7 refused, 28 timed out, 35 TLS, 56 connection lost, 60
+# certificate, 47 too many redirects, 1 anything else (retrydctl(1)). RETRYDCTL names the binary (default:
 # retrydctl on the PATH); the budget is the host's when a retryd daemon
 # answers on $RETRYD_CONTROL_SOCKET, as for every retryd client.
 #
@@ -80,7 +82,7 @@ settle() {
         say "refused by the upstream (status >= 400): not paid"
         exit 1
         ;;
-    1)
+    1 | 3 | 6 | 7 | 28 | 35 | 47 | 56 | 60)
         say "failed without executing: not paid; safe to try again later"
         exit 1
         ;;
