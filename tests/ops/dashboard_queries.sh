@@ -23,15 +23,7 @@ kit=$(cd "$here/../../deploy/prometheus" && pwd)
 [ -n "$prometheus" ] && [ -x "$prometheus" ] ||
     ops_skip "prometheus not found (deploy/install-deps.sh puts it in" \
         "/var/cache/retryd/tools)"
-for tool in curl jq ss; do
-    command -v "$tool" >/dev/null || ops_skip "$tool not found (deploy/install-deps.sh)"
-done
-
-rm -rf "$scratch"
-mkdir -p "$scratch"
-trap ops_cleanup EXIT
-trap 'exit 1' INT TERM
-ops_start_retryd "$retryd" "$scratch"
+ops_begin "$retryd" "$scratch"
 ops_load "$client"
 
 cat >"$scratch/prometheus.yml" <<CONF

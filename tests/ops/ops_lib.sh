@@ -53,6 +53,21 @@ ops_free_port() {
 # DIR/run) with metrics_listen on a free port (OPS_METRICS_PORT) and two
 # upstreams: payments, small enough for its clients to empty; search,
 # large enough never to be.
+# ops_begin RETRYD SCRATCH: what every query and page test does first:
+# skip without curl, jq or ss; a fresh scratch directory, emptied at exit;
+# a retryd started in it (ops_start_retryd).
+ops_begin() {
+    for tool in curl jq ss; do
+        command -v "$tool" >/dev/null ||
+            ops_skip "$tool not found (deploy/install-deps.sh)"
+    done
+    rm -rf "$2"
+    mkdir -p "$2"
+    trap ops_cleanup EXIT
+    trap 'exit 1' INT TERM
+    ops_start_retryd "$1" "$2"
+}
+
 ops_start_retryd() {
     OPS_DIR=$2
     OPS_METRICS_PORT=$(ops_free_port)

@@ -25,15 +25,7 @@ browser=$(ops_chromium)
 [ -n "$browser" ] ||
     ops_skip "chromium not found (deploy/install-deps.sh installs Debian's" \
         "chromium; or set RETRYD_CHROMIUM)"
-for tool in curl jq ss; do
-    command -v "$tool" >/dev/null || ops_skip "$tool not found (deploy/install-deps.sh)"
-done
-
-rm -rf "$scratch"
-mkdir -p "$scratch"
-trap ops_cleanup EXIT
-trap 'exit 1' INT TERM
-ops_start_retryd "$retryd" "$scratch"
+ops_begin "$retryd" "$scratch"
 # An upstream whose name is markup: any process on the host may pick one.
 hostile='x<i>inj</i>'
 printf 'open %s\nexit\n' "$hostile" | "$client" "$OPS_DIR/run/control.sock" \
