@@ -185,7 +185,7 @@ static void untrack(stats_conn *c)
 /* @p c's request is in (or refused): it is being answered, under its
  * reply deadline when @p reply_due is not 0. Its keys change, so it leaves
  * both orders and comes back. */
-static void replying(stats_conn *c, uint64_t reply_due)
+static void start_reply(stats_conn *c, uint64_t reply_due)
 {
     untrack(c);
     c->replying = true;
@@ -212,7 +212,7 @@ static void serve_request(server *d, stats_conn *c)
 {
     Retryd__StatsRequest *req =
         retryd__stats_request__unpack(NULL, c->in.body_len, c->in.body);
-    replying(c, due_in(d, reply_ms));
+    start_reply(c, due_in(d, reply_ms));
     if (req == NULL) {
         reply_error(c, RETRYD_EPROTO, "malformed request");
         return;
@@ -232,7 +232,7 @@ static int request_read(stats_conn *c)
     size_t n;
     int r = frame_in_read(&c->in, c->fd, &n);
     if (r == RETRYD_EPROTO) {
-        replying(c, 0);
+        start_reply(c, 0);
         reply_error(c, RETRYD_EPROTO, "frame length out of bounds");
         return 0;
     }
@@ -330,7 +330,7 @@ static void on_accept(stats_loop *l)
         l->conns[i] = c;
         track(c);
         if (!stats_allowed(l->d, fd)) {
-            replying(c, 0);
+            start_reply(c, 0);
             reply_error(c, RETRYD_EPERM, "not authorised");
         }
         conn_step(l->d, c); /* the request is often there already */
