@@ -160,7 +160,9 @@ static int on_attach(server *d, conn *c, const Retryd__Attach *a)
 
 static int params_from_wire(const Retryd__Params *w, budget_params *p)
 {
-    *p = (budget_params){w->ratio_micro, w->floor_micro_per_s, w->cap_micro};
+    *p = (budget_params){.ratio_micro = w->ratio_micro,
+                         .floor_micro_per_s = w->floor_micro_per_s,
+                         .cap_micro = w->cap_micro};
     return budget_params_plausible(p) ? 0 : RETRYD_EINVAL;
 }
 

@@ -16,6 +16,7 @@
 
 #include <urcu/urcu-memb.h>
 
+#include "shared/health.h"
 #include "shared/segment.h"
 
 #define CONFIG_MAX_IDS 32
@@ -28,6 +29,17 @@ typedef struct budget_params {
     uint64_t ratio_micro;
     uint64_t floor_micro_per_s;
     uint64_t cap_micro;
+    /* Upstream health (docs/health.md). The daemon's alone: a client's
+     * registration names only the three above. Each key has a field of
+     * its own, so that an [upstream NAME] inherits each one it leaves
+     * unset from [defaults] by itself. */
+    uint64_t adaptive_throttle; /* 0 or 1 */
+    uint64_t throttle_k_micro;
+    uint64_t throttle_window_ns;
+    uint32_t throttle_min_processes;
+    uint64_t pushback;                /* 0 or 1 */
+    uint64_t pushback_first_attempts; /* 0 or 1 */
+    uint64_t pushback_max_ns;
 } budget_params;
 
 typedef struct upstream_conf {
@@ -100,6 +112,42 @@ static inline bool budget_params_plausible(const budget_params *p)
 {
     return seg_params_plausible(p->ratio_micro, p->floor_micro_per_s,
                                 p->cap_micro);
+}
+
+/* The health parameters @p p configures, as a slot holds them. */
+static inline health_params budget_params_health(const budget_params *p)
+{
+    return (health_params){
+        .flags = (p->adaptive_throttle ? SEG_HEALTH_THROTTLE : 0u) |
+                 (p->pushback ? SEG_HEALTH_PUSHBACK : 0u) |
+                 (p->pushback_first_attempts ? SEG_HEALTH_PUSHBACK_FIRST : 0u),
+        .k_micro = p->throttle_k_micro,
+        .window_ns = p->throttle_window_ns,
+        .min_processes = p->throttle_min_processes,
+        .pushback_max_ns = p->pushback_max_ns,
+    };
+}
+
+/* @p p's health fields from what a slot holds (an adopted segment). */
+static inline void budget_params_set_health(budget_params *p,
+                                            const health_params *h)
+{
+    p->adaptive_throttle = (h->flags & SEG_HEALTH_THROTTLE) != 0;
+    p->pushback = (h->flags & SEG_HEALTH_PUSHBACK) != 0;
+    p->pushback_first_attempts = (h->flags & SEG_HEALTH_PUSHBACK_FIRST) != 0;
+    p->throttle_k_micro = h->k_micro;
+    p->throttle_window_ns = h->window_ns;
+    p->throttle_min_processes = (uint32_t)h->min_processes;
+    p->pushback_max_ns = h->pushback_max_ns;
+}
+
+static inline bool budget_health_equal(const budget_params *a,
+                                       const budget_params *b)
+{
+    health_params x = budget_params_health(a), y = budget_params_health(b);
+    return x.flags == y.flags && x.k_micro == y.k_micro &&
+           x.window_ns == y.window_ns && x.min_processes == y.min_processes &&
+           x.pushback_max_ns == y.pushback_max_ns;
 }
 
 /* The configured parameters of @p name, or the defaults. */

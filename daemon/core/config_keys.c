@@ -138,6 +138,52 @@ static int parse_tokens_key(const config_key *k, const char *v, void *field,
     return 0;
 }
 
+/* on or off (also yes/no, true/false, 1/0), into a uint64_t 0 or 1. */
+static int parse_switch_key(const config_key *k, const char *v, void *field,
+                            config *c, char why[CONFIG_WHY_MAX])
+{
+    static const char *const on[] = {"on", "yes", "true", "1"};
+    static const char *const off[] = {"off", "no", "false", "0"};
+    uint64_t *out = field;
+    (void)c;
+    if (v == NULL) {
+        *out = k->dflt;
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof(on) / sizeof(on[0]); i++) {
+        if (strcmp(v, on[i]) == 0) {
+            *out = 1;
+            return 0;
+        }
+        if (strcmp(v, off[i]) == 0) {
+            *out = 0;
+            return 0;
+        }
+    }
+    return refuse(why, "'%s' is neither on nor off", v);
+}
+
+/* A duration (retryd_duration_parse: 30s, 250ms, 1m) in [lo, hi]
+ * nanoseconds, into a uint64_t. */
+static int parse_duration_key(const config_key *k, const char *v, void *field,
+                              config *c, char why[CONFIG_WHY_MAX])
+{
+    uint64_t *out = field;
+    int64_t ns;
+    (void)c;
+    if (v == NULL) {
+        *out = k->dflt;
+        return 0;
+    }
+    if (retryd_duration_parse(v, &ns) < 0 || ns < 0 ||
+        (uint64_t)ns < k->lo || (uint64_t)ns > k->hi)
+        return refuse(why, "'%s' is not a duration from %llums to %llus", v,
+                      (unsigned long long)(k->lo / 1000000),
+                      (unsigned long long)(k->hi / 1000000000));
+    *out = (uint64_t)ns;
+    return 0;
+}
+
 /* A file name, relative to runtime_dir or absolute, into a char array. */
 static int parse_path_key(const config_key *k, const char *v, void *field,
                           config *c, char why[CONFIG_WHY_MAX])
@@ -306,11 +352,13 @@ static int parse_listen_key(const config_key *k, const char *v, void *field,
         CONFIG_SECTION_DAEMON, name, parser, FIELD(config, f), lo, hi, dflt,   \
             text                                                               \
     }
-#define PARAMS(name, f, lo, hi, dflt)                                          \
+#define PARAMS_OF(name, parser, f, lo, hi, dflt)                               \
     {                                                                          \
-        CONFIG_SECTION_PARAMS, name, parse_tokens_key,                         \
-            FIELD(budget_params, f), lo, hi, dflt, NULL                        \
+        CONFIG_SECTION_PARAMS, name, parser, FIELD(budget_params, f), lo, hi,  \
+            dflt, NULL                                                         \
     }
+#define PARAMS(name, f, lo, hi, dflt)                                          \
+    PARAMS_OF(name, parse_tokens_key, f, lo, hi, dflt)
 /* The limits a neighbour meets (docs/daemon.md, "Limits and timeouts"):
  * decimals in a range; a default of 0 is derived from another key. */
 #define LIMIT(f, lo, hi, dflt) DAEMON(#f, parse_u32_key, f, lo, hi, dflt, NULL)
@@ -325,6 +373,28 @@ const config_key config_keys[CK_COUNT] = {
                SEG_DEFAULT_FLOOR_MICRO_PER_S),
     [CK_CAP] = PARAMS("cap", cap_micro, SEG_MICRO, SEG_MAX_CAP_MICRO,
                       SEG_DEFAULT_CAP_MICRO),
+    /* Upstream health (docs/health.md); the defaults are the library's
+     * for a local slot (retryd__health_defaults). */
+    [CK_ADAPTIVE_THROTTLE] =
+        PARAMS_OF("adaptive_throttle", parse_switch_key, adaptive_throttle, 0,
+                  1, 0),
+    [CK_THROTTLE_K] = PARAMS("throttle_k", throttle_k_micro, 0,
+                             HEALTH_MAX_K_MICRO, 2 * SEG_MICRO),
+    [CK_THROTTLE_WINDOW] =
+        PARAMS_OF("throttle_window", parse_duration_key, throttle_window_ns,
+                  HEALTH_MIN_WINDOW_NS, HEALTH_MAX_WINDOW_NS,
+                  30 * UINT64_C(1000000000)),
+    [CK_THROTTLE_MIN_PROCESSES] =
+        PARAMS_OF("throttle_min_processes", parse_u32_key,
+                  throttle_min_processes, 1, SEG_MAX_PROCESSES, 1),
+    [CK_PUSHBACK] =
+        PARAMS_OF("pushback", parse_switch_key, pushback, 0, 1, 1),
+    [CK_PUSHBACK_FIRST_ATTEMPTS] =
+        PARAMS_OF("pushback_first_attempts", parse_switch_key,
+                  pushback_first_attempts, 0, 1, 0),
+    [CK_PUSHBACK_MAX] =
+        PARAMS_OF("pushback_max", parse_duration_key, pushback_max_ns, 0,
+                  HEALTH_MAX_PUSHBACK_NS, 60 * UINT64_C(1000000000)),
     /* [retryd]: the sockets and the segment are relative to runtime_dir
      * unless absolute (joined when the file is done). */
     [CK_RUNTIME_DIR] = DAEMON("runtime_dir", parse_abs_path_key, runtime_dir, 0,
@@ -381,6 +451,7 @@ const config_key config_keys[CK_COUNT] = {
 };
 #undef LIMIT
 #undef PARAMS
+#undef PARAMS_OF
 #undef DAEMON
 #undef FIELD
 

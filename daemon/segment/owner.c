@@ -211,9 +211,15 @@ static int take_copies(owner *o)
         seg_upstream *s = &o->view.upstreams[i];
         owner_slot *w = &o->slots[i];
         w->ident = atomic_load(&s->ident);
-        w->params = (budget_params){atomic_load(&s->ratio_micro),
-                                    atomic_load(&s->floor_micro_per_s),
-                                    atomic_load(&s->cap_micro)};
+        w->params = (budget_params){
+            .ratio_micro = atomic_load(&s->ratio_micro),
+            .floor_micro_per_s = atomic_load(&s->floor_micro_per_s),
+            .cap_micro = atomic_load(&s->cap_micro)};
+        health_params h;
+        retryd__health_params_of(s, &h);
+        if (!retryd__health_params_ok(&h))
+            h = retryd__health_defaults; /* the heartbeat rewrites it */
+        budget_params_set_health(&w->params, &h);
         memcpy(w->name, s->name, sizeof(w->name));
         w->name[SEG_NAME_MAX] = '\0';
     }
@@ -354,6 +360,8 @@ int owner_upstream_alloc(owner *o, const char *name, const budget_params *p,
         uint64_t initial = p->floor_micro_per_s; /* one second of floor */
         retryd__bucket_init(s, gen, p->ratio_micro, p->floor_micro_per_s,
                             p->cap_micro, initial, retryd__clock_coarse_ns());
+        health_params h = budget_params_health(p);
+        retryd__health_init(s, &h);
         atomic_store_explicit(&s->ident, seg_ident(gen, SEG_ACTIVE),
                               memory_order_release);
         o->slots[i].ident = seg_ident(gen, SEG_ACTIVE);
@@ -375,6 +383,12 @@ void owner_upstream_set_params(owner *o, uint32_t slot, const budget_params *p)
     if (s == NULL)
         return;
     write_params(s, p);
+    if (!budget_health_equal(&o->slots[slot].params, p)) {
+        /* A new window length makes the old window unreadable: it
+         * starts again, empty, as does any hold. */
+        health_params h = budget_params_health(p);
+        retryd__health_init(s, &h);
+    }
     o->slots[slot].params = *p;
     if (p->cap_micro > SEG_MAX_CAP_MICRO)
         o->slots[slot].params.cap_micro = SEG_MAX_CAP_MICRO;
@@ -546,6 +560,7 @@ static const char *const damage_what[OWNER_DAMAGE_KINDS] = {
     [OWNER_D_RETIRED] = "upstream slots beyond repair retired",
     [OWNER_D_FORGED] = "active slots the daemon never gave out undone",
     [OWNER_D_PROCESS] = "process slot idents or owners restored",
+    [OWNER_D_HEALTH] = "health windows or pushback holds repaired",
 };
 
 static void found(owner *o, enum owner_damage kind)
@@ -645,6 +660,19 @@ static void police_upstream(owner *o, uint32_t i, uint64_t now_ns)
         write_params(s, &w->params);
         found(o, OWNER_D_PARAMS);
     }
+    /* The health window (docs/health.md): parameters not the daemon's
+     * start it again; a word no writer could leave, or a hold beyond
+     * pushback_max, is repaired, so a scribble throttles or holds no
+     * longer than one window. */
+    health_params want = budget_params_health(&w->params), have;
+    retryd__health_params_of(s, &have);
+    if (memcmp(&want, &have, sizeof(want)) != 0) {
+        retryd__health_init(s, &want);
+        found(o, OWNER_D_PARAMS);
+    } else if (retryd__health_check(s, now_ns, o->view.process_capacity,
+                                    &want) != 0) {
+        found(o, OWNER_D_HEALTH);
+    }
     bucket_tally t = {s->counters, false};
     unsigned damage = retryd__bucket_check(s, w->ident, now_ns, &t);
     if (damage & BUCKET_BROKEN) {
@@ -718,6 +746,7 @@ void owner_health_fill(const owner *o, struct Retryd__SegmentHealth *h)
     h->slots_retired = D(OWNER_D_RETIRED);
     h->forged_slots = D(OWNER_D_FORGED);
     h->process_repaired = D(OWNER_D_PROCESS);
+    h->health_repaired = D(OWNER_D_HEALTH);
     h->last_damage_unix_ms =
         atomic_load_explicit(&m->last_damage_unix_ms, memory_order_relaxed);
 #undef D

@@ -26,6 +26,7 @@ enum owner_damage {
     OWNER_D_RETIRED,    /* a slot beyond repair retired */
     OWNER_D_FORGED,     /* an ACTIVE slot the daemon never gave out, undone */
     OWNER_D_PROCESS,    /* a process slot's ident or owner restored */
+    OWNER_D_HEALTH,     /* a health window word or pushback hold repaired */
     OWNER_DAMAGE_KINDS
 };
 

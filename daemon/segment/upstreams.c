@@ -45,7 +45,14 @@ int daemon_register(server *d, const char *name, const budget_params *given,
     if (given != NULL && conf != &d->cfg->defaults &&
         !params_equal(given, conf))
         return RETRYD_ECONFLICT; /* a configured upstream's are the file's */
-    const budget_params *p = given ? given : conf;
+    /* A client names the budget; the upstream's health is the file's. */
+    budget_params merged = *conf;
+    if (given != NULL) {
+        merged.ratio_micro = given->ratio_micro;
+        merged.floor_micro_per_s = given->floor_micro_per_s;
+        merged.cap_micro = given->cap_micro;
+    }
+    const budget_params *p = &merged;
     r = owner_upstream_alloc(&d->seg, name, p, &e.slot, &e.generation);
     if (r < 0) {
         log_limited(LOG_WARN,
@@ -88,7 +95,7 @@ int daemon_retire(server *d, const char *name)
 static void update_params(server *d, reg_entry *found, const budget_params *p)
 {
     reg_entry e = *found;
-    if (params_equal(&found->params, p))
+    if (params_equal(&found->params, p) && budget_health_equal(&found->params, p))
         return;
     e.params = *p;
     owner_upstream_set_params(&d->seg, e.slot, p);
@@ -159,6 +166,11 @@ void daemon_adopt_upstreams(server *d)
             .floor_micro_per_s = atomic_load(&s->floor_micro_per_s),
             .cap_micro = atomic_load(&s->cap_micro),
         };
+        health_params h;
+        retryd__health_params_of(s, &h);
+        if (!retryd__health_params_ok(&h))
+            h = budget_params_health(config_params_for(d->cfg, e.name));
+        budget_params_set_health(&e.params, &h);
         if (!budget_params_plausible(&e.params)) {
             log_limited(LOG_WARN,
                         "upstream '%s' (slot %u) holds implausible parameters: "

@@ -31,6 +31,59 @@ RETRYD_EXPORT void retryd_upstream_record(retryd_upstream *up,
                                           retryd_evidence evidence);
 
 /**
+ * Upstream health (docs/health.md): ask before sending an attempt.
+ *
+ * A first attempt may be throttled by the host throttle (when
+ * adaptive_throttle is on for the upstream: RETRYD_ADMIT_THROTTLED, not to
+ * be sent, counted); a retry, and a first attempt when
+ * pushback_first_attempts is on, waits out a host pushback
+ * (RETRYD_ADMIT_HOLD: wait *ret_wait_ns, then ask again) or is refused
+ * when the hold would pass the deadline (RETRYD_ADMIT_PAST_DEADLINE). The
+ * usual case, a healthy upstream, reads one shared word and writes none.
+ *
+ * @param remaining_ns    time left before the request's deadline.
+ * @param min_attempt_ns  an attempt needs at least this long.
+ * @param ret_wait_ns     the hold to wait, or 0; may be NULL.
+ */
+RETRYD_EXPORT retryd_admission retryd_upstream_admit(retryd_upstream *up,
+                                                     bool first_attempt,
+                                                     int64_t remaining_ns,
+                                                     int64_t min_attempt_ns,
+                                                     int64_t *ret_wait_ns);
+
+/**
+ * What an attempt that was sent found, for the host's picture of the
+ * upstream: its evidence, its final status (0 for none) and its parsed
+ * Retry-After (-1 for none). Counts in the throttle's window
+ * (retryd_health_classify()) and, for a 429 or 503 with a Retry-After,
+ * starts a host pushback. NOT_SENT counts nothing.
+ */
+RETRYD_EXPORT void retryd_upstream_observe(retryd_upstream *up,
+                                           retryd_evidence evidence,
+                                           int status, int64_t retry_after_ns);
+
+/** The host pushback left on the upstream, in ns (0 for none): one load
+ * (retryd_facts.pushback_ns). */
+RETRYD_EXPORT int64_t retryd_upstream_pushback(retryd_upstream *up);
+
+/** An upstream's health as the host sees it now (retryd_upstream_health). */
+typedef struct retryd_health {
+    size_t sz;           /**< sizeof(retryd_health) (docs/abi.md) */
+    bool throttle;       /**< adaptive_throttle is on for the upstream */
+    bool engaged;        /**< the quorum of rejecting processes is met */
+    double probability;  /**< of throttling a first attempt now */
+    uint64_t requests;   /**< R: in the window, from every process */
+    uint64_t accepts;    /**< A */
+    uint64_t rejecting_processes; /**< distinct, in the window */
+    bool pushback;       /**< pushback is on for the upstream */
+    int64_t pushback_ns; /**< the hold left, 0 none */
+} retryd_health;
+
+/** Fill @p ret (its sz set by the caller). 0 or RETRYD_EINVAL. */
+RETRYD_EXPORT int retryd_upstream_health(retryd_upstream *up,
+                                         retryd_health *ret);
+
+/**
  * The decision engine's view of an upstream budget: pass it as
  * retryd_decide_env.budget with the retryd_upstream as budget_ctx.
  */

@@ -177,6 +177,10 @@ typedef enum retryd_outcome {
     /** The request may or may not have executed; the caller must reconcile
      * (query the upstream, or replay with an idempotency key). */
     RETRYD_OUTCOME_AMBIGUOUS = 2,
+    /** Never sent: the host-health throttle kept the first attempt back,
+     * or a host pushback would have held it past the deadline. The
+     * upstream did not fail; it was spared (docs/health.md). */
+    RETRYD_OUTCOME_THROTTLED = 3,
 } retryd_outcome;
 
 /** One attempt in the log, owned by its result. The library sets sz; read
@@ -193,6 +197,8 @@ typedef struct retryd_attempt {
     /** What the engine decided after it; owned by the result. */
     const retryd_decision *decision;
     const char *error; /**< transport error text, "" for none */
+    /** How long a host pushback held it back, on top of wait_before_ns. */
+    int64_t held_ns;
 } retryd_attempt;
 
 RETRYD_EXPORT retryd_outcome retryd_result_outcome(const retryd_result *r);

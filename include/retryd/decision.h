@@ -73,8 +73,11 @@ typedef enum retryd_failure {
     RETRYD_FAILURE_TOO_MANY_REDIRECTS = 14,
     RETRYD_FAILURE_BODY_SOURCE = 15, /**< the caller's body source failed */
     RETRYD_FAILURE_ABORTED = 16,     /**< the caller aborted the transfer */
+    /** Not sent: the host-health throttle kept a first attempt back, or a
+     * host pushback would have held it past the deadline (docs/health.md). */
+    RETRYD_FAILURE_THROTTLED = 17,
 } retryd_failure;
-#define RETRYD_FAILURE_COUNT 17
+#define RETRYD_FAILURE_COUNT 18
 
 /** The three answers. */
 typedef enum retryd_verdict {
@@ -143,7 +146,9 @@ typedef enum retryd_denial {
     XX(PARTIAL_EXECUTED, 9, "partial_response_executed")                       \
     XX(WAIT_EXCEEDS_DEADLINE, 6, "wait_exceeds_deadline")                      \
     XX(BUDGET_TAKE_FAILED, 2, "budget_take_failed")                            \
-    XX(RETRY_AFTER_EXCEEDS_MAX, 6, "retry_after_exceeds_max")
+    XX(RETRY_AFTER_EXCEEDS_MAX, 6, "retry_after_exceeds_max")                  \
+    XX(HOST_THROTTLED, 2, "host_throttled")                                    \
+    XX(PUSHBACK_EXCEEDS_DEADLINE, 6, "pushback_exceeds_deadline")
 
 typedef enum retryd_rule {
 #define RETRYD__RULE_ENUM(name, order, text) RETRYD_RULE_##name,
@@ -174,6 +179,14 @@ typedef struct retryd_facts {
     bool draining;           /**< this process or the host is draining */
     bool refresh_used;       /**< the one credential refresh is spent */
     bool transient_500;      /**< the upstream registered 500 as transient */
+    /**
+     * The host pushback left on this upstream (docs/health.md): a
+     * Retry-After that some process on the host received. A retry waits
+     * it out, spread by jitter, and one it would carry past the deadline
+     * (or past the profile's max_retry_after) is denied with rule 6. 0 when
+     * none is in force.
+     */
+    int64_t pushback_ns;
 } retryd_facts;
 
 /**
@@ -204,6 +217,7 @@ typedef struct retryd_decide_env {
 /** Flags of a retry. */
 #define RETRYD_RETRY_REFRESH_CREDENTIALS 0x1u /**< refresh, then replay */
 #define RETRYD_RETRY_HONOURS_RETRY_AFTER 0x2u /**< delay is the server's */
+#define RETRYD_RETRY_HELD_BY_PUSHBACK 0x4u /**< delay waits out a host hold */
 
 /** A decision. Plain data, owned by the caller, who sets sz before asking
  * for one; the library writes only the first sz bytes. */
@@ -244,6 +258,73 @@ typedef struct retryd_decision {
 RETRYD_EXPORT int retryd_decide(const retryd_facts *facts,
                                 const retryd_decide_env *env,
                                 retryd_decision *ret);
+
+/**
+ * Upstream health (docs/health.md): what the host says of an attempt about
+ * to be sent. retryd_upstream_admit() (retryd/budget_decide.h) gathers the
+ * facts from the host segment and asks this; `retrydctl decide --admit`
+ * shows it.
+ */
+typedef enum retryd_admission {
+    RETRYD_ADMIT_SEND = 0, /**< send it now */
+    /** A first attempt the host throttle keeps back: not sent, not an
+     * upstream failure. */
+    RETRYD_ADMIT_THROTTLED = 1,
+    /** A host pushback is in force: wait *ret_wait_ns, then ask again. */
+    RETRYD_ADMIT_HOLD = 2,
+    /** The pushback would hold it past the deadline: not sent. */
+    RETRYD_ADMIT_PAST_DEADLINE = 3,
+} retryd_admission;
+#define RETRYD_ADMISSION_COUNT 4
+
+/** The facts of an admission. Plain data, owned by the caller. */
+typedef struct retryd_admit_facts {
+    size_t sz;          /**< sizeof(retryd_admit_facts) (docs/abi.md) */
+    bool first_attempt; /**< a first attempt (else a retry) */
+    /** The host throttle's probability for a first attempt, in [0, 1]; 0
+     * when the throttle is off or not engaged. */
+    double throttle_probability;
+    /** A uniform draw in [0, 1): throttled when below the probability. */
+    double draw;
+    int64_t pushback_ns;          /**< the host hold left; 0 none */
+    bool pushback_first_attempts; /**< holds apply to first attempts too */
+    int64_t remaining_ns;         /**< time left before the deadline */
+    int64_t min_attempt_ns;       /**< an attempt needs at least this long */
+} retryd_admit_facts;
+
+/**
+ * Decide an admission. A retry, and a first attempt when
+ * pushback_first_attempts is set, waits out a hold (plus a jitter of up to
+ * a quarter of it and 50 ms, so that held attempts do not resume in one
+ * burst), or is refused when that wait leaves no minimum attempt before
+ * the deadline. Otherwise a first attempt is throttled when draw is below
+ * throttle_probability. Pure: no I/O, no randomness of its own.
+ *
+ * @param random      the jitter's source; NULL: retryd_random_default().
+ * @param ret_wait_ns the wait for RETRYD_ADMIT_HOLD, else 0.
+ * @return 0, RETRYD_EINVAL for facts out of range, RETRYD_EOPTS.
+ */
+RETRYD_EXPORT int retryd_admit(const retryd_admit_facts *facts,
+                               retryd_random_fn random, void *random_ctx,
+                               retryd_admission *ret, int64_t *ret_wait_ns);
+
+/** "send", "throttled", "hold", "past_deadline"; "unknown" otherwise. */
+RETRYD_EXPORT const char *retryd_admission_name(retryd_admission a);
+
+/** How an attempt counts in the host throttle's window (docs/health.md). */
+typedef enum retryd_health_count {
+    /** Not at all: nothing reached the upstream (NOT_SENT). */
+    RETRYD_HEALTH_NOT_COUNTED = 0,
+    RETRYD_HEALTH_ACCEPT = 1, /**< a request the upstream took */
+    /** A request the upstream turned away: 429, 502, 503, 504, or sent
+     * with no response (a timeout, a reset). */
+    RETRYD_HEALTH_REJECT = 2,
+} retryd_health_count;
+
+/** How an attempt with @p evidence and final @p status (0 for none)
+ * counts. */
+RETRYD_EXPORT retryd_health_count retryd_health_classify(
+    retryd_evidence evidence, int status);
 
 /**
  * True when a complete response with @p status ends the call: 2xx, 3xx and

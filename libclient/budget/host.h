@@ -18,6 +18,7 @@
 #include <urcu/rculfhash.h>
 
 #include "shared/bucket.h"
+#include "shared/health.h"
 #include "retryd/budget_decide.h"
 #include "shared/segment.h"
 
@@ -43,6 +44,9 @@ typedef struct binding {
      * worked out from entry when bound: the hot path then picks its tally
      * with one indexed load instead of the address arithmetic. */
     bucket_tally lanes[SEG_PROC_LANES];
+    /* Where this process's count among the slot's rejecters is
+     * (retryd__health_reject); the one mutable field. */
+    _Atomic uint64_t reject_epoch;
     struct binding *next_old;
 } binding;
 
@@ -55,6 +59,7 @@ struct retryd_upstream {
     /* The process-local bucket, used while no shared slot is bound. */
     seg_upstream local;
     _Atomic uint64_t local_counters[SEG_COUNTERS];
+    _Atomic uint64_t local_reject_epoch; /* the local slot's rejecters */
     _Atomic(binding *) bind;
     binding *old_bindings;         /* under host->lock */
     _Atomic uint64_t next_bind_ns; /* no rebind attempt before this */

@@ -268,6 +268,7 @@ int retryd_upstream_open(retryd_host *host, const char *name,
     retryd__bucket_init(&up->local, LOCAL_GEN, up->ratio_micro,
                         up->floor_micro_per_s, up->cap_micro,
                         up->floor_micro_per_s, now);
+    retryd__health_init(&up->local, &retryd__health_defaults);
 
     pthread_mutex_lock(&host->lock);
     struct cds_lfht_node *prev = cds_lfht_add_unique(
@@ -498,6 +499,154 @@ void retryd_upstream_record(retryd_upstream *up,
     if (decision->verdict != RETRYD_VERDICT_RETRY && denied >= 0 &&
         decision->rule != RETRYD_RULE_BUDGET_TAKE_FAILED)
         bucket_tally_add(&t, denied, 1);
+}
+
+/* --- upstream health (docs/health.md) ------------------------------------ */
+
+/* Where the handle's health lives now: its binding's shared slot, or its
+ * local one; with the tally and the rejecter record that go with it. */
+typedef struct health_place {
+    seg_upstream *slot;
+    bucket_tally tally;
+    _Atomic uint64_t *reject_epoch;
+} health_place;
+
+static inline health_place health_place_of(retryd_upstream *up)
+{
+    binding *b = current(up);
+    if (__builtin_expect(b != NULL, 1) && bucket_ident_ok(b->slot, b->ident))
+        return (health_place){b->slot, tally_of(b), &b->reject_epoch};
+    return (health_place){&up->local, local_tally(up),
+                          &up->local_reject_epoch};
+}
+
+/* A uniform draw in [0, 1). */
+static inline double draw01(void)
+{
+    return (double)(retryd_random_default(NULL) >> 11) * 0x1p-53;
+}
+
+retryd_admission retryd_upstream_admit(retryd_upstream *up, bool first_attempt,
+                                       int64_t remaining_ns,
+                                       int64_t min_attempt_ns,
+                                       int64_t *ret_wait_ns)
+{
+    int64_t wait_local;
+    if (ret_wait_ns == NULL)
+        ret_wait_ns = &wait_local;
+    *ret_wait_ns = 0;
+    if (up == NULL)
+        return RETRYD_ADMIT_SEND;
+    health_place h = health_place_of(up);
+    uint64_t flags =
+        atomic_load_explicit(&h.slot->health_flags, memory_order_relaxed);
+    /* The common case, throttle off and no hold: one load of a line that
+     * every process only reads, and nothing written. */
+    if (!(flags & SEG_HEALTH_THROTTLE) &&
+        (!(flags & SEG_HEALTH_PUSHBACK) ||
+         atomic_load_explicit(&h.slot->pushback_until_ns,
+                              memory_order_relaxed) == 0))
+        return RETRYD_ADMIT_SEND;
+    uint64_t now = retryd__clock_coarse_ns();
+    retryd_admit_facts f = {
+        .sz = sizeof(f),
+        .first_attempt = first_attempt,
+        .pushback_ns = retryd__health_hold(h.slot, now),
+        .pushback_first_attempts = (flags & SEG_HEALTH_PUSHBACK_FIRST) != 0,
+        .remaining_ns = remaining_ns > 0 ? remaining_ns : 0,
+        .min_attempt_ns = min_attempt_ns > 0 ? min_attempt_ns : 0,
+    };
+    if (first_attempt && (flags & SEG_HEALTH_THROTTLE)) {
+        health_view v;
+        retryd__health_view(h.slot, now, &v);
+        f.throttle_probability = v.probability;
+        f.draw = f.throttle_probability > 0 ? draw01() : 0;
+    }
+    retryd_admission a;
+    if (retryd_admit(&f, NULL, NULL, &a, ret_wait_ns) < 0)
+        return RETRYD_ADMIT_SEND; /* facts of our own making are valid */
+    switch (a) {
+    case RETRYD_ADMIT_THROTTLED:
+        /* One first attempt per slot goes out whatever the throttle
+         * says: without it a host throttled near 1 would learn of the
+         * upstream's recovery only by chance. */
+        if (retryd__health_claim_probe(h.slot, now))
+            return RETRYD_ADMIT_SEND;
+        /* Throttled requests count as requests, as in the SRE formula. */
+        retryd__health_record(h.slot, now, 1, 0);
+        bucket_tally_add(&h.tally, SEG_C_THROTTLED, 1);
+        break;
+    case RETRYD_ADMIT_HOLD:
+    case RETRYD_ADMIT_PAST_DEADLINE:
+        bucket_tally_add(&h.tally, SEG_C_HELD, 1);
+        break;
+    case RETRYD_ADMIT_SEND:
+        break;
+    }
+    return a;
+}
+
+void retryd_upstream_observe(retryd_upstream *up, retryd_evidence evidence,
+                             int status, int64_t retry_after_ns)
+{
+    if (up == NULL)
+        return;
+    retryd_health_count c = retryd_health_classify(evidence, status);
+    if (c == RETRYD_HEALTH_NOT_COUNTED)
+        return;
+    health_place h = health_place_of(up);
+    uint64_t flags =
+        atomic_load_explicit(&h.slot->health_flags, memory_order_relaxed);
+    bool push = (flags & SEG_HEALTH_PUSHBACK) && retry_after_ns > 0 &&
+                (status == 429 || status == 503);
+    if (!(flags & SEG_HEALTH_THROTTLE) && !push)
+        return; /* nothing to record: no clock read, nothing written */
+    uint64_t now = retryd__clock_coarse_ns();
+    /* The one atomic write an attempt adds (docs/health.md). */
+    retryd__health_record(h.slot, now, 1, c == RETRYD_HEALTH_ACCEPT);
+    if (c == RETRYD_HEALTH_REJECT)
+        retryd__health_reject(h.slot, now, h.reject_epoch);
+    if (push)
+        retryd__health_push(h.slot, now, retry_after_ns);
+}
+
+int64_t retryd_upstream_pushback(retryd_upstream *up)
+{
+    if (up == NULL)
+        return 0;
+    health_place h = health_place_of(up);
+    if (atomic_load_explicit(&h.slot->pushback_until_ns,
+                             memory_order_relaxed) == 0)
+        return 0; /* no hold was ever set: no clock read */
+    return retryd__health_hold(h.slot, retryd__clock_coarse_ns());
+}
+
+int retryd_upstream_health(retryd_upstream *up, retryd_health *ret)
+{
+    if (up == NULL || ret == NULL ||
+        ret->sz < RETRYD_OPTS_MIN(retryd_health, pushback_ns))
+        return RETRYD_EINVAL;
+    health_place h = health_place_of(up);
+    uint64_t now = retryd__clock_coarse_ns();
+    health_view v;
+    health_params p;
+    retryd__health_view(h.slot, now, &v);
+    retryd__health_params_of(h.slot, &p);
+    retryd_health out = {
+        .sz = sizeof(out),
+        .throttle = (p.flags & SEG_HEALTH_THROTTLE) != 0,
+        .engaged = v.engaged,
+        .probability = v.probability,
+        .requests = v.requests,
+        .accepts = v.accepts,
+        .rejecting_processes = v.rejecters,
+        .pushback = (p.flags & SEG_HEALTH_PUSHBACK) != 0,
+        .pushback_ns = retryd__health_hold(h.slot, now),
+    };
+    size_t sz = ret->sz < sizeof(out) ? ret->sz : sizeof(out);
+    out.sz = sz;
+    memcpy(ret, &out, sz);
+    return 0;
 }
 
 static bool budget_peek(void *ctx)

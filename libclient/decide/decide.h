@@ -23,4 +23,9 @@ int64_t retryd__backoff_delay(const retryd_backoff_policy *p, uint32_t retry,
                               int64_t prev_ns, retryd_random_fn random,
                               void *random_ctx);
 
+/* A host hold of @p hold_ns (> 0) with its jitter: resumed attempts are
+ * spread over [hold, hold + hold / 4 + 50 ms) (docs/health.md). */
+int64_t retryd__pushback_wait(int64_t hold_ns, retryd_random_fn random,
+                              void *random_ctx);
+
 #endif

@@ -65,7 +65,7 @@ static int facts_validate(const retryd_facts *f)
         return RETRYD_EINVAL;
     }
     if (f->remaining_ns < 0 || f->min_attempt_ns < 0 || f->prev_delay_ns < 0 ||
-        f->retry_after_ns < -1)
+        f->retry_after_ns < -1 || f->pushback_ns < 0)
         return RETRYD_EINVAL;
     return 0;
 }
@@ -166,6 +166,25 @@ static int grant(const retryd_facts *f, const retryd_decide_env *env,
     if (wait > f->remaining_ns - f->min_attempt_ns)
         return stop(f, ret, RETRYD_RULE_WAIT_EXCEEDS_DEADLINE,
                     RETRYD_DENIAL_DEADLINE);
+    /* A host pushback is another process's Retry-After for this upstream:
+     * a floor like our own, judged by the same bound, and spread so that
+     * the processes it held do not resume in one burst. */
+    if (f->pushback_ns > 0) {
+        const retryd_backoff_policy *p =
+            env->backoff ? env->backoff : &retryd_backoff_default;
+        if (f->pushback_ns > p->max_retry_after_ns)
+            return stop(f, ret, RETRYD_RULE_RETRY_AFTER_EXCEEDS_MAX,
+                        RETRYD_DENIAL_DEADLINE);
+        int64_t held =
+            retryd__pushback_wait(f->pushback_ns, env->random, env->random_ctx);
+        if (held > wait) {
+            wait = held;
+            flags |= RETRYD_RETRY_HELD_BY_PUSHBACK;
+        }
+        if (wait > f->remaining_ns - f->min_attempt_ns)
+            return stop(f, ret, RETRYD_RULE_PUSHBACK_EXCEEDS_DEADLINE,
+                        RETRYD_DENIAL_DEADLINE);
+    }
     if (env->budget && !env->budget->take(env->budget_ctx))
         return stop(f, ret, RETRYD_RULE_BUDGET_TAKE_FAILED,
                     RETRYD_DENIAL_BUDGET_EXHAUSTED);

@@ -31,7 +31,8 @@ static const char *const failure_names[RETRYD_FAILURE_COUNT] = {
     "profile_rejected",
     "too_many_redirects",
     "body_source",
-    "aborted"};
+    "aborted",
+    "throttled"};
 
 static const char *const verdict_names[] = {"retry", "denied", "ambiguous"};
 
@@ -61,7 +62,8 @@ static const unsigned char rule_orders[RETRYD_RULE_COUNT] = {
 static const char *const replayability_names[RETRYD_REPLAYABILITY_COUNT] = {
     "replayable", "reopenable", "one_shot"};
 
-static const char *const outcome_names[] = {"response", "failure", "ambiguous"};
+static const char *const outcome_names[] = {"response", "failure", "ambiguous",
+                                            "throttled"};
 
 #define COUNT_OF(a) (sizeof(a) / sizeof((a)[0]))
 

@@ -114,11 +114,74 @@ STEP attempt_rec *next_attempt(call *c, int64_t wait)
     return rec;
 }
 
+static int log_attempt(call *c, attempt_rec *rec);
+
+/*
+ * Before each attempt, what the host's health says of it (docs/health.md):
+ * 0, open it; 1, a host pushback holds it, wait c->hold and ask again; 2,
+ * it is not sent and the call is over, with the log saying why: a first
+ * attempt throttled or held past the deadline gets a record of its own
+ * (the outcome is then RETRYD_OUTCOME_THROTTLED); a retry held past the
+ * deadline turns the decision that granted it into a deadline denial, so
+ * the call ends with what its last attempt found. Its token stays spent.
+ */
+STEP int attempt_admit(call *c)
+{
+    int64_t wait;
+    bool first = c->n_att == 0;
+    retryd_admission a =
+        retryd_upstream_admit(c->p->budget, first,
+                              c->deadline - retryd__now_ns(),
+                              c->p->min_attempt_ns, &wait);
+    c->hold = 0;
+    if (a == RETRYD_ADMIT_SEND)
+        return 0;
+    if (a == RETRYD_ADMIT_HOLD) {
+        c->hold = wait;
+        c->held += wait;
+        return 1;
+    }
+    if (!first) {
+        attempt_rec *last = retryd__attempt_current(c) - 1;
+        last->d = (retryd_decision){
+            .sz = sizeof(retryd_decision),
+            .verdict = RETRYD_VERDICT_DENIED,
+            .reason = RETRYD_DENIAL_DEADLINE,
+            .rule = RETRYD_RULE_PUSHBACK_EXCEEDS_DEADLINE,
+        };
+        return 2;
+    }
+    attempt_rec *rec = next_attempt(c, 0);
+    if (rec == NULL)
+        return RETRYD_ENOMEM;
+    rec->a.number = 1;
+    rec->a.held_ns = c->held;
+    rec->a.evidence = RETRYD_EVIDENCE_NOT_SENT;
+    rec->a.failure = RETRYD_FAILURE_THROTTLED;
+    bool throttled = a == RETRYD_ADMIT_THROTTLED;
+    rec->d = (retryd_decision){
+        .sz = sizeof(retryd_decision),
+        .verdict = RETRYD_VERDICT_DENIED,
+        .reason = throttled ? RETRYD_DENIAL_NONE : RETRYD_DENIAL_DEADLINE,
+        .rule = throttled ? RETRYD_RULE_HOST_THROTTLED
+                          : RETRYD_RULE_PUSHBACK_EXCEEDS_DEADLINE,
+    };
+    snprintf(c->errbuf, sizeof(c->errbuf), "%s",
+             throttled ? "not sent: the host throttle is engaged for this "
+                         "upstream (docs/health.md)"
+                       : "not sent: a host pushback would hold it past the "
+                         "deadline");
+    int r = log_attempt(c, rec);
+    return r < 0 ? r : 2;
+}
+
 STEP int attempt_open(call *c)
 {
     attempt_rec *rec = next_attempt(c, c->wait);
     if (rec == NULL)
         return RETRYD_ENOMEM;
+    rec->a.held_ns = c->held;
+    c->held = 0;
     uint32_t n = (uint32_t)c->n_att + 1;
     /* The first attempt starts when the call did; a retry after its wait. */
     int64_t start = n == 1 ? c->now : retryd__now_ns();
@@ -237,6 +300,7 @@ STEP int decide_attempt(call *c, attempt_rec *rec)
             .rule = RETRYD_RULE_STATUS_FINAL,
         };
         retryd_upstream_record(c->p->budget, NULL, a->evidence);
+        retryd_upstream_observe(c->p->budget, a->evidence, a->status, -1);
         return 0;
     }
     /* The one credential refresh comes before the decision, so that a
@@ -247,6 +311,13 @@ STEP int decide_attempt(call *c, attempt_rec *rec)
                      c->req->refresh != NULL &&
                      retryd_idempotency_is_safe(c->idem) && refresh(c);
     fill_facts(c, a, c->wait, refreshed, &f);
+    /* The hold other processes' answers put on the upstream, read before
+     * this attempt's own joins the host's picture: the server's word to
+     * this process is waited exactly (retry_after_ns), the hold it now
+     * puts on every other process is theirs to spread. */
+    f.pushback_ns = retryd_upstream_pushback(c->p->budget);
+    retryd_upstream_observe(c->p->budget, a->evidence, a->status,
+                            f.retry_after_ns);
     int r = retryd_decide(&f, &c->env, &rec->d);
     if (r == 0)
         retryd_upstream_record(c->p->budget, &rec->d, a->evidence);
@@ -282,7 +353,7 @@ static void sleep_ns(int64_t ns)
 }
 
 /* Error texts are kept only when there is one. */
-STEP int log_attempt(call *c, attempt_rec *rec)
+static int log_attempt(call *c, attempt_rec *rec)
 {
     char *text = NULL;
     if (c->errbuf[0] != '\0' && (text = strdup(c->errbuf)) == NULL)
@@ -364,7 +435,7 @@ STEP int call_init(call *c, retryd_profile *p, const retryd_request *req)
                                  .backoff = &p->backoff,
                                  .budget = &retryd_upstream_budget,
                                  .budget_ctx = p->budget};
-    c->wait = 0;
+    c->wait = c->hold = c->held = 0;
     c->req = req;
     c->idem = req->idempotency;
     c->key[0] = '\0';
@@ -425,7 +496,14 @@ STEP int run_blocking(call *c)
 {
     for (;;) {
         easy *h;
-        int r = attempt_open(c);
+        int r = attempt_admit(c);
+        if (r == 1) {
+            sleep_ns(c->hold);
+            continue;
+        }
+        if (r != 0)
+            return r == 2 ? 0 : r;
+        r = attempt_open(c);
         if (r < 0)
             return r;
         r = retryd__slot_take(c->p, c->permit_deadline, &h);
@@ -485,6 +563,11 @@ int retryd__call_init(call *c, retryd_profile *p, const retryd_request *req)
 void retryd__call_free(call *c)
 {
     call_free(c);
+}
+
+int retryd__attempt_admit(call *c)
+{
+    return attempt_admit(c);
 }
 
 int retryd__attempt_open(call *c)

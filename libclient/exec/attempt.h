@@ -4,6 +4,9 @@
  * executors. A request is a `call`; each attempt goes through the same
  * steps whichever driver runs it:
  *
+ *   retryd__attempt_admit      the host's health (docs/health.md): send,
+ *                              hold (the driver waits c->hold and asks
+ *                              again), or not sent (the call is done)
  *   retryd__attempt_open       the next log entry, the first attempt's
  *                              deposit, the attempt's clocks
  *   (a permit and a handle)    the driver's: retryd__slot_take blocks
@@ -46,6 +49,14 @@ int retryd__call_init(struct call *c, retryd_profile *p,
 /* Whatever the call still holds: error texts not handed to a result, the
  * URL, buffers moved to the heap. */
 void retryd__call_free(struct call *c);
+
+/*
+ * Ask the host's health about the attempt about to open: 0, open it; 1, a
+ * host pushback holds it (wait c->hold, then ask again); 2, it is not
+ * sent and the call is done, with a result (a throttled first attempt, or
+ * a hold past the deadline); or RETRYD_ENOMEM.
+ */
+int retryd__attempt_admit(struct call *c);
 
 /*
  * Open the next attempt: its log entry (wait_before_ns = c->wait), its

@@ -39,6 +39,9 @@ typedef struct call {
      * granted before the attempt now running (its prev_delay). */
     retryd_decide_env env;
     int64_t wait;
+    /* A host pushback's hold before the attempt about to open
+     * (attempt_admit), and what such holds added up to since the last. */
+    int64_t hold, held;
     /* The attempt running now: when it started, how long its transfer may
      * take, until when it may wait for a bulkhead permit. */
     int64_t start, attempt_ns, permit_deadline;

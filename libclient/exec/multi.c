@@ -137,7 +137,16 @@ static void ask_permit(retryd_multi *m, retryd_call *k)
  * backoff. */
 static void start_attempt(retryd_multi *m, retryd_call *k)
 {
-    int r = retryd__attempt_open(&k->c);
+    int r = retryd__attempt_admit(&k->c);
+    if (r == 1) { /* a host pushback: its hold is the timer */
+        mstate(m, k, S_BACKOFF);
+        return;
+    }
+    if (r != 0) { /* not sent (2): the log says why; or an error */
+        finish(m, k, r == 2 ? 0 : r, r == 2);
+        return;
+    }
+    r = retryd__attempt_open(&k->c);
     if (r < 0)
         finish(m, k, r, false);
     else

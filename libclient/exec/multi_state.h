@@ -269,7 +269,8 @@ static inline void enter_state(retryd_multi *m, retryd_call *k,
                      : multi_transfer_end(k);
         break;
     case S_BACKOFF:
-        k->due = retryd__now_ns() + k->c.wait;
+        /* A backoff, or a host pushback's hold (attempt_admit). */
+        k->due = retryd__now_ns() + (k->c.hold > 0 ? k->c.hold : k->c.wait);
         break;
     case S_DONE:
         retryd__queue_insert_tail(&m->done, &k->q);

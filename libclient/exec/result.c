@@ -22,7 +22,9 @@ retryd_result *retryd__result_build(const attempt_rec *attempts,
     char *p = (char *)(r + 1);
     *r = (retryd_result){.n_attempts = n_attempts};
     const attempt_rec *last = &attempts[n_attempts - 1];
-    if (last->d.verdict == RETRYD_VERDICT_AMBIGUOUS)
+    if (last->a.failure == RETRYD_FAILURE_THROTTLED)
+        r->outcome = RETRYD_OUTCOME_THROTTLED;
+    else if (last->d.verdict == RETRYD_VERDICT_AMBIGUOUS)
         r->outcome = RETRYD_OUTCOME_AMBIGUOUS;
     else if (last->a.evidence == RETRYD_EVIDENCE_RESPONSE_RECEIVED)
         r->outcome = RETRYD_OUTCOME_RESPONSE;

@@ -19,7 +19,7 @@
 #include <stdint.h>
 
 #define SEG_MAGIC UINT64_C(0x4753445952544552) /* "RETRYDSG", little-endian */
-#define SEG_LAYOUT_VERSION 2u
+#define SEG_LAYOUT_VERSION 3u /* 3: upstream health (docs/health.md) */
 #define SEG_LINE 64
 #define SEG_HEADER_SIZE 4096u
 
@@ -71,7 +71,11 @@ enum seg_counter {
     SEG_C_EVIDENCE_PARTIAL_RESPONSE = 14,
     SEG_C_REFILLED_MICRO = 15,
     SEG_C_DISCARDED_MICRO = 16,
-    SEG_COUNTERS = 20, /* 17..19 reserved for growth within a layout */
+    /* Upstream health (docs/health.md): first attempts the host throttle
+     * kept from being sent, and attempts a host pushback held back. */
+    SEG_C_THROTTLED = 17,
+    SEG_C_HELD = 18,
+    SEG_COUNTERS = 20, /* 19 reserved for growth within a layout */
 };
 
 #define SEG_C_DENIED_FIRST SEG_C_DENIED_MAX_ATTEMPTS
@@ -176,16 +180,45 @@ typedef struct seg_header {
     _Atomic uint32_t upstream_high_water;
 } seg_header;
 
+/*
+ * Upstream health (docs/health.md): the window of the host throttle has
+ * SEG_HEALTH_SLOTS slots of window/SEG_HEALTH_SLOTS each, one word per
+ * slot (one cache line in all), so that recording an attempt is one
+ * atomic addition and reading the window one line.
+ */
+#define SEG_HEALTH_SLOTS 8u
+/* Health flags (seg_upstream.health_flags), set by the daemon. */
+#define SEG_HEALTH_THROTTLE 0x1u       /* adaptive_throttle = on */
+#define SEG_HEALTH_PUSHBACK 0x2u       /* pushback = on */
+#define SEG_HEALTH_PUSHBACK_FIRST 0x4u /* pushback_first_attempts = on */
+#define SEG_HEALTH_FLAGS_ALL 0x7u
+
 typedef struct seg_upstream {
     /* The bucket: the only line every process writes on the hot path. */
     alignas(SEG_LINE) _Atomic uint64_t tokens; /* gen16 | balance48 */
     _Atomic uint64_t last_refill_ns;
+    /* Host pushback: no retry before this (coarse monotonic ns); 0 none.
+     * On the bucket's line, which a retry reads anyway. */
+    _Atomic uint64_t pushback_until_ns;
     /* Identity and parameters: read-mostly, written by the daemon. */
     alignas(SEG_LINE) _Atomic uint64_t ident; /* generation32 << 32 | state */
     _Atomic uint64_t ratio_micro;
     _Atomic uint64_t floor_micro_per_s;
     _Atomic uint64_t cap_micro;
     char name[SEG_NAME_MAX + 1]; /* written before ident turns ACTIVE */
+    /* Health parameters, written by the daemon like the budget's; and the
+     * window's probe stamp (health.h), claimed once per slot. */
+    alignas(SEG_LINE) _Atomic uint64_t health_flags; /* SEG_HEALTH_* */
+    _Atomic uint64_t throttle_k_micro;
+    _Atomic uint64_t health_slot_ns; /* throttle_window / SEG_HEALTH_SLOTS */
+    _Atomic uint64_t throttle_min_processes;
+    _Atomic uint64_t pushback_max_ns;
+    _Atomic uint64_t probe_epoch; /* epoch + 1 of the last probe; 0 none */
+    /* The window: per slot, epoch20 | requests22 | accepts22. */
+    alignas(SEG_LINE) _Atomic uint64_t window[SEG_HEALTH_SLOTS];
+    /* Per slot, epoch20 | count44: the processes whose latest rejection
+     * fell in that slot (each process counts in one slot at a time). */
+    alignas(SEG_LINE) _Atomic uint64_t rejecters[SEG_HEALTH_SLOTS];
     /* Counters of exited processes (folded in by the daemon) and of
      * processes whose own table is full. */
     alignas(SEG_LINE) _Atomic uint64_t counters[SEG_COUNTERS];

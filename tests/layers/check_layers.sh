@@ -31,8 +31,9 @@ arrows() {
     decide) echo "base libs: c m gcc" ;;
     proto) echo "libs: c gcc protobuf-c" ;;
     shared) echo "base proto libs: c m gcc protobuf-c" ;;
-    # decide is reached through its headers only (inline code), never a call.
-    budget) echo "shared base proto libs: c m gcc urcu-bp urcu-cds" ;;
+    # decide: the pure engine's health admission and classification
+    # (docs/health.md), which the host's upstream handles ask.
+    budget) echo "decide shared base proto libs: c m gcc urcu-bp urcu-cds" ;;
     exec) echo "budget decide shared base libs: c m gcc curl uuid" ;;
     # The Prometheus renderer: the proto's types, the engine's names.
     prom) echo "decide base proto libs: c gcc" ;;
@@ -50,7 +51,7 @@ arrows() {
     test_base) echo "base libs: c m gcc criterion" ;;
     test_decide) echo "decide base libs: c m gcc criterion" ;;
     test_shared) echo "shared base proto libs: c m gcc protobuf-c criterion" ;;
-    test_budget) echo "budget shared base proto libs: c m gcc protobuf-c urcu-bp urcu-cds criterion" ;;
+    test_budget) echo "budget decide shared base proto libs: c m gcc protobuf-c urcu-bp urcu-cds criterion" ;;
     test_exec) echo "exec budget decide shared base proto test_support libs: c m gcc protobuf-c urcu-bp urcu-cds curl uuid criterion" ;;
     *) return 1 ;;
     esac

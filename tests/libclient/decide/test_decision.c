@@ -200,7 +200,8 @@ static const retryd_failure permanent[] = {RETRYD_FAILURE_TLS_CERTIFICATE,
                                            RETRYD_FAILURE_PROFILE_REJECTED,
                                            RETRYD_FAILURE_TOO_MANY_REDIRECTS,
                                            RETRYD_FAILURE_BODY_SOURCE,
-                                           RETRYD_FAILURE_ABORTED};
+                                           RETRYD_FAILURE_ABORTED,
+                                           RETRYD_FAILURE_THROTTLED};
 #define N_PERMANENT (sizeof(permanent) / sizeof(permanent[0]))
 
 Test(decision, every_permanent_category_is_permanent_failure)

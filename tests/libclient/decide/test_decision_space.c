@@ -134,11 +134,17 @@ static retryd_verdict oracle(const retryd_facts *f)
  */
 static retryd_rule late_check(const retryd_facts *f)
 {
-    int64_t ra = f->retry_after_ns;
+    int64_t ra = f->retry_after_ns, pb = f->pushback_ns;
     if (ra > 60 * S)
         return RETRYD_RULE_RETRY_AFTER_EXCEEDS_MAX;
     if (ra >= 0 && ra > f->remaining_ns - f->min_attempt_ns)
         return RETRYD_RULE_WAIT_EXCEEDS_DEADLINE;
+    /* A host pushback is judged like a Retry-After; its jitter only adds
+     * to it, and none of the holds below is near the deadline's edge. */
+    if (pb > 60 * S)
+        return RETRYD_RULE_RETRY_AFTER_EXCEEDS_MAX;
+    if (pb > 0 && pb > f->remaining_ns - f->min_attempt_ns)
+        return RETRYD_RULE_PUSHBACK_EXCEEDS_DEADLINE;
     return RETRYD_RULE_COUNT; /* none: the retry stands */
 }
 
@@ -172,8 +178,17 @@ static const char *wrong(const point *p, const retryd_decision *d, bool late,
     if (k == 9 && !late && d->verdict != oracle(&p->f))
         return "verdict differs from the status table";
     if (d->verdict == RETRYD_VERDICT_RETRY && p->f.retry_after_ns >= 0 &&
-        d->delay_ns != p->f.retry_after_ns)
+        p->f.pushback_ns == 0 && d->delay_ns != p->f.retry_after_ns)
         return "a granted retry does not wait exactly the Retry-After";
+    /* A host hold: at least the hold and the Retry-After, spread by at
+     * most a quarter of the hold and 50 ms beyond the hold. */
+    if (d->verdict == RETRYD_VERDICT_RETRY && p->f.pushback_ns > 0 &&
+        (d->delay_ns < p->f.pushback_ns ||
+         d->delay_ns < p->f.retry_after_ns ||
+         (d->delay_ns > p->f.retry_after_ns &&
+          d->delay_ns >= p->f.pushback_ns + p->f.pushback_ns / 4 + S / 20)))
+        return "a granted retry under a host hold does not wait it out, or "
+               "waits longer than its jitter";
     if (takes != (d->verdict == RETRYD_VERDICT_RETRY))
         return "a token moved without a retry, or a retry took none";
     if (unknown_execution(&p->f) && d->verdict != RETRYD_VERDICT_AMBIGUOUS)
@@ -215,7 +230,7 @@ static void check(const point *p)
                  "%s: evidence=%s status=%d idem=%s replay=%s attempt=%u/%u "
                  "budget_empty=%d delivered=%d draining=%d remaining=%lld "
                  "failure=%s refresh_used=%d transient_500=%d "
-                 "retry_after=%lld -> %s/%s/%s",
+                 "retry_after=%lld pushback=%lld -> %s/%s/%s",
                  what, retryd_evidence_name(p->f.evidence), p->f.status,
                  retryd_idempotency_name(p->f.idempotency),
                  retryd_replayability_name(p->f.replayability), p->f.attempt,
@@ -223,6 +238,7 @@ static void check(const point *p)
                  p->f.draining, (long long)p->f.remaining_ns,
                  retryd_failure_name(p->f.failure), p->f.refresh_used,
                  p->f.transient_500, (long long)p->f.retry_after_ns,
+                 (long long)p->f.pushback_ns,
                  retryd_verdict_name(d.verdict), retryd_denial_name(d.reason),
                  retryd_rule_name(d.rule));
 }
@@ -266,6 +282,10 @@ static void enumerate_flags(point *p, retryd_evidence e)
  * default 60 s maximum, and the parser's overflow clamp. */
 static const int64_t retry_afters[] = {-1, 0, 2 * S, 45 * S, 90 * S, INT64_MAX};
 #define N_RETRY_AFTER (sizeof(retry_afters) / sizeof(retry_afters[0]))
+/* Host pushbacks (docs/health.md): none, one that fits, one past the 30 s
+ * deadline, one past the 60 s maximum. */
+static const int64_t pushbacks[] = {0, 2 * S, 45 * S, 90 * S};
+#define N_PUSHBACK (sizeof(pushbacks) / sizeof(pushbacks[0]))
 
 static void enumerate_point(point *p, retryd_evidence e, int status)
 {
@@ -275,11 +295,12 @@ static void enumerate_point(point *p, retryd_evidence e, int status)
     for (int r = 0; r < RETRYD_REPLAYABILITY_COUNT; r++)
         for (int i = 0; i < RETRYD_IDEMPOTENCY_COUNT; i++)
             for (size_t a = 0; a < 3; a++)
-                for (size_t k = 0; k < N_RETRY_AFTER; k++) {
+                for (size_t k = 0; k < N_RETRY_AFTER * N_PUSHBACK; k++) {
                     p->f.replayability = (retryd_replayability)r;
                     p->f.idempotency = (retryd_idempotency)i;
                     p->f.attempt = attempts[a];
-                    p->f.retry_after_ns = retry_afters[k];
+                    p->f.retry_after_ns = retry_afters[k % N_RETRY_AFTER];
+                    p->f.pushback_ns = pushbacks[k / N_RETRY_AFTER];
                     enumerate_flags(p, e);
                 }
 }
@@ -300,12 +321,14 @@ Test(decision_space, every_point_obeys_order_table_and_budget)
                         response_statuses[s]);
     }
     cr_expect_eq(checked, (2 + 2 * (long)N_STATUSES) * 3 * 4 * 3 *
-                              (long)N_RETRY_AFTER * 128);
+                              (long)N_RETRY_AFTER * (long)N_PUSHBACK * 128);
     cr_assert_eq(failures, 0, "%ld of %ld points wrong; first: %s", failures,
                  checked, failure_text);
     /* The space reaches every rule except the lost token race, which needs
-     * a racing budget and is tested in test_decision.c. */
+     * a racing budget and is tested in test_decision.c, and the host
+     * throttle, which is an admission's (retryd_admit), never a decision's. */
     for (int r = 0; r < RETRYD_RULE_COUNT; r++)
-        if (r != RETRYD_RULE_BUDGET_TAKE_FAILED)
+        if (r != RETRYD_RULE_BUDGET_TAKE_FAILED &&
+            r != RETRYD_RULE_HOST_THROTTLED)
             cr_expect(seen[r], "rule %s never decided", retryd_rule_name(r));
 }
