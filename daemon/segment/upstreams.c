@@ -95,7 +95,8 @@ int daemon_retire(server *d, const char *name)
 static void update_params(server *d, reg_entry *found, const budget_params *p)
 {
     reg_entry e = *found;
-    if (params_equal(&found->params, p) && budget_health_equal(&found->params, p))
+    if (params_equal(&found->params, p) &&
+        budget_health_equal(&found->params, p))
         return;
     e.params = *p;
     owner_upstream_set_params(&d->seg, e.slot, p);

@@ -516,8 +516,7 @@ static inline health_place health_place_of(retryd_upstream *up)
     binding *b = current(up);
     if (__builtin_expect(b != NULL, 1) && bucket_ident_ok(b->slot, b->ident))
         return (health_place){b->slot, tally_of(b), &b->reject_epoch};
-    return (health_place){&up->local, local_tally(up),
-                          &up->local_reject_epoch};
+    return (health_place){&up->local, local_tally(up), &up->local_reject_epoch};
 }
 
 /* A uniform draw in [0, 1). */

@@ -175,9 +175,9 @@ int64_t retryd__health_hold(seg_upstream *s, uint64_t now_ns);
 
 /* What retryd__health_check() found. */
 enum health_damage {
-    HEALTH_WINDOW_RESET = 1,    /* a ring word no writer could have left */
-    HEALTH_PUSHBACK_RESET = 2,  /* a hold beyond pushback_max */
-    HEALTH_PARAMS_RESET = 4,    /* parameters outside their limits */
+    HEALTH_WINDOW_RESET = 1,   /* a ring word no writer could have left */
+    HEALTH_PUSHBACK_RESET = 2, /* a hold beyond pushback_max */
+    HEALTH_PARAMS_RESET = 4,   /* parameters outside their limits */
 };
 
 /*
@@ -189,6 +189,7 @@ enum health_damage {
  * clients record. A mask of enum health_damage, 0 for sound.
  */
 unsigned retryd__health_check(seg_upstream *s, uint64_t now_ns,
-                              uint64_t max_rejecters, const health_params *want);
+                              uint64_t max_rejecters,
+                              const health_params *want);
 
 #endif /* RETRYD_HEALTH_H */
