@@ -4,7 +4,6 @@
  * test (docs/health.md): what counts where, how slots age out and rotate,
  * the quorum, the probe, holds, and the daemon's policing of scribbles.
  */
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -230,51 +229,4 @@ Test(health, policing_clears_what_no_writer_leaves)
                  HEALTH_PARAMS_RESET);
     cr_expect_eq(health_slot_ns(&slot), slot_ns);
     cr_expect_eq(view_at(T0).requests, 0);
-}
-
-/* Threads recording at once, rotating slots at once: no event is lost or
- * counted twice (run under the thread sanitizer in CI). Each round, every
- * thread records N events in the same slot; a barrier ends the round, so
- * every slot's rotation is raced by all threads. */
-#define THREADS 4
-#define ROUNDS 24
-#define PER_ROUND 2000
-
-static pthread_barrier_t round_barrier;
-
-static void *recorder(void *arg)
-{
-    uint64_t slot_ns = on.window_ns / SEG_HEALTH_SLOTS;
-    _Atomic uint64_t mine = 0;
-    (void)arg;
-    for (int r = 0; r < ROUNDS; r++) {
-        uint64_t now = T0 + (uint64_t)r * slot_ns;
-        for (int i = 0; i < PER_ROUND; i++) {
-            retryd__health_record(&slot, now, 1, (unsigned)(i & 1));
-            if (i % 100 == 0)
-                retryd__health_reject(&slot, now, &mine);
-        }
-        pthread_barrier_wait(&round_barrier);
-    }
-    return NULL;
-}
-
-Test(health, racing_writers_lose_nothing)
-{
-    pthread_t t[THREADS];
-    pthread_barrier_init(&round_barrier, NULL, THREADS);
-    for (int i = 0; i < THREADS; i++)
-        cr_assert_eq(pthread_create(&t[i], NULL, recorder, NULL), 0);
-    for (int i = 0; i < THREADS; i++)
-        pthread_join(t[i], NULL);
-    pthread_barrier_destroy(&round_barrier);
-    uint64_t slot_ns = on.window_ns / SEG_HEALTH_SLOTS;
-    health_view v = view_at(T0 + (ROUNDS - 1) * slot_ns);
-    /* The window holds the last 8 rounds, whole. */
-    cr_expect_eq(v.requests, (uint64_t)SEG_HEALTH_SLOTS * THREADS * PER_ROUND);
-    cr_expect_eq(v.accepts,
-                 (uint64_t)SEG_HEALTH_SLOTS * THREADS * PER_ROUND / 2);
-    /* Each thread is a "process" of its own here (its own record of where
-     * its count is): each counted once, in the last round's slot. */
-    cr_expect_eq(v.rejecters, THREADS);
 }
