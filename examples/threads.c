@@ -169,7 +169,8 @@ static unsigned parse_count(const char *s, unsigned max)
 /* The totals, in a form a test can read back. */
 static int report(const struct worker *w, unsigned n, retryd_profile *profile)
 {
-    unsigned long o[RETRYD_OUTCOME_COUNT] = {0}, unexpected = 0, errors = 0, attempts = 0;
+    unsigned long o[RETRYD_OUTCOME_COUNT] = {0}, unexpected = 0, errors = 0,
+                  attempts = 0;
     for (unsigned i = 0; i < n; i++) {
         for (int k = 0; k < RETRYD_OUTCOME_COUNT; k++)
             o[k] += w[i].outcomes[k];

@@ -550,7 +550,7 @@ retryd_admission retryd_upstream_admit(retryd_upstream *up, bool first_attempt,
     retryd_admit_facts f = {
         .sz = sizeof(f),
         .first_attempt = first_attempt,
-        .pushback_ns = retryd__health_hold(h.slot, now),
+        .pushback_ns = retryd__health_hold_spent(h.slot, now),
         .pushback_first_attempts = (flags & SEG_HEALTH_PUSHBACK_FIRST) != 0,
         .remaining_ns = remaining_ns > 0 ? remaining_ns : 0,
         .min_attempt_ns = min_attempt_ns > 0 ? min_attempt_ns : 0,
@@ -617,7 +617,7 @@ int64_t retryd_upstream_pushback(retryd_upstream *up)
     if (atomic_load_explicit(&h.slot->pushback_until_ns,
                              memory_order_relaxed) == 0)
         return 0; /* no hold was ever set: no clock read */
-    return retryd__health_hold(h.slot, retryd__clock_coarse_ns());
+    return retryd__health_hold_spent(h.slot, retryd__clock_coarse_ns());
 }
 
 int retryd_upstream_health(retryd_upstream *up, retryd_health *ret)

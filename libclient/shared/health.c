@@ -205,6 +205,19 @@ int64_t retryd__health_hold(seg_upstream *s, uint64_t now_ns)
     return (int64_t)(left < max ? left : max);
 }
 
+int64_t retryd__health_hold_spent(seg_upstream *s, uint64_t now_ns)
+{
+    int64_t left = retryd__health_hold(s, now_ns);
+    uint64_t until =
+        atomic_load_explicit(&s->pushback_until_ns, memory_order_relaxed);
+    /* A hold set meanwhile fails the exchange and stays. */
+    if (left == 0 && until != 0 && until <= now_ns)
+        atomic_compare_exchange_strong_explicit(&s->pushback_until_ns, &until,
+                                                0, memory_order_relaxed,
+                                                memory_order_relaxed);
+    return left;
+}
+
 /* Clear ring word @p i of @p ring when no writer could have left it as it
  * is at epoch @p e; true when it did. */
 static bool police_word(_Atomic uint64_t *ring, unsigned i, uint64_t e,

@@ -173,6 +173,11 @@ void retryd__health_push(seg_upstream *s, uint64_t now_ns, int64_t hold_ns);
  * (a deadline scribbled far ahead holds no longer than one could). */
 int64_t retryd__health_hold(seg_upstream *s, uint64_t now_ns);
 
+/* retryd__health_hold(), and a hold found over is cleared: a client's fast
+ * path (no hold ever set: no clock read) is then its own again. The
+ * library's, never a reader's that must not write (the daemon's stats). */
+int64_t retryd__health_hold_spent(seg_upstream *s, uint64_t now_ns);
+
 /* What retryd__health_check() found. */
 enum health_damage {
     HEALTH_WINDOW_RESET = 1,   /* a ring word no writer could have left */

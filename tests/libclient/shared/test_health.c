@@ -230,3 +230,15 @@ Test(health, policing_clears_what_no_writer_leaves)
     cr_expect_eq(health_slot_ns(&slot), slot_ns);
     cr_expect_eq(view_at(T0).requests, 0);
 }
+
+Test(health, a_spent_hold_is_cleared_by_the_library_only)
+{
+    retryd__health_push(&slot, T0, (int64_t)S);
+    cr_expect_eq(retryd__health_hold_spent(&slot, T0), (int64_t)S);
+    cr_expect_neq(atomic_load(&slot.pushback_until_ns), 0);
+    /* Over: a reader leaves it, the library clears it. */
+    cr_expect_eq(retryd__health_hold(&slot, T0 + 2 * S), 0);
+    cr_expect_neq(atomic_load(&slot.pushback_until_ns), 0);
+    cr_expect_eq(retryd__health_hold_spent(&slot, T0 + 2 * S), 0);
+    cr_expect_eq(atomic_load(&slot.pushback_until_ns), 0);
+}
