@@ -42,6 +42,8 @@ check "$p/share/man/man1/retrydctl.1" 644
 check "$p/share/man/man3/libretryd.3" 644
 check "$p/share/man/man5/retryd.conf.5" 644
 check "$p/share/man/man8/retryd.8" 644
+check "$p/share/man/man3/retryd_decide.3" 644
+check "$p/share/man/man3/retryd_upstream_admit.3" 644
 check "$p/share/bash-completion/completions/retrydctl" 644
 for f in LICENSE README.md retryd.conf docs/images/dashboard.png \
     docs/images/status-page.png; do
