@@ -134,7 +134,8 @@ static int parse_tokens_key(const config_key *k, const char *v, void *field,
     }
     if (parse_tokens(v, k->hi, micro) && *micro >= k->lo)
         return 0;
-    /* A bound below the segment's own (throttle_k's) is worth naming. */
+    /* A bound below the segment's own (throttle_k's, the floor's) is
+     * worth naming. */
     if (k->hi < SEG_MAX_CAP_MICRO)
         return refuse(why, "'%s' is not a number from %llu to %llu", v,
                       (unsigned long long)(k->lo / SEG_MICRO),
