@@ -13,7 +13,7 @@
  *   draining                      -> draining 0|1
  *   pid                           -> pid PID
  *   status                        -> status NAME (retryd_share_status_name)
- *   admit first|retry             -> admit ADMISSION WAIT_MS (a 10 s deadline)
+ *   admit first|retry             -> admit ADMISSION WAIT_MS (a 60 s deadline)
  *   observe STATUS [RETRY_AFTER_MS] -> ok (STATUS 0: sent, no response)
  *   health                        -> health throttle=0|1 engaged=0|1
  *                                    probability=P requests=R accepts=A
@@ -40,7 +40,7 @@ static bool run_health(const char *line)
     if (sscanf(line, "admit %15s", kind) == 1) {
         int64_t wait = 0;
         retryd_admission a = retryd_upstream_admit(
-            up, strcmp(kind, "first") == 0, INT64_C(10000000000),
+            up, strcmp(kind, "first") == 0, INT64_C(60000000000),
             INT64_C(1000000), &wait);
         printf("admit %s %lld\n", retryd_admission_name(a),
                (long long)(wait / 1000000));
