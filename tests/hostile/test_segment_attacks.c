@@ -461,6 +461,7 @@ Test(segment_attacks, scribbled_health_windows_are_cleared_and_throttle_nobody)
     unsigned ahead_at = (unsigned)((e + 4) % SEG_HEALTH_SLOTS);
     unsigned other_at = (unsigned)((e + 7) % SEG_HEALTH_SLOTS);
 
+    long long t0 = rd_now_ms();
     atomic_store(&s->rejecters[now_at],
                  rejecters_word(e, m.v.process_capacity + UINT64_C(5)));
     atomic_store(&s->window[ahead_at],
@@ -476,6 +477,8 @@ Test(segment_attacks, scribbled_health_windows_are_cleared_and_throttle_nobody)
               (unsigned long)atomic_load(w.word[0]),
               (unsigned long)atomic_load(w.word[1]),
               (unsigned long)atomic_load(w.word[2]));
+    cr_log_info("health window words cleared %lld ms after the scribble",
+                rd_now_ms() - t0);
     wait_health("health_repaired", repaired + 1);
 
     expect_flaky_healthy();
@@ -515,8 +518,10 @@ Test(segment_attacks, a_scribbled_pushback_holds_no_longer_than_pushback_max)
     map_segment(&m);
     seg_upstream *s = slot_named(&m, "flaky");
     const uint64_t far = UINT64_C(1000000) * 1000000000;
+    long long t0 = rd_now_ms();
     atomic_store(&s->pushback_until_ns, retryd__clock_coarse_ns() + far);
     wait_health("health_repaired", repaired + 1);
+    cr_log_info("hold repaired %lld ms after the scribble", rd_now_ms() - t0);
     uint64_t until = atomic_load(&s->pushback_until_ns);
     cr_expect_leq(until, retryd__clock_coarse_ns() + 2 * UINT64_C(1000000000),
                   "the hold still ends %.0f s from now",
@@ -524,6 +529,8 @@ Test(segment_attacks, a_scribbled_pushback_holds_no_longer_than_pushback_max)
     /* pushback_max and then some: a bound, not a hope. */
     cr_expect(rd_wait_until(retry_sent, &c, 4000),
               "retries still held after pushback_max");
+    cr_log_info("retries sent again %lld ms after the scribble",
+                rd_now_ms() - t0);
     expect_flaky_healthy();
     /* The retries asked during the hold were held, and counted. */
     cr_expect_geq(stat_of("flaky", "held"), 1);
@@ -545,11 +552,14 @@ Test(segment_attacks, scribbled_health_params_are_reset)
     seg_upstream *s = slot_named(&m, "flaky");
     health_params want;
     retryd__health_params_of(s, &want);
+    long long t0 = rd_now_ms();
     atomic_store(&s->health_flags, 0);
     atomic_store(&s->throttle_k_micro, HEALTH_MAX_K_MICRO * 7);
     atomic_store(&s->health_slot_ns, 1);
     atomic_store(&s->throttle_min_processes, 0);
     wait_health("params_reset", reset + 1);
+    cr_log_info("health parameters reset %lld ms after the scribble",
+                rd_now_ms() - t0);
     health_params have;
     retryd__health_params_of(s, &have);
     cr_expect_eq(have.flags, want.flags);
