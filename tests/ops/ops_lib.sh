@@ -53,7 +53,10 @@ ops_free_port() {
 # DIR/run) with metrics_listen on a free port (OPS_METRICS_PORT) and three
 # upstreams: payments, small enough for its clients to empty; search,
 # large enough never to be; flaky, with the host throttle on
-# (docs/health.md), which its client reports rejecting most attempts.
+# (docs/health.md), which its client reports rejecting most attempts. Its
+# window is an hour, so that none of a test's evidence leaves it: at rest
+# the throttle's probability stands still, and a page can be held against
+# the stats socket's answers.
 # ops_begin RETRYD SCRATCH: what every query and page test does first:
 # skip without curl, jq or ss; a fresh scratch directory, emptied at exit;
 # a retryd started in it (ops_start_retryd).
@@ -90,7 +93,7 @@ min_retries_per_sec = 20
 cap = 200
 [upstream flaky]
 adaptive_throttle = on
-throttle_window = 10s
+throttle_window = 1h
 pushback_max = 2s
 CONF
     "$1" --config "$OPS_DIR/retryd.conf" >"$OPS_DIR/retryd.log" 2>&1 &

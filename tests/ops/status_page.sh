@@ -145,7 +145,7 @@ check "$scratch/load.html" "$scratch/load-before.json" \
     "$scratch/load-after.json" bracket || ops_fail "the page under load"
 
 # The picture, under load.
-ops_browse "$browser" "screenshot=$scratch/status.png" --window-size=1500,680 \
+ops_browse "$browser" "screenshot=$scratch/status.png" --window-size=2000,760 \
     "$url" >/dev/null || ops_fail "chromium could not take the page's picture"
 [ -s "$scratch/status.png" ] || ops_fail "no status.png"
 
