@@ -61,7 +61,7 @@ arrows() {
 # the layer that defines them. The stats wing only reads: nothing that
 # creates, changes or frees upstreams, process slots, the segment or the
 # registry; of a slot's health (docs/health.md) it may sum the window and
-# read the hold, never record, rotate, push, claim or repair.
+# read the hold, never record, rotate, push, claim, clear or repair.
 denied() {
     case $1 in
     dstats)
@@ -73,7 +73,8 @@ denied() {
             "daemon_apply_config daemon_adopt_upstreams daemon_watch_process" \
             "daemon_release_process" \
             "retryd__health_init retryd__health_add_slow retryd__health_reject" \
-            "retryd__health_claim_probe retryd__health_push retryd__health_check"
+            "retryd__health_claim_probe retryd__health_push retryd__health_check" \
+            "retryd__health_hold_spent"
         ;;
     esac
 }
