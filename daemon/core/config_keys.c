@@ -132,10 +132,16 @@ static int parse_tokens_key(const config_key *k, const char *v, void *field,
         *micro = k->dflt;
         return 0;
     }
-    if (!parse_tokens(v, k->hi, micro) || *micro < k->lo)
-        return refuse(why, "'%s' is not a number >= %llu", v,
-                      (unsigned long long)(k->lo / SEG_MICRO));
-    return 0;
+    if (parse_tokens(v, k->hi, micro) && *micro >= k->lo)
+        return 0;
+    /* A bound below the segment's own (throttle_k's, the floor's) is
+     * worth naming. */
+    if (k->hi < SEG_MAX_CAP_MICRO)
+        return refuse(why, "'%s' is not a number from %llu to %llu", v,
+                      (unsigned long long)(k->lo / SEG_MICRO),
+                      (unsigned long long)(k->hi / SEG_MICRO));
+    return refuse(why, "'%s' is not a number >= %llu", v,
+                  (unsigned long long)(k->lo / SEG_MICRO));
 }
 
 /* on or off (also yes/no, true/false, 1/0), into a uint64_t 0 or 1. */
