@@ -319,10 +319,13 @@ static int summary(const req_args *a, const retryd_result *r)
                 key ? " (Idempotency-Key: " : "", key ? key : "");
     if (o == RETRYD_OUTCOME_THROTTLED && req_says(a, true))
         fprintf(stderr,
-                "retrydctl: not sent: retryd's host health kept it back "
-                "(the host throttle of upstream %s, or its pushback); the "
-                "upstream did not fail here. Try again later.\n",
-                a->upstream ? a->upstream : "(the URL's host)");
+                "retrydctl: not sent: %s upstream %s; the upstream did not "
+                "fail here. Try again later.\n",
+                d->rule == RETRYD_RULE_HOST_THROTTLED
+                    ? "the host throttle (docs/health.md) kept it back from"
+                    : "a host pushback would have held it past the deadline "
+                      "on",
+                a->upstream ? a->upstream : "(the URL's host:port)");
     if (key && req_says(a, false))
         fprintf(stderr, "retrydctl: Idempotency-Key: %s\n", key);
     switch (o) {

@@ -90,7 +90,9 @@ Test(retrydctl_health, a_throttled_request_is_not_sent_and_exits_75)
     REQUEST("--safe", "--upstream", "hot", at("/ok?id=th"));
     cr_expect_eq(res.exit_code, 75, "stderr: %s", res.err);
     cr_expect(strstr(res.err, "retrydctl: throttled") != NULL, "%s", res.err);
-    cr_expect(strstr(res.err, "host throttle") != NULL, "%s", res.err);
+    cr_expect(strstr(res.err, "host throttle (docs/health.md) kept it back "
+                              "from upstream hot") != NULL,
+              "%s", res.err);
     cr_expect(strstr(res.err, "did not fail") != NULL, "%s", res.err);
     cr_expect_eq(res.out_len, 0, "nothing on stdout: %s", res.out);
     cr_expect_eq(testsrv_count(srv, "th"), 0, "nothing reached the upstream");
@@ -113,6 +115,9 @@ Test(retrydctl_health, a_hold_past_the_deadline_is_not_sent_and_exits_75)
             at("/ok?id=pd"));
     cr_expect_eq(res.exit_code, 75, "stderr: %s", res.err);
     cr_expect(strstr(res.err, "pushback would hold it past the deadline") !=
+                  NULL,
+              "%s", res.err);
+    cr_expect(strstr(res.err, "held it past the deadline on upstream held") !=
                   NULL,
               "%s", res.err);
     cr_expect_eq(testsrv_count(srv, "pd"), 0, "nothing reached the upstream");
