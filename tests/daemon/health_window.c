@@ -298,14 +298,18 @@ static void kill_mid_update(void)
     /* The victims die at random moments while everyone is recording;
      * the window (2 s) keeps all of it: this takes well under a slot of
      * it times seven. */
+    long samples = 0;
     for (int i = 0; i < VICTIMS; i++) {
-        struct timespec ts = {0, (long)(rand_r(&seed) % 20 + 1) * 1000000};
-        nanosleep(&ts, NULL);
+        /* Reading the rejecters all the while, until the kill. */
+        int64_t until = now_ns() + (rand_r(&seed) % 20 + 1) * 1000000;
+        while (now_ns() < until) {
+            retryd_health v = hf_health(up);
+            most_rejecting = v.rejecting_processes > most_rejecting
+                                 ? v.rejecting_processes
+                                 : most_rejecting;
+            samples++;
+        }
         CHECK(kill(pids[i], SIGKILL) == 0, "kill");
-        retryd_health v = hf_health(up);
-        most_rejecting = v.rejecting_processes > most_rejecting
-                             ? v.rejecting_processes
-                             : most_rejecting;
     }
     for (int i = 0; i < VICTIMS; i++)
         CHECK(rd_reap(pids[i], BOUND_MS) == -SIGKILL, "victim %d", i);
@@ -319,10 +323,10 @@ static void kill_mid_update(void)
     }
     retryd_health v = hf_health(up);
     printf("kill -9: %d of %d killed; logged R %llu A %llu, window R %llu A "
-           "%llu, rejecting processes at most %llu\n",
+           "%llu, rejecting processes at most %llu in %ld reads\n",
            VICTIMS, PROCS, (unsigned long long)r, (unsigned long long)a,
            (unsigned long long)v.requests, (unsigned long long)v.accepts,
-           (unsigned long long)most_rejecting);
+           (unsigned long long)most_rejecting, samples);
     CHECK(r > 1000 * PROCS, "the processes did record: %llu",
           (unsigned long long)r);
     CHECK(v.requests >= r && v.requests <= r + VICTIMS,
