@@ -22,7 +22,6 @@
  *              outnumber the processes; one window later everything has
  *              aged out to 0.
  */
-#include <fcntl.h>
 #include <math.h>
 #include <stdatomic.h>
 #include <stdio.h>
