@@ -13,7 +13,6 @@
  * there are), an ncurses screen when stdout is a terminal.
  */
 #include <curses.h>
-#include <errno.h>
 #include <inttypes.h>
 #include <locale.h>
 #include <math.h>
@@ -463,13 +462,7 @@ static const ctl_cmd top_cmd = {
 
 static bool parse_delay(const char *s, double *ret)
 {
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno != 0 || end == s || *end != '\0' || !(v >= 0.1 && v <= 3600))
-        return false;
-    *ret = v;
-    return true;
+    return retryd__parse_double(s, 0.1, 3600, ret);
 }
 
 /* -1 to go on, or the exit code. */
