@@ -194,9 +194,9 @@ STEP int attempt_open(call *c)
     rec->a.held_ns = c->held;
     c->held = 0;
     uint32_t n = (uint32_t)c->n_att + 1;
-    /* The first attempt starts when the call did; a retry after its wait. */
-    /* A first attempt held by a pushback starts when the hold ends: its
-     * duration is the attempt's, the hold is in held_ns. */
+    /* The first attempt starts when the call did, unless a pushback held
+     * it (the hold is in held_ns, not its duration); a retry after its
+     * wait. */
     int64_t start = n == 1 && rec->a.held_ns == 0 ? c->now : retryd__now_ns();
     int64_t left = c->deadline - start;
     c->start = start;
