@@ -371,6 +371,9 @@ static int execute_hop(retryd_client *client, const req_args *a, const hop *h,
         .connect_timeout_ns = a->connect_ns,
         .http_version = a->version,
         .tls = &tls,
+        .resolve = a->n_resolve ? a->resolve : NULL,
+        .proxy = a->proxy,
+        .accept_encoding = a->compressed ? "" : NULL,
     };
     retryd_request q = {
         .sz = sizeof(q),

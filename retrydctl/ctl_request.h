@@ -37,10 +37,14 @@ enum {
     REQ_MAX_DATA = 64 * 1024 * 1024, /* bytes of -d/--data-binary/--json */
     REQ_DEFAULT_MAX_REDIRS = 10,
     REQ_MAX_OWNED = 8,
+    REQ_MAX_RESOLVE = 32,
 };
 
 typedef struct req_args {
     const char *method, *url, *key, *upstream, *cacert, *control, *output;
+    const char *proxy;                        /* -x URL, or NULL */
+    const char *resolve[REQ_MAX_RESOLVE + 1]; /* --resolve, NULL-ended */
+    size_t n_resolve;
     const char *data_file; /* --data-file: a reopenable file, or '-' */
     const char *write_out; /* -w FORMAT, or NULL */
     char *data;            /* -d, --data-binary, --json, joined; or NULL */
@@ -55,6 +59,7 @@ typedef struct req_args {
     bool location_trusted;      /* credentials follow -L to any origin */
     bool fail_with_body;        /* --fail-with-body: -f that writes the body */
     bool remote_name;           /* -O: -o the URL's last path segment */
+    bool compressed;            /* --compressed: offered and decoded */
     char *owned[REQ_MAX_OWNED]; /* -A, -e, -b, -O's strings */
     size_t n_owned;
     int64_t deadline_ns, attempt_ns, connect_ns;

@@ -50,6 +50,8 @@ enum {
     O_DATA_URLENCODE,
     O_RETRY, /* and curl's other --retry-* options: refused */
     O_HTTP11,
+    O_RESOLVE,
+    O_COMPRESSED,
 };
 
 static const struct option options[] = {
@@ -100,6 +102,9 @@ static const struct option options[] = {
     {"h2c", no_argument, NULL, O_H2C},
     {"http1.1", no_argument, NULL, O_HTTP11},
     {"cacert", required_argument, NULL, O_CACERT},
+    {"resolve", required_argument, NULL, O_RESOLVE},
+    {"proxy", required_argument, NULL, 'x'},
+    {"compressed", no_argument, NULL, O_COMPRESSED},
     {"insecure", no_argument, NULL, 'k'},
     {"trace", no_argument, NULL, O_TRACE},
     {"control-socket", required_argument, NULL, O_CONTROL},
@@ -153,6 +158,11 @@ void req_usage(FILE *out)
         "      --max-time SECONDS   the whole call (default 30); also 250ms\n"
         "      --connect-timeout SECONDS\n"
         "  -k, --insecure           trust any certificate; --cacert FILE\n"
+        "      --resolve H:P:ADDR   connect to ADDR for host H, port P\n"
+        "                           (repeatable)\n"
+        "  -x, --proxy URL          through this proxy (never the\n"
+        "                           environment's)\n"
+        "      --compressed         ask for a compressed response, decode it\n"
         "retryd's own:\n"
         "      --safe               the operation is read-only\n"
         "      --idempotent         executing it twice equals once\n"
@@ -421,6 +431,8 @@ static bool *flag_of(req_args *a, int opt)
         return &a->location_trusted;
     case 'k':
         return &a->insecure;
+    case O_COMPRESSED:
+        return &a->compressed;
     case O_TRACE:
         return &a->verbose; /* the trail is part of -v */
     default:
@@ -444,6 +456,8 @@ static const char **string_of(req_args *a, int opt)
         return &a->upstream;
     case O_CACERT:
         return &a->cacert;
+    case 'x':
+        return &a->proxy;
     case O_CONTROL:
         return &a->control;
     default:
@@ -503,6 +517,11 @@ static int parse_one(req_args *a, int opt, const char *arg)
         if (a->n_headers == REQ_MAX_HEADERS)
             return bad("header count", arg);
         a->headers[a->n_headers++] = arg;
+        return 0;
+    case O_RESOLVE:
+        if (a->n_resolve == REQ_MAX_RESOLVE)
+            return bad("--resolve count", arg);
+        a->resolve[a->n_resolve++] = arg;
         return 0;
     case 'd':
     case O_DATA_BINARY:
@@ -598,7 +617,7 @@ int req_parse(int argc, char **argv, req_args *a)
     a->max_redirs = REQ_DEFAULT_MAX_REDIRS;
     optind = 1;
     int index = 0;
-    while ((opt = getopt_long(argc, argv, "X:H:d:GIio:sSvfLu:khA:e:b:Ow:",
+    while ((opt = getopt_long(argc, argv, "X:H:d:GIio:sSvfLu:khA:e:b:Ow:x:",
                               options, &index)) != -1) {
         if (opt == O_HELP || opt == 'h' || opt == O_VERSION) {
             if (opt != O_VERSION)

@@ -98,6 +98,16 @@ typedef struct retryd_profile_opts {
     /** The upstream's budget parameters; NULL: the daemon's. */
     const retryd_budget_params *budget;
     size_t max_response_bytes; /**< a buffered body's bound; 16 MiB */
+    /** Fixed addresses for host:port pairs, as curl's --resolve
+     * ("HOST:PORT:ADDRESS[,ADDRESS...]"), NULL-terminated; NULL: DNS. */
+    const char *const *resolve;
+    /** A proxy URL (libcurl's CURLOPT_PROXY: "http://host:port",
+     * "socks5h://host:port"); NULL: none, never the environment's. */
+    const char *proxy;
+    /** Encodings to offer and decode (libcurl's CURLOPT_ACCEPT_ENCODING;
+     * "" for every one libcurl supports, curl's --compressed); NULL: none
+     * offered, the body as it arrives. */
+    const char *accept_encoding;
 } retryd_profile_opts;
 
 /**

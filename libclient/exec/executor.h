@@ -55,6 +55,8 @@ struct retryd_profile {
     bool transient_500;
     retryd_http_version http_version;
     char *ca_file, *ca_path, *cert_file, *key_file;
+    struct curl_slist *resolve;    /* CURLOPT_RESOLVE, or NULL */
+    char *proxy, *accept_encoding; /* or NULL */
     bool insecure;
     size_t max_response_bytes;
     /* The bulkhead: at most `bulkhead` attempts in flight in this process. */

@@ -196,6 +196,15 @@ int retryd_profile_new(retryd_client *c, const retryd_profile_opts *opts,
     p->ca_path = dup_or_null(tls.ca_path, &oom);
     p->cert_file = dup_or_null(tls.cert_file, &oom);
     p->key_file = dup_or_null(tls.key_file, &oom);
+    p->proxy = dup_or_null(o.proxy, &oom);
+    p->accept_encoding = dup_or_null(o.accept_encoding, &oom);
+    for (const char *const *e = o.resolve; e != NULL && *e != NULL; e++) {
+        struct curl_slist *l = curl_slist_append(p->resolve, *e);
+        if (l == NULL)
+            oom = true;
+        else
+            p->resolve = l;
+    }
     p->idle = calloc(p->bulkhead, sizeof(*p->idle));
     r = RETRYD_ENOMEM;
     if (oom || p->upstream_name == NULL || p->idle == NULL)
@@ -219,6 +228,8 @@ void retryd_profile_free(retryd_profile *p)
     pthread_mutex_destroy(&p->lock);
     free(p->base_url), free(p->upstream_name), free(p->ca_file);
     free(p->ca_path), free(p->cert_file), free(p->key_file), free(p->idle);
+    free(p->proxy), free(p->accept_encoding);
+    curl_slist_free_all(p->resolve);
     free(p);
 }
 

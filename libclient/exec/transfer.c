@@ -311,7 +311,12 @@ void retryd__handle_configure(retryd_profile *p, easy *e)
     curl_easy_setopt(h, CURLOPT_WRITEDATA, e);
     curl_easy_setopt(h, CURLOPT_READDATA, e);
     curl_easy_setopt(h, CURLOPT_SEEKDATA, e);
-    curl_easy_setopt(h, CURLOPT_PROXY, ""); /* never an environment proxy */
+    /* The profile's proxy, never the environment's. */
+    curl_easy_setopt(h, CURLOPT_PROXY, p->proxy ? p->proxy : "");
+    if (p->resolve != NULL)
+        curl_easy_setopt(h, CURLOPT_RESOLVE, p->resolve);
+    if (p->accept_encoding != NULL)
+        curl_easy_setopt(h, CURLOPT_ACCEPT_ENCODING, p->accept_encoding);
     curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
     if (wants_verbose(p)) {
         /* Verbose output only through the debug callback: nothing on

@@ -43,10 +43,19 @@ TestSuite(retrydctl_vs_curl, .init = setup, .fini = teardown, .timeout = 120);
 
 /* H2C: the cleartext HTTP/2 server, which curl reaches with
  * --http2-prior-knowledge and retrydctl with --h2c. */
-enum { NO_STDOUT = 1, TLS_SERVER = 2, REFUSED = 4, NOWHERE = 8, H2C = 16 };
+/* NAMED: the URL names the host retryd.test (at the plain server's port),
+ * which only --resolve or a proxy can reach. */
+enum {
+    NO_STDOUT = 1,
+    TLS_SERVER = 2,
+    REFUSED = 4,
+    NOWHERE = 8,
+    H2C = 16,
+    NAMED = 32
+};
 
 typedef struct invocation {
-    char *args[8];    /* before the URL; "{id}" nowhere here */
+    char *args[8];    /* before the URL; "{port}": the plain server's */
     const char *path; /* "{id}" becomes the run's request id */
     int flags;
 } invocation;
@@ -131,6 +140,13 @@ static const invocation cases[] = {
     {A("-s", "-o", "/dev/null", "-w", "%{http_code}\\t%{size_download}"),
      "/ok?len=1000&id={id}", 0},
     {A("-s", "-k", "-w", "%{http_version}"), "/ok?id={id}", TLS_SERVER},
+    {A("-s", "--resolve", "retryd.test:{port}:127.0.0.1"), "/ok?id={id}",
+     NAMED},
+    {A("-s", "--resolve", "retryd.test:{port}:127.0.0.1", "-d", "x"),
+     "/echo?id={id}", NAMED},
+    {A("-s", "-x", "http://127.0.0.1:{port}"), "/ok?id={id}", NAMED},
+    {A("-s", "--compressed"), "/echo?id={id}", 0},
+    {A("-s", "--compressed", "-i"), "/ok?len=5000&id={id}", NO_STDOUT},
     {A("-s"), "/ok?id={id}", H2C},
     {A("-s", "-d", "a=1"), "/echo?id={id}", H2C},
     {A("-s", "-f"), "/status?code=404&id={id}", H2C},
@@ -168,6 +184,8 @@ static void url_for(const invocation *c, const char *id, char *out, size_t len)
         snprintf(out, len, "https://127.0.0.1:%d%s", testsrv_port(tls), path);
     else if (c->flags & H2C)
         snprintf(out, len, "http://127.0.0.1:%d%s", testsrv_port(h2c), path);
+    else if (c->flags & NAMED)
+        snprintf(out, len, "http://retryd.test:%d%s", testsrv_port(srv), path);
     else
         snprintf(out, len, "http://127.0.0.1:%d%s", testsrv_port(srv), path);
 }
@@ -188,8 +206,19 @@ static void run_one(bool ctl, const invocation *c, const char *id,
     }
     if (c->flags & H2C)
         argv[n++] = ctl ? "--h2c" : "--http2-prior-knowledge";
-    for (size_t i = 0; c->args[i]; i++)
-        argv[n++] = c->args[i];
+    static char filled[8][128];
+    char port[16];
+    snprintf(port, sizeof(port), "%d", testsrv_port(srv));
+    for (size_t i = 0; c->args[i]; i++) {
+        const char *at = strstr(c->args[i], "{port}");
+        if (at == NULL) {
+            argv[n++] = c->args[i];
+            continue;
+        }
+        snprintf(filled[i], sizeof(filled[i]), "%.*s%s%s",
+                 (int)(at - c->args[i]), c->args[i], port, at + 6);
+        argv[n++] = filled[i];
+    }
     argv[n++] = url;
     argv[n] = NULL;
     cr_assert_eq(run_program(argv, 20000, res), 0);
