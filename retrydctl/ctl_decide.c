@@ -81,7 +81,8 @@ static void usage(FILE *out)
         "  --retry-after V      the Retry-After header value, seconds or "
         "HTTP-date\n"
         "  --remaining D        time left before the deadline (default 30s)\n"
-        "  --min-attempt D      minimum attempt budget (default 100ms)\n"
+        "  --min-attempt D      minimum attempt budget (default 50ms, the\n"
+        "                       executor's)\n"
         "  --prev-delay D       previous backoff wait (default 0)\n"
         "  --delivered          a response byte already reached the caller\n"
         "  --draining           the runtime is draining\n"
@@ -521,13 +522,14 @@ int ctl_decide_main(int argc, char **argv)
     decide_args a = {
         .facts = {.sz = sizeof(retryd_facts),
                   .attempt = 1,
-                  .max_attempts = 3,
+                  .max_attempts = RETRYD_DEFAULT_MAX_ATTEMPTS,
                   .evidence = (retryd_evidence)-1,
                   .idempotency = RETRYD_IDEMPOTENCY_NON_IDEMPOTENT,
                   .replayability = RETRYD_REPLAYABLE,
                   .retry_after_ns = -1,
                   .remaining_ns = 30LL * 1000000000,
-                  .min_attempt_ns = 100LL * 1000000},
+                  /* The executor's, so that decide answers as it would. */
+                  .min_attempt_ns = RETRYD_DEFAULT_MIN_ATTEMPT_NS},
         .policy = retryd_backoff_default,
         .budget = -1,
         .admission = {.sz = sizeof(retryd_admit_facts)},

@@ -76,6 +76,14 @@ typedef struct retryd_tls_opts {
 
 /** An upstream profile. Zero means "the default" for every number. Nested
  * structs are pointers, read (and copied) during retryd_profile_new(). */
+/** A profile's defaults, one place for each (what an unset field means;
+ * `retrydctl` uses the same). */
+#define RETRYD_DEFAULT_CONNECT_TIMEOUT_NS (2 * INT64_C(1000000000))
+#define RETRYD_DEFAULT_ATTEMPT_TIMEOUT_NS (10 * INT64_C(1000000000))
+#define RETRYD_DEFAULT_MIN_ATTEMPT_NS (50 * INT64_C(1000000))
+#define RETRYD_DEFAULT_MAX_ATTEMPTS 3
+#define RETRYD_DEFAULT_BULKHEAD 64
+
 typedef struct retryd_profile_opts {
     size_t sz;            /**< sizeof(retryd_profile_opts) (docs/abi.md) */
     const char *base_url; /**< required: scheme://host[:port][/prefix] */
