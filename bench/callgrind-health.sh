@@ -24,7 +24,8 @@ objdump -d --no-show-raw-insn "$bin" | awk '
             printf "%s %s %s\n", addr, fn, text
     }' >"$work/locked"
 # The rows, and the loop function each one runs (bench_health.c).
-for row in decide:loop_decide off:loop_health on:loop_health \
+for row in decide:loop_decide admit-off:loop_admit admit-on:loop_admit \
+    admit-engaged:loop_admit off:loop_health on:loop_health \
     engaged:loop_engaged; do
     name=${row%%:*}
     fn=${row#*:}
@@ -47,9 +48,10 @@ for row in decide:loop_decide off:loop_health on:loop_health \
             sum = 0; list = ""
             for (a in hits) {
                 sum += hits[a]
-                list = list sprintf(" %s %.3f;", what[a], hits[a] / requests)
+                if (hits[a] >= requests / 1000)
+                    list = list sprintf(" %s %.3f;", what[a], hits[a] / requests)
             }
-            printf "%-8s %7.1f instructions, %.3f atomic read-modify-writes per request:%s\n",
+            printf "%-13s %6.1f instructions, %.3f atomic read-modify-writes per request:%s\n",
                    row, total / requests, sum / requests, list
         }' "$work/locked" "$work/cg.$name"
 done
