@@ -1,17 +1,17 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
-# Per request of each bench_health row, counted by callgrind on the row's
+# Per request of each bench_health_hot row, counted by callgrind on the row's
 # loop alone: the instructions, and the atomic read-modify-write
 # instructions (x86 lock-prefixed ones and xchg with memory, found with
 # objdump in the benchmark's own binary, which links the library
 # statically) with how often each ran. Deterministic, so one more atomic
 # write on the hot path shows; run it after touching that path
 # (docs/benchmarks.md, "Upstream health on the hot path").
-# usage: bench/callgrind-health.sh [build-dir] [requests-per-thread]
+# usage: bench/callgrind-health-hot.sh [build-dir] [requests-per-thread]
 set -eu
 build=${1:-build}
 n=${2:-100000}
-bin="$build/bench/bench_health"
+bin="$build/bench/bench_health_hot"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 # Address and text of every atomic read-modify-write instruction.
@@ -23,7 +23,7 @@ objdump -d --no-show-raw-insn "$bin" | awk '
         if (text ~ /^lock / || (text ~ /^xchg/ && text ~ /\(/))
             printf "%s %s %s\n", addr, fn, text
     }' >"$work/locked"
-# The rows, and the loop function each one runs (bench_health.c).
+# The rows, and the loop function each one runs (bench_health_hot.c).
 for row in decide:loop_decide admit-off:loop_admit admit-on:loop_admit \
     admit-engaged:loop_admit off:loop_health on:loop_health \
     engaged:loop_engaged; do

@@ -47,7 +47,7 @@
  * alone and judges nothing: for profiling one row (callgrind, strace),
  * whose functions the rows share.
  *
- * usage: bench_health [requests-per-thread] [runs] [row]
+ * usage: bench_health_hot [requests-per-thread] [runs] [row]
  */
 #include <errno.h>
 #include <pthread.h>
@@ -76,7 +76,7 @@
  * (HEALTH_COUNT_LIMIT), which a phase must not reach. */
 #define MAX_REQUESTS 1000000
 
-const char bench_prog[] = "bench_health";
+const char bench_prog[] = "bench_health_hot";
 
 enum upstream_id { UP_OFF, UP_ON, UP_ENGAGED, N_UPSTREAMS };
 
@@ -479,7 +479,7 @@ static void print_results(long n, int runs, results *res)
     for (int k = 0; k < N_KINDS; k++)
         for (int ti = 0; ti < MAX_THREADS; ti++)
             m[k][ti] = bench_median(res->ns[k][ti], (size_t)runs);
-    printf("bench_health: %ld requests per thread x %d runs, medians\n", n,
+    printf("bench_health_hot: %ld requests per thread x %d runs, medians\n", n,
            runs);
     printf("  %-38s %9s %10s %12s %12s\n", "ns/request (wall / per thread)",
            "1 thread", "2 threads", "- decide, 1", "- decide, 2");
@@ -524,7 +524,7 @@ static int row_named(const char *name)
 
 static int env_setup(bench_env *env)
 {
-    retryd_host_opts o = {.sz = sizeof(o), .client_name = "bench_health"};
+    retryd_host_opts o = {.sz = sizeof(o), .client_name = "bench_health_hot"};
     if (rd_daemon_init(&env->d, daemon_upstreams) < 0)
         return bench_fail_errno("the daemon's directory");
     if (rd_daemon_start(&env->d) < 0) {
@@ -568,7 +568,7 @@ int main(int argc, char **argv)
         (argc > 2 && !retryd__parse_long(argv[2], 1, MAX_RUNS, &runs)) ||
         (argc > 3 && only < 0)) {
         fprintf(stderr,
-                "usage: bench_health [requests-per-thread 1..%d] "
+                "usage: bench_health_hot [requests-per-thread 1..%d] "
                 "[runs 1..64] [row: empty atomic decide admit-off admit-on "
                 "admit-engaged off on engaged]\n",
                 MAX_REQUESTS);
@@ -584,7 +584,7 @@ int main(int argc, char **argv)
     if (rc == 0 && only < 0)
         print_results(n, (int)runs, &res);
     else if (rc == 0)
-        printf("bench_health: %s alone, %ld requests per thread x %ld runs "
+        printf("bench_health_hot: %s alone, %ld requests per thread x %ld runs "
                "(nothing judged)\n",
                kinds[only].label, n, runs);
     return rc == 0 ? 0 : 1;
