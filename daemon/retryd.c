@@ -199,7 +199,16 @@ static int reload(server *d, char *err, size_t err_len)
     config *o = d->cfg;
 
     if (config_load(o->path, &n, err, err_len) < 0) {
-        log_warn("reload refused, keeping the running configuration: %s", err);
+        /* A log line per mistake; then one line for the caller's STATUS=
+         * (a newline would end the notify message's assignment). */
+        for (const char *l = err; *l != '\0';) {
+            size_t len = strcspn(l, "\n");
+            log_warn("reload refused, keeping the running configuration: %.*s",
+                     (int)len, l);
+            l += len + (l[len] == '\n');
+        }
+        for (char *nl = strchr(err, '\n'); nl != NULL; nl = strchr(nl, '\n'))
+            *nl = ' ';
         return RETRYD_ECONFIG;
     }
     if (strcmp(n->runtime_dir, o->runtime_dir) != 0 ||
@@ -233,15 +242,16 @@ static int reload(server *d, char *err, size_t err_len)
  * taken or refused (then STATUS= says the old one runs, and why). */
 static void reload_notified(server *d)
 {
-    char err[512], status[700];
+    char err[CONFIG_ERRORS_MAX_BYTES], status[700];
     notify_reloading();
     if (reload(d, err, sizeof(err)) == 0)
         snprintf(status, sizeof(status),
                  "serving; configuration reloaded from %.600s", d->cfg->path);
     else
-        snprintf(status, sizeof(status),
-                 "serving with the previous configuration; reload refused: %s",
-                 err);
+        snprintf(
+            status, sizeof(status),
+            "serving with the previous configuration; reload refused: %.600s",
+            err);
     notify_ready(status);
 }
 
@@ -454,14 +464,19 @@ static void usage(FILE *out)
 
 static int load_initial(const char *path, bool explicit_path, config **ret)
 {
-    char err[512];
+    char err[CONFIG_ERRORS_MAX_BYTES];
     if (!explicit_path && access(path, F_OK) < 0) {
         /* No file at the default place: an empty one means defaults. */
         path = "/dev/null";
     }
     int r = config_load(path, ret, err, sizeof(err));
     if (r < 0) {
-        fprintf(stderr, "retryd: %s\n", err);
+        /* Every mistake, each on a line of its own. */
+        for (const char *l = err; *l != '\0';) {
+            size_t n = strcspn(l, "\n");
+            fprintf(stderr, "retryd: %.*s\n", (int)n, l);
+            l += n + (l[n] == '\n');
+        }
         return r;
     }
     return 0;

@@ -64,7 +64,7 @@ struct app {
     struct watch *watches;
     bool closing;   /* tearing down: callbacks change nothing */
     size_t pending; /* submitted, not completed */
-    unsigned long outcomes[3], unexpected, errors, attempts;
+    unsigned long outcomes[RETRYD_OUTCOME_COUNT], unexpected, errors, attempts;
 };
 
 static int64_t now_ms(uv_loop_t *loop)
@@ -300,14 +300,15 @@ static void teardown(struct app *app)
 
 static int report(const struct app *app, int64_t elapsed_ms)
 {
-    unsigned long requests =
-        app->outcomes[0] + app->outcomes[1] + app->outcomes[2] + app->errors;
+    unsigned long requests = app->errors;
+    for (int k = 0; k < RETRYD_OUTCOME_COUNT; k++)
+        requests += app->outcomes[k];
     printf("requests %lu: response %lu, failure %lu, ambiguous %lu; "
-           "unexpected %lu, errors %lu\n",
+           "unexpected %lu, errors %lu; throttled %lu\n",
            requests, app->outcomes[RETRYD_OUTCOME_RESPONSE],
            app->outcomes[RETRYD_OUTCOME_FAILURE],
            app->outcomes[RETRYD_OUTCOME_AMBIGUOUS], app->unexpected,
-           app->errors);
+           app->errors, app->outcomes[RETRYD_OUTCOME_THROTTLED]);
     printf("attempts %lu; all done in %lld ms on one thread\n", app->attempts,
            (long long)elapsed_ms);
     return app->unexpected == 0 && app->errors == 0 ? 0 : 1;

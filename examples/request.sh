@@ -17,7 +17,8 @@
 # 2 ambiguous (the request may have executed), and for a failure (nothing
 # that must not run twice ran) curl's code for what failed: 6 no such
 # host, 7 refused, 28 timed out, 35 TLS, 56 connection lost, 60
-# certificate, 47 too many redirects, 1 anything else (retrydctl(1)). RETRYDCTL names the binary (default:
+# certificate, 47 too many redirects, 1 anything else; 75 throttled,
+# not sent at all: the host's health kept it back (retrydctl(1)). RETRYDCTL names the binary (default:
 # retrydctl on the PATH); the budget is the host's when a retryd daemon
 # answers on $RETRYD_CONTROL_SOCKET, as for every retryd client.
 #
@@ -84,6 +85,10 @@ settle() {
         ;;
     1 | 3 | 6 | 7 | 28 | 35 | 47 | 56 | 60)
         say "failed without executing: not paid; safe to try again later"
+        exit 1
+        ;;
+    75)
+        say "not sent: the host throttle or a pushback held it back; not paid, try again later"
         exit 1
         ;;
     2) return 2 ;;

@@ -70,7 +70,7 @@ struct worker {
     pthread_t thread;
     unsigned number, rounds;
     retryd_profile *profile; /* shared by all threads */
-    unsigned long outcomes[3], unexpected, errors, attempts;
+    unsigned long outcomes[RETRYD_OUTCOME_COUNT], unexpected, errors, attempts;
 };
 
 /* One request: execute, check the outcome, print one line. */
@@ -169,24 +169,28 @@ static unsigned parse_count(const char *s, unsigned max)
 /* The totals, in a form a test can read back. */
 static int report(const struct worker *w, unsigned n, retryd_profile *profile)
 {
-    unsigned long o[3] = {0}, unexpected = 0, errors = 0, attempts = 0;
+    unsigned long o[RETRYD_OUTCOME_COUNT] = {0}, unexpected = 0, errors = 0,
+                  attempts = 0;
     for (unsigned i = 0; i < n; i++) {
-        for (int k = 0; k < 3; k++)
+        for (int k = 0; k < RETRYD_OUTCOME_COUNT; k++)
             o[k] += w[i].outcomes[k];
         unexpected += w[i].unexpected;
         errors += w[i].errors;
         attempts += w[i].attempts;
     }
-    unsigned long requests = o[0] + o[1] + o[2];
+    unsigned long requests = 0;
+    for (int k = 0; k < RETRYD_OUTCOME_COUNT; k++)
+        requests += o[k];
     retryd_upstream *budget = retryd_profile_budget(profile);
     printf("upstream %s, budget %s\n", retryd_upstream_name(budget),
            retryd_upstream_shared(budget)
                ? "shared through retryd"
                : "process-local (no retryd daemon answered)");
     printf("requests %lu: response %lu, failure %lu, ambiguous %lu; "
-           "unexpected %lu, errors %lu\n",
+           "unexpected %lu, errors %lu; throttled %lu\n",
            requests, o[RETRYD_OUTCOME_RESPONSE], o[RETRYD_OUTCOME_FAILURE],
-           o[RETRYD_OUTCOME_AMBIGUOUS], unexpected, errors);
+           o[RETRYD_OUTCOME_AMBIGUOUS], unexpected, errors,
+           o[RETRYD_OUTCOME_THROTTLED]);
     /* Every attempt after a request's first was a retry the engine
      * granted and the budget paid for. */
     printf("attempts %lu, retries %lu\n", attempts, attempts - requests);

@@ -66,7 +66,7 @@ static const char *program_of(const Retryd__ProcessStats *p)
 typedef struct group {
     const Retryd__ProcessStats *first; /* its label comes from here */
     unsigned processes;
-    uint64_t deposits, granted, ambiguous;
+    uint64_t deposits, granted, ambiguous, throttled, held;
 } group;
 
 static int by_program(const void *a, const void *b)
@@ -104,6 +104,8 @@ static size_t make_groups(const Retryd__StatsReply *r, prom_per_process mode,
         cur->deposits += p->counters->deposits;
         cur->granted += p->counters->retries_granted;
         cur->ambiguous += p->counters->ambiguous;
+        cur->throttled += p->counters->throttled;
+        cur->held += p->counters->held;
     }
     free(order);
     *ret = g;
@@ -129,22 +131,42 @@ typedef struct render {
 
 /* --- upstream and process families --------------------------------------- */
 
-enum which { W_DEPOSITS, W_GRANTED, W_AMBIGUOUS };
+enum which { W_DEPOSITS, W_GRANTED, W_AMBIGUOUS, W_THROTTLED, W_HELD };
 
 static uint64_t counter(const Retryd__Counters *c, enum which w)
 {
     if (c == NULL)
         return 0;
-    return w == W_DEPOSITS  ? c->deposits
-           : w == W_GRANTED ? c->retries_granted
-                            : c->ambiguous;
+    switch (w) {
+    case W_DEPOSITS:
+        return c->deposits;
+    case W_GRANTED:
+        return c->retries_granted;
+    case W_AMBIGUOUS:
+        return c->ambiguous;
+    case W_THROTTLED:
+        return c->throttled;
+    case W_HELD:
+        return c->held;
+    }
+    return 0;
 }
 
 static uint64_t group_counter(const group *g, enum which w)
 {
-    return w == W_DEPOSITS  ? g->deposits
-           : w == W_GRANTED ? g->granted
-                            : g->ambiguous;
+    switch (w) {
+    case W_DEPOSITS:
+        return g->deposits;
+    case W_GRANTED:
+        return g->granted;
+    case W_AMBIGUOUS:
+        return g->ambiguous;
+    case W_THROTTLED:
+        return g->throttled;
+    case W_HELD:
+        return g->held;
+    }
+    return 0;
 }
 
 static void family(const render *x, const char *what, const char *help,
@@ -226,6 +248,83 @@ static void labelled(const render *x, bool denied)
                            : reply_at(c->evidence, c->n_evidence, k));
         }
     }
+}
+
+/* --- upstream health (docs/health.md) ----------------------------------- */
+
+enum health_gauge {
+    H_THROTTLE,    /* adaptive_throttle on */
+    H_ENGAGED,     /* the quorum met */
+    H_PROBABILITY, /* of throttling a first attempt */
+    H_REQUESTS,    /* R */
+    H_ACCEPTS,     /* A */
+    H_REJECTING,   /* processes */
+    H_PUSHBACK,    /* the hold left, seconds */
+};
+
+static void health_gauge(const render *x, const char *name, const char *help,
+                         enum health_gauge which)
+{
+    header(x->out, name, "gauge", help);
+    for (size_t i = 0; i < x->r->n_upstreams; i++) {
+        const Retryd__UpstreamStats *u = x->r->upstreams[i];
+        const Retryd__UpstreamHealth *h = reply_upstream_health(u);
+        fprintf(x->out, "%s{upstream=\"", name);
+        label(x->out, u->name);
+        fputs("\"} ", x->out);
+        switch (which) {
+        case H_THROTTLE:
+            fprintf(x->out, "%d\n", h->adaptive_throttle ? 1 : 0);
+            break;
+        case H_ENGAGED:
+            fprintf(x->out, "%d\n", h->engaged ? 1 : 0);
+            break;
+        case H_PROBABILITY:
+            fprintf(x->out, "%.6f\n", h->probability);
+            break;
+        case H_REQUESTS:
+            fprintf(x->out, "%" PRIu64 "\n", h->requests);
+            break;
+        case H_ACCEPTS:
+            fprintf(x->out, "%" PRIu64 "\n", h->accepts);
+            break;
+        case H_REJECTING:
+            fprintf(x->out, "%" PRIu64 "\n", h->rejecting_processes);
+            break;
+        case H_PUSHBACK:
+            fprintf(x->out, "%.3f\n", (double)h->pushback_remaining_ms / 1000);
+            break;
+        }
+    }
+}
+
+static void health_families(const render *x)
+{
+    health_gauge(x, "retryd_upstream_throttle_enabled",
+                 "1 when adaptive_throttle is on for the upstream.",
+                 H_THROTTLE);
+    health_gauge(x, "retryd_upstream_throttle_engaged",
+                 "1 while the host throttle is engaged: its quorum of "
+                 "rejecting processes met, requests in the window.",
+                 H_ENGAGED);
+    health_gauge(x, "retryd_upstream_throttle_probability",
+                 "The host throttle's probability of keeping a first "
+                 "attempt back, max(0, (R - K*A) / (R + 1)).",
+                 H_PROBABILITY);
+    health_gauge(x, "retryd_upstream_throttle_requests",
+                 "Requests R in the throttle's window, every process's.",
+                 H_REQUESTS);
+    health_gauge(x, "retryd_upstream_throttle_accepts",
+                 "Requests the upstream accepted, A, in the throttle's "
+                 "window.",
+                 H_ACCEPTS);
+    health_gauge(x, "retryd_upstream_throttle_rejecting_processes",
+                 "Processes with a rejection in the throttle's window.",
+                 H_REJECTING);
+    health_gauge(x, "retryd_upstream_pushback_seconds",
+                 "The host pushback left: no retry before it ends (0: "
+                 "none).",
+                 H_PUSHBACK);
 }
 
 /* --- the daemon ---------------------------------------------------------- */
@@ -315,6 +414,11 @@ int prom_render(FILE *out, const Retryd__StatsReply *r, prom_per_process mode)
     family(&x, "retries_granted", "Retries that won a token.", W_GRANTED);
     family(&x, "ambiguous", "Outcomes the caller had to reconcile.",
            W_AMBIGUOUS);
+    family(&x, "throttled",
+           "First attempts the host throttle kept back (not sent).",
+           W_THROTTLED);
+    family(&x, "held", "Attempts a host pushback held back.", W_HELD);
+    health_families(&x);
     labelled(&x, true);
     labelled(&x, false);
     free(x.groups);

@@ -34,6 +34,15 @@ static inline uint64_t reply_denied_total(const Retryd__Counters *c)
     return sum;
 }
 
+/* An upstream's health, or all zero for a reply from an older daemon
+ * (throttle and pushback read as off). */
+static inline const Retryd__UpstreamHealth *
+reply_upstream_health(const Retryd__UpstreamStats *u)
+{
+    static const Retryd__UpstreamHealth none = RETRYD__UPSTREAM_HEALTH__INIT;
+    return u->health ? u->health : &none;
+}
+
 /* The segment damage counts, named as in JSON and as Prometheus's kind
  * label, in the order every view prints them. */
 typedef struct reply_health_item {

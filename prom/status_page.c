@@ -2,7 +2,8 @@
 /*
  * The status page (status_page.h): the header facts, a table per upstream
  * like `retrydctl top`'s (with each balance's recent history drawn as an
- * inline SVG line), the per-program table.
+ * inline SVG line, and its health: throttle and pushback), the per-program
+ * table.
  *
  * Every name on the page came from a process on the host (upstream names,
  * program names), so each is written through esc(): HTML's special
@@ -311,9 +312,34 @@ static void upstream_title(FILE *out)
         fprintf(out, "<th title=\"denied: %s\">%s</th>",
                 retryd_denial_name((retryd_denial)i), ab);
     }
-    fputs("<th>denied/s</th><th>ambiguous</th><th>ambig/s</th></tr></thead>"
-          "<tbody>\n",
+    fputs("<th>denied/s</th><th>ambiguous</th><th>ambig/s</th>"
+          "<th title=\"host throttle (docs/health.md)\">throttle</th>"
+          "<th title=\"probability of throttling a first attempt\">"
+          "throttle p</th><th>throttled</th><th>held</th>"
+          "<th title=\"host pushback left, seconds\">pushback</th></tr>"
+          "</thead><tbody>\n",
           out);
+}
+
+/* The upstream's health (docs/health.md): the throttle's state and
+ * probability, what it and the pushback kept back, the hold left; numbers
+ * as the JSON prints them. */
+static void health_cells(FILE *out, const Retryd__UpstreamStats *u)
+{
+    static const Retryd__Counters zero = RETRYD__COUNTERS__INIT;
+    const Retryd__UpstreamHealth *h = reply_upstream_health(u);
+    const Retryd__Counters *c = u->counters ? u->counters : &zero;
+    bool held = h->pushback_remaining_ms > 0;
+    fprintf(out, "<td class=\"%s\">%s</td>", h->engaged ? "bad" : "ok",
+            !h->adaptive_throttle ? "off"
+            : h->engaged          ? "ENGAGED"
+                                  : "on");
+    fprintf(out, "<td class=\"n\" data-k=\"probability\">%.6f</td>",
+            h->probability);
+    td_u64(out, "throttled", c->throttled);
+    td_u64(out, "held", c->held);
+    fprintf(out, "<td class=\"n%s\" data-k=\"pushback_seconds\">%.3f</td>",
+            held ? " bad" : "", (double)h->pushback_remaining_ms / 1000);
 }
 
 static void upstream_row(FILE *out, const Retryd__UpstreamStats *u,
@@ -338,6 +364,7 @@ static void upstream_row(FILE *out, const Retryd__UpstreamStats *u,
     td_denied_rate(out, e);
     td_u64(out, "ambiguous", c[K_AMBIGUOUS]);
     td_rate(out, e, K_AMBIGUOUS);
+    health_cells(out, u);
     fputs("</tr>\n", out);
 }
 
@@ -380,18 +407,30 @@ static int by_program(const void *a, const void *b)
     return strcmp(program_of(*x), program_of(*y));
 }
 
+enum {
+    P_DEPOSITS,
+    P_GRANTED,
+    P_DENIED,
+    P_AMBIGUOUS,
+    P_THROTTLED,
+    P_HELD,
+    P_COUNT
+};
+
 static void program_row(FILE *out, const char *name, unsigned procs,
-                        const uint64_t sum[4])
+                        const uint64_t sum[P_COUNT])
 {
     fputs("<tr data-program=\"", out);
     esc(out, name);
     fputs("\"><th scope=\"row\">", out);
     esc(out, name);
     fprintf(out, "</th><td class=\"n\" data-k=\"processes\">%u</td>", procs);
-    td_u64(out, "deposits", sum[0]);
-    td_u64(out, "retries_granted", sum[1]);
-    td_u64(out, "retries_denied", sum[2]);
-    td_u64(out, "ambiguous", sum[3]);
+    td_u64(out, "deposits", sum[P_DEPOSITS]);
+    td_u64(out, "retries_granted", sum[P_GRANTED]);
+    td_u64(out, "retries_denied", sum[P_DENIED]);
+    td_u64(out, "ambiguous", sum[P_AMBIGUOUS]);
+    td_u64(out, "throttled", sum[P_THROTTLED]);
+    td_u64(out, "held", sum[P_HELD]);
     fputs("</tr>\n", out);
 }
 
@@ -412,16 +451,21 @@ static int programs(FILE *out, const Retryd__StatsReply *r)
     qsort(order, n, sizeof(*order), by_program);
     fputs("<table id=\"programs\"><thead><tr><th>program</th><th>processes"
           "</th><th>deposits</th><th>granted</th><th>denied</th>"
-          "<th>ambiguous</th></tr></thead><tbody>\n",
+          "<th>ambiguous</th><th>throttled</th><th>held</th></tr></thead>"
+          "<tbody>\n",
           out);
-    uint64_t sum[4] = {0, 0, 0, 0};
+    uint64_t sum[P_COUNT] = {0};
     unsigned procs = 0;
     for (size_t i = 0; i < n; i++) {
         const Retryd__Counters *c = order[i]->counters;
         procs++;
         if (c != NULL) {
-            sum[0] += c->deposits, sum[1] += c->retries_granted;
-            sum[2] += reply_denied_total(c), sum[3] += c->ambiguous;
+            sum[P_DEPOSITS] += c->deposits;
+            sum[P_GRANTED] += c->retries_granted;
+            sum[P_DENIED] += reply_denied_total(c);
+            sum[P_AMBIGUOUS] += c->ambiguous;
+            sum[P_THROTTLED] += c->throttled;
+            sum[P_HELD] += c->held;
         }
         if (i + 1 == n || by_program(&order[i], &order[i + 1]) != 0) {
             program_row(out, program_of(order[i]), procs, sum);

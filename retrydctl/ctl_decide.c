@@ -3,6 +3,8 @@
  * retrydctl decide: run the decision engine on facts given as options and
  * print the decision with the rule that made it. It is the engine's window
  * for operators and for shell scripts that drive their own HTTP clients.
+ * With --admit it asks the other question, the host's health on an
+ * attempt about to be sent (retryd_admit, docs/health.md).
  */
 #include <getopt.h>
 #include <inttypes.h>
@@ -54,6 +56,7 @@ static void usage(FILE *out)
     fprintf(
         out,
         "usage: retrydctl decide --evidence E [options]\n"
+        "       retrydctl decide --admit [admission options]\n"
         "\n"
         "facts of the attempt that just finished:\n"
         "  --evidence E         not_sent | sent_no_response | "
@@ -84,6 +87,8 @@ static void usage(FILE *out)
         "  --draining           the runtime is draining\n"
         "  --refresh-used       the one credential refresh is spent\n"
         "  --transient-500      the upstream registered 500 as transient\n"
+        "  --pushback D         the host pushback left on the upstream "
+        "(default 0)\n"
         "policy:\n"
         "  --budget N           retry tokens available (default unlimited)\n"
         "  --jitter K           full | decorrelated (default full)\n"
@@ -91,6 +96,14 @@ static void usage(FILE *out)
         "  --max-backoff D      backoff ceiling (default 10s)\n"
         "  --max-retry-after D  largest Retry-After honoured (default 60s)\n"
         "  --seed N             seed the jitter, for reproducible output\n"
+        "admission (--admit: may an attempt about to be sent go?):\n"
+        "  --first-attempt      it is a first attempt (default: a retry)\n"
+        "  --throttle-probability P  the host throttle's, 0..1 (default 0)\n"
+        "  --draw D             the uniform draw in [0, 1) it is compared "
+        "with\n"
+        "                       (default: a random one, --seed fixes it)\n"
+        "  --pushback-first-attempts  holds apply to first attempts too\n"
+        "  and --pushback, --remaining, --min-attempt, --seed as above\n"
         "output:\n"
         "  --json               one JSON object instead of text\n"
         "  -h, --help           this help; --version: the version\n"
@@ -119,6 +132,12 @@ enum {
     OPT_MAX_BACKOFF,
     OPT_MAX_RETRY_AFTER,
     OPT_SEED,
+    OPT_PUSHBACK,
+    OPT_ADMIT,
+    OPT_FIRST_ATTEMPT,
+    OPT_THROTTLE_PROBABILITY,
+    OPT_DRAW,
+    OPT_PUSHBACK_FIRST_ATTEMPTS,
     OPT_JSON,
     OPT_HELP,
     OPT_VERSION,
@@ -146,6 +165,12 @@ static const struct option options[] = {
     {"max-backoff", required_argument, NULL, OPT_MAX_BACKOFF},
     {"max-retry-after", required_argument, NULL, OPT_MAX_RETRY_AFTER},
     {"seed", required_argument, NULL, OPT_SEED},
+    {"pushback", required_argument, NULL, OPT_PUSHBACK},
+    {"admit", no_argument, NULL, OPT_ADMIT},
+    {"first-attempt", no_argument, NULL, OPT_FIRST_ATTEMPT},
+    {"throttle-probability", required_argument, NULL, OPT_THROTTLE_PROBABILITY},
+    {"draw", required_argument, NULL, OPT_DRAW},
+    {"pushback-first-attempts", no_argument, NULL, OPT_PUSHBACK_FIRST_ATTEMPTS},
     {"json", no_argument, NULL, OPT_JSON},
     {"help", no_argument, NULL, OPT_HELP},
     {"version", no_argument, NULL, OPT_VERSION},
@@ -173,6 +198,11 @@ typedef struct decide_args {
     uint64_t seed;
     long budget;
     bool json;
+    /* --admit: the admission's own facts; the deadline and the hold are
+     * taken from facts when the options are all in. */
+    bool admit;
+    bool draw_given;
+    retryd_admit_facts admission;
 } decide_args;
 
 /* The switch a flag option turns on, or NULL for an option with a value. */
@@ -189,6 +219,12 @@ static bool *flag_option(decide_args *a, int opt)
         return &a->facts.transient_500;
     case OPT_JSON:
         return &a->json;
+    case OPT_ADMIT:
+        return &a->admit;
+    case OPT_FIRST_ATTEMPT:
+        return &a->admission.first_attempt;
+    case OPT_PUSHBACK_FIRST_ATTEMPTS:
+        return &a->admission.pushback_first_attempts;
     default:
         return NULL;
     }
@@ -204,6 +240,8 @@ static int64_t *duration_option(decide_args *a, int opt)
         return &a->facts.min_attempt_ns;
     case OPT_PREV_DELAY:
         return &a->facts.prev_delay_ns;
+    case OPT_PUSHBACK:
+        return &a->facts.pushback_ns;
     case OPT_BASE:
         return &a->policy.base_ns;
     case OPT_MAX_BACKOFF:
@@ -268,6 +306,17 @@ static int apply_value(decide_args *a, int opt, const char *arg)
         /* Parsed once every option is in: it needs --max-retry-after. */
         a->retry_after = arg;
         return 0;
+    case OPT_THROTTLE_PROBABILITY:
+        return retryd__parse_double(arg, 0, 1,
+                                    &a->admission.throttle_probability)
+                   ? 0
+                   : -1;
+    case OPT_DRAW:
+        a->draw_given = true;
+        return retryd__parse_double(arg, 0, 1, &a->admission.draw) &&
+                       a->admission.draw < 1
+                   ? 0
+                   : -1;
     default:
         return -1;
     }
@@ -315,9 +364,10 @@ static void print_text(const decide_args *a, const retryd_decision *d,
         printf(" (%s)", retryd_failure_name(d->permanent));
     printf("\n");
     if (d->verdict == RETRYD_VERDICT_RETRY) {
-        printf("delay:    %s%s\n", delay,
-               d->flags & RETRYD_RETRY_HONOURS_RETRY_AFTER ? " (Retry-After)"
-                                                           : "");
+        printf(
+            "delay:    %s%s%s\n", delay,
+            d->flags & RETRYD_RETRY_HONOURS_RETRY_AFTER ? " (Retry-After)" : "",
+            d->flags & RETRYD_RETRY_HELD_BY_PUSHBACK ? " (host pushback)" : "");
         if (d->flags & RETRYD_RETRY_REFRESH_CREDENTIALS)
             printf("action:   refresh credentials, then replay\n");
     }
@@ -333,12 +383,14 @@ static void print_json(const decide_args *a, const retryd_decision *d,
 {
     printf("{\"verdict\":\"%s\",\"rule\":\"%s\",\"rule_order\":%d,"
            "\"reason\":\"%s\",\"permanent\":\"%s\",\"delay_ns\":%" PRId64
-           ",\"refresh_credentials\":%s,\"honours_retry_after\":%s",
+           ",\"refresh_credentials\":%s,\"honours_retry_after\":%s"
+           ",\"held_by_pushback\":%s",
            retryd_verdict_name(d->verdict), retryd_rule_name(d->rule),
            retryd_rule_order(d->rule), retryd_denial_name(d->reason),
            retryd_failure_name(d->permanent), d->delay_ns,
            d->flags & RETRYD_RETRY_REFRESH_CREDENTIALS ? "true" : "false",
-           d->flags & RETRYD_RETRY_HONOURS_RETRY_AFTER ? "true" : "false");
+           d->flags & RETRYD_RETRY_HONOURS_RETRY_AFTER ? "true" : "false",
+           d->flags & RETRYD_RETRY_HELD_BY_PUSHBACK ? "true" : "false");
     if (budget_before >= 0)
         printf(",\"budget_before\":%ld,\"budget_after\":%ld", budget_before,
                a->budget);
@@ -372,6 +424,15 @@ static int parse_args(int argc, char **argv, decide_args *a)
                 argv[optind]);
         return CTL_EXIT_USAGE;
     }
+    if (a->admit) {
+        /* An attempt about to be sent has no evidence yet. */
+        if ((unsigned)a->facts.evidence < RETRYD_EVIDENCE_COUNT) {
+            fprintf(stderr, "retrydctl decide: --admit asks about an attempt "
+                            "not sent yet: no --evidence\n");
+            return CTL_EXIT_USAGE;
+        }
+        return -1;
+    }
     if ((unsigned)a->facts.evidence >= RETRYD_EVIDENCE_COUNT) {
         fprintf(stderr, "retrydctl decide: --evidence is required\n");
         return CTL_EXIT_USAGE;
@@ -391,6 +452,70 @@ static int parse_args(int argc, char **argv, decide_args *a)
     return -1;
 }
 
+static void print_admission(const decide_args *a, retryd_admission adm,
+                            int64_t wait_ns)
+{
+    const retryd_admit_facts *f = &a->admission;
+    char wait[32], hold[32];
+    format_duration(wait_ns, wait, sizeof(wait));
+    format_duration(f->pushback_ns, hold, sizeof(hold));
+    if (a->json) {
+        printf("{\"admission\":\"%s\",\"wait_ns\":%" PRId64
+               ",\"first_attempt\":%s,\"throttle_probability\":%.6f,"
+               "\"draw\":%.6f,\"pushback_ns\":%" PRId64 "}\n",
+               retryd_admission_name(adm), wait_ns,
+               f->first_attempt ? "true" : "false", f->throttle_probability,
+               f->draw, f->pushback_ns);
+        return;
+    }
+    printf("admission: %s\n", retryd_admission_name(adm));
+    switch (adm) {
+    case RETRYD_ADMIT_SEND:
+        break;
+    case RETRYD_ADMIT_THROTTLED:
+        printf("why:       draw %.6f < throttle probability %.6f: the host "
+               "throttle keeps this first attempt back (not sent, not an "
+               "upstream failure)\n",
+               f->draw, f->throttle_probability);
+        break;
+    case RETRYD_ADMIT_HOLD:
+        printf("wait:      %s (a host pushback of %s, with jitter), then ask "
+               "again\n",
+               wait, hold);
+        break;
+    case RETRYD_ADMIT_PAST_DEADLINE:
+        printf("why:       a host pushback of %s would hold it past the "
+               "deadline (not sent)\n",
+               hold);
+        break;
+    }
+}
+
+/* --admit: what the host's health says of an attempt about to be sent. */
+static int admit_main(decide_args *a)
+{
+    retryd_admit_facts *f = &a->admission;
+    f->pushback_ns = a->facts.pushback_ns;
+    f->remaining_ns = a->facts.remaining_ns;
+    f->min_attempt_ns = a->facts.min_attempt_ns;
+    retryd_random_fn random = a->seeded ? cli_random : NULL;
+    void *random_ctx = a->seeded ? &a->seed : NULL;
+    if (!a->draw_given) {
+        uint64_t r = (random ? random : retryd_random_default)(random_ctx);
+        f->draw = (double)(r >> 11) * 0x1p-53;
+    }
+    retryd_admission adm;
+    int64_t wait_ns;
+    int r = retryd_admit(f, random, random_ctx, &adm, &wait_ns);
+    if (r < 0) {
+        fprintf(stderr, "retrydctl decide: inconsistent facts: %s\n",
+                retryd_strerror(r));
+        return CTL_EXIT_USAGE;
+    }
+    print_admission(a, adm, wait_ns);
+    return CTL_EXIT_OK;
+}
+
 int ctl_decide_main(int argc, char **argv)
 {
     decide_args a = {
@@ -405,10 +530,13 @@ int ctl_decide_main(int argc, char **argv)
                   .min_attempt_ns = 100LL * 1000000},
         .policy = retryd_backoff_default,
         .budget = -1,
+        .admission = {.sz = sizeof(retryd_admit_facts)},
     };
     int r = parse_args(argc, argv, &a);
     if (r >= 0)
         return r;
+    if (a.admit)
+        return admit_main(&a);
 
     cli_budget budget = {.tokens = a.budget};
     const retryd_budget_iface iface = {

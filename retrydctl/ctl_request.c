@@ -240,8 +240,15 @@ static void print_trace(const retryd_result *r)
                 retryd_verdict_name(at->decision->verdict),
                 retryd_rule_name(at->decision->rule));
         if (at->decision->verdict == RETRYD_VERDICT_RETRY)
-            fprintf(stderr, ", wait %.1fms",
-                    (double)at->decision->delay_ns / 1e6);
+            fprintf(stderr, ", wait %.1fms%s",
+                    (double)at->decision->delay_ns / 1e6,
+                    at->decision->flags & RETRYD_RETRY_HELD_BY_PUSHBACK
+                        ? " (host pushback)"
+                        : "");
+        /* The hold a host pushback added before it (docs/health.md). */
+        if (at->held_ns > 0)
+            fprintf(stderr, ", held %.1fms by a host pushback",
+                    (double)at->held_ns / 1e6);
         fprintf(stderr, "%s%s\n", at->error[0] ? ": " : "", at->error);
     }
 }
@@ -310,11 +317,28 @@ static int summary(const req_args *a, const retryd_result *r)
                 "retrydctl: the request may have executed; reconcile "
                 "before replaying%s%s\n",
                 key ? " (Idempotency-Key: " : "", key ? key : "");
+    if (o == RETRYD_OUTCOME_THROTTLED && req_says(a, true))
+        fprintf(stderr,
+                "retrydctl: not sent: %s upstream %s; the upstream did not "
+                "fail here. Try again later.\n",
+                d->rule == RETRYD_RULE_HOST_THROTTLED
+                    ? "the host throttle (docs/health.md) kept it back from"
+                    : "a host pushback would have held it past the deadline "
+                      "on",
+                a->upstream ? a->upstream : "(the URL's host:port)");
     if (key && req_says(a, false))
         fprintf(stderr, "retrydctl: Idempotency-Key: %s\n", key);
-    return o == RETRYD_OUTCOME_RESPONSE  ? REQ_EXIT_RESPONSE
-           : o == RETRYD_OUTCOME_FAILURE ? failure_exit(last_failure(r))
-                                         : REQ_EXIT_AMBIGUOUS;
+    switch (o) {
+    case RETRYD_OUTCOME_RESPONSE:
+        return REQ_EXIT_RESPONSE;
+    case RETRYD_OUTCOME_FAILURE:
+        return failure_exit(last_failure(r));
+    case RETRYD_OUTCOME_THROTTLED:
+        return REQ_EXIT_THROTTLED;
+    case RETRYD_OUTCOME_AMBIGUOUS:
+        break;
+    }
+    return REQ_EXIT_AMBIGUOUS;
 }
 
 /* Whether the whole response must be seen before any of it is written:

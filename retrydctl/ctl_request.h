@@ -29,6 +29,10 @@ enum {
     REQ_EXIT_CERTIFICATE = 60,     /* CURLE_PEER_FAILED_VERIFICATION */
     REQ_EXIT_HTTP_ERROR = 22,      /* -f and a status >= 400, as curl */
     REQ_EXIT_TOO_MANY_REDIRS = 47, /* -L past --max-redirs, as curl */
+    /* Not sent: the host's health kept it back (the throttle, or a hold
+     * past the deadline), the upstream did not fail. EX_TEMPFAIL: try
+     * again later; curl has no such answer (its 75 is long retired). */
+    REQ_EXIT_THROTTLED = 75,
     REQ_MAX_HEADERS = 128,
     REQ_MAX_DATA = 64 * 1024 * 1024, /* bytes of -d/--data-binary/--json */
     REQ_DEFAULT_MAX_REDIRS = 10,

@@ -32,6 +32,26 @@ static void print_breakdown(const Retryd__Counters *c)
         printf("\n");
 }
 
+/* An upstream's health line (docs/health.md): the throttle, with its
+ * window when it is on, the pushback with the hold left, and the attempts
+ * each kept back. */
+static void print_upstream_health(const Retryd__UpstreamStats *u)
+{
+    const Retryd__UpstreamHealth *h = reply_upstream_health(u);
+    const Retryd__Counters *c = u->counters;
+    printf("      health: throttle ");
+    if (h->adaptive_throttle)
+        printf("on %s p=%.3f R=%" PRIu64 " A=%" PRIu64 " rejecting=%" PRIu64,
+               h->engaged ? "ENGAGED" : "idle", h->probability, h->requests,
+               h->accepts, h->rejecting_processes);
+    else
+        printf("off");
+    printf("  pushback %s", h->pushback ? "on" : "off");
+    if (h->pushback_remaining_ms > 0)
+        printf(" HOLDING %.1fs", (double)h->pushback_remaining_ms / 1000);
+    printf("  throttled %" PRIu64 " held %" PRIu64 "\n", c->throttled, c->held);
+}
+
 /* --- segment health ------------------------------------------------------ */
 
 static void print_health_line(const Retryd__StatsReply *r)
@@ -81,18 +101,21 @@ static void print_table(const Retryd__StatsReply *r)
                reply_at(e, ne, 0), reply_at(e, ne, 1), reply_at(e, ne, 2),
                reply_at(e, ne, 3));
         print_breakdown(c);
+        print_upstream_health(u);
     }
     if (r->n_processes == 0)
         return;
-    printf("\n%-8s %-6s %-6s %10s %9s %8s %6s  %s\n", "PID", "UID", "SLOT",
-           "DEPOSITS", "GRANTED", "DENIED", "AMBIG", "PROGRAM");
+    printf("\n%-8s %-6s %-6s %10s %9s %8s %6s %9s %6s  %s\n", "PID", "UID",
+           "SLOT", "DEPOSITS", "GRANTED", "DENIED", "AMBIG", "THROTTLED",
+           "HELD", "PROGRAM");
     for (size_t i = 0; i < r->n_processes; i++) {
         const Retryd__ProcessStats *p = r->processes[i];
         printf("%-8u %-6u %-6u %10" PRIu64 " %9" PRIu64 " %8" PRIu64
-               " %6" PRIu64 "  %s\n",
+               " %6" PRIu64 " %9" PRIu64 " %6" PRIu64 "  %s\n",
                p->pid, p->uid, p->slot, p->counters->deposits,
                p->counters->retries_granted, reply_denied_total(p->counters),
-               p->counters->ambiguous, p->program[0] ? p->program : "?");
+               p->counters->ambiguous, p->counters->throttled,
+               p->counters->held, p->program[0] ? p->program : "?");
         print_breakdown(p->counters);
     }
 }
@@ -128,8 +151,33 @@ static void json_counters(const Retryd__Counters *c)
         printf("%s\"%s\":%" PRIu64, i ? "," : "",
                retryd_evidence_name((retryd_evidence)i),
                reply_at(c->evidence, c->n_evidence, i));
-    printf("},\"refilled_tokens\":%.6f,\"discarded_tokens\":%.6f",
-           reply_tokens(c->refilled_micro), reply_tokens(c->discarded_micro));
+    printf("},\"refilled_tokens\":%.6f,\"discarded_tokens\":%.6f,"
+           "\"throttled\":%" PRIu64 ",\"held\":%" PRIu64,
+           reply_tokens(c->refilled_micro), reply_tokens(c->discarded_micro),
+           c->throttled, c->held);
+}
+
+static const char *json_bool(bool b)
+{
+    return b ? "true" : "false";
+}
+
+/* An upstream's "health" member (docs/health.md), after its counters. */
+static void json_upstream_health(const Retryd__UpstreamStats *u)
+{
+    const Retryd__UpstreamHealth *h = reply_upstream_health(u);
+    printf(",\"health\":{\"adaptive_throttle\":%s,\"throttle_k\":%.6f,"
+           "\"throttle_window_seconds\":%.3f,\"throttle_min_processes\":%u,"
+           "\"pushback\":%s,\"pushback_first_attempts\":%s,"
+           "\"pushback_max_seconds\":%.3f,\"engaged\":%s,"
+           "\"probability\":%.6f,\"requests\":%" PRIu64 ",\"accepts\":%" PRIu64
+           ",\"rejecting_processes\":%" PRIu64 ",\"pushback_seconds\":%.3f}",
+           json_bool(h->adaptive_throttle), (double)h->throttle_k_micro / 1e6,
+           (double)h->throttle_window_ms / 1000, h->throttle_min_processes,
+           json_bool(h->pushback), json_bool(h->pushback_first_attempts),
+           (double)h->pushback_max_ms / 1000, json_bool(h->engaged),
+           h->probability, h->requests, h->accepts, h->rejecting_processes,
+           (double)h->pushback_remaining_ms / 1000);
 }
 
 /* The daemon object's last member, and the upstreams array's start. */
@@ -168,6 +216,7 @@ static void print_json(const Retryd__StatsReply *r)
                reply_tokens(u->params->ratio_micro),
                reply_tokens(u->params->floor_micro_per_s));
         json_counters(u->counters);
+        json_upstream_health(u);
         printf("}");
     }
     printf("],\"processes\":[");

@@ -2,16 +2,17 @@
 /*
  * retrydctl top: a live view of the host budget, refreshed every --delay
  * seconds: the daemon, then per upstream its balance and rates (deposits,
- * retries granted, denials by reason, ambiguous outcomes), then per program
- * the processes' rates. Rates are counter deltas between two stats replies
- * over the monotonic time measured between them; the first frame has none.
+ * retries granted, denials by reason, ambiguous outcomes), then per
+ * upstream its health (the host throttle, the pushback, the attempts they
+ * kept back), then per program the processes' rates. Rates are counter
+ * deltas between two stats replies over the monotonic time measured between
+ * them; the first frame has none.
  *
  * One renderer writes a frame line by line to a sink: stdout in --batch
  * mode (plain text, frames separated by a blank line, the only blank lines
  * there are), an ncurses screen when stdout is a terminal.
  */
 #include <curses.h>
-#include <errno.h>
 #include <inttypes.h>
 #include <locale.h>
 #include <math.h>
@@ -236,6 +237,68 @@ static void upstream_row(const top_sink *o, const top_frame *f,
     emit(o, &b);
 }
 
+/* --- upstream health (docs/health.md) ------------------------------------ */
+
+static void health_title(const top_sink *o)
+{
+    line_buf b = {.len = 0};
+    cell(&b, -TOP_NAME_W, "HEALTH");
+    cell(&b, 8, "THROTTLE");
+    cell(&b, 6, "P");
+    cell(&b, 8, "R");
+    cell(&b, 8, "A");
+    cell(&b, 5, "REJ");
+    cell(&b, 10, "THROTTLED");
+    cell(&b, TOP_RATE_W, "THR/s");
+    cell(&b, 8, "HELD");
+    cell(&b, TOP_RATE_W, "HELD/s");
+    cell(&b, 9, "PUSHBACK");
+    emit(o, &b);
+}
+
+/* An upstream's throttle (off, on, or ENGAGED with its probability and
+ * window: R requests, A accepts, REJ rejecting processes), what it and the
+ * pushback kept back, and the hold left. */
+static void health_row(const top_sink *o, const top_frame *f,
+                       const Retryd__UpstreamStats *u)
+{
+    const Retryd__UpstreamStats *p = prev_upstream(f, u->name);
+    const Retryd__UpstreamHealth *h = reply_upstream_health(u);
+    const Retryd__Counters *c = u->counters, *pc = p ? p->counters : NULL;
+    line_buf b = {.len = 0};
+    char text[128];
+    bool on = h->adaptive_throttle;
+
+    printable(u->name, text, sizeof(text));
+    cell(&b, -TOP_NAME_W, text);
+    cell(&b, 8, !on ? "off" : h->engaged ? "ENGAGED" : "on");
+    snprintf(text, sizeof(text), "%.3f", h->probability);
+    cell(&b, 6, on ? text : TOP_DASH);
+    snprintf(text, sizeof(text), "%" PRIu64, h->requests);
+    cell(&b, 8, on ? text : TOP_DASH);
+    snprintf(text, sizeof(text), "%" PRIu64, h->accepts);
+    cell(&b, 8, on ? text : TOP_DASH);
+    snprintf(text, sizeof(text), "%" PRIu64, h->rejecting_processes);
+    cell(&b, 5, on ? text : TOP_DASH);
+    snprintf(text, sizeof(text), "%" PRIu64, c->throttled);
+    cell(&b, 10, text);
+    rate_cell(&b, TOP_RATE_W, pc != NULL, c->throttled, pc ? pc->throttled : 0,
+              f->elapsed);
+    snprintf(text, sizeof(text), "%" PRIu64, c->held);
+    cell(&b, 8, text);
+    rate_cell(&b, TOP_RATE_W, pc != NULL, c->held, pc ? pc->held : 0,
+              f->elapsed);
+    if (!h->pushback)
+        snprintf(text, sizeof(text), "off");
+    else if (h->pushback_remaining_ms == 0)
+        snprintf(text, sizeof(text), "none");
+    else
+        snprintf(text, sizeof(text), "%.1fs",
+                 (double)h->pushback_remaining_ms / 1000);
+    cell(&b, 9, text);
+    emit(o, &b);
+}
+
 /* --- processes, by program ----------------------------------------------- */
 
 /* One program's processes: counter totals now, and what they gained since
@@ -243,16 +306,21 @@ static void upstream_row(const top_sink *o, const top_frame *f,
 typedef struct top_group {
     char key[64];
     unsigned processes;
-    uint64_t total[4]; /* deposits, granted, denied, ambiguous */
-    uint64_t gained[4];
+#define TOP_PROGRAM_COUNTERS 6
+    /* deposits, granted, denied, ambiguous, throttled, held */
+    uint64_t total[TOP_PROGRAM_COUNTERS];
+    uint64_t gained[TOP_PROGRAM_COUNTERS];
 } top_group;
 
-static void counters4(const Retryd__Counters *c, uint64_t out[4])
+static void program_counters(const Retryd__Counters *c,
+                             uint64_t out[TOP_PROGRAM_COUNTERS])
 {
     out[0] = c->deposits;
     out[1] = c->retries_granted;
     out[2] = reply_denied_total(c);
     out[3] = c->ambiguous;
+    out[4] = c->throttled;
+    out[5] = c->held;
 }
 
 /* The same process (pid, start time, slot) in the previous reply. */
@@ -294,12 +362,12 @@ static void add_process(top_group *g, const top_frame *f,
                         const Retryd__ProcessStats *p)
 {
     const Retryd__ProcessStats *q = prev_process(f, p);
-    uint64_t now[4], before[4] = {0, 0, 0, 0};
-    counters4(p->counters, now);
+    uint64_t now[TOP_PROGRAM_COUNTERS], before[TOP_PROGRAM_COUNTERS] = {0};
+    program_counters(p->counters, now);
     if (q)
-        counters4(q->counters, before);
+        program_counters(q->counters, before);
     g->processes++;
-    for (int k = 0; k < 4; k++) {
+    for (int k = 0; k < TOP_PROGRAM_COUNTERS; k++) {
         g->total[k] += now[k];
         g->gained[k] += now[k] >= before[k] ? now[k] - before[k] : 0;
     }
@@ -308,8 +376,8 @@ static void add_process(top_group *g, const top_frame *f,
 static void process_rows(const top_sink *o, const top_frame *f)
 {
     static top_group groups[TOP_GROUPS_MAX];
-    static const char *const titles[] = {"DEP/s", "RETRY/s", "DENIED/s",
-                                         "AMBIG/s"};
+    static const char *const titles[TOP_PROGRAM_COUNTERS] = {
+        "DEP/s", "RETRY/s", "DENIED/s", "AMBIG/s", "THR/s", "HELD/s"};
     size_t n = 0;
     line_buf b = {.len = 0};
 
@@ -321,7 +389,7 @@ static void process_rows(const top_sink *o, const top_frame *f)
     cell(&b, -TOP_NAME_W, "PROGRAM");
     cell(&b, 6, "PROCS");
     cell(&b, 10, "DEPOSITS");
-    for (int k = 0; k < 4; k++)
+    for (int k = 0; k < TOP_PROGRAM_COUNTERS; k++)
         cell(&b, TOP_RATE_W, titles[k]);
     emit(o, &b);
     for (size_t i = 0; i < n; i++) {
@@ -331,7 +399,7 @@ static void process_rows(const top_sink *o, const top_frame *f)
         cell(&b, 6, text);
         snprintf(text, sizeof(text), "%" PRIu64, groups[i].total[0]);
         cell(&b, 10, text);
-        for (int k = 0; k < 4; k++)
+        for (int k = 0; k < TOP_PROGRAM_COUNTERS; k++)
             rate_cell(&b, TOP_RATE_W, f->prev != NULL, groups[i].gained[k], 0,
                       f->elapsed);
         emit(o, &b);
@@ -348,6 +416,11 @@ static void render(const top_sink *o, const top_frame *f)
         upstream_row(o, f, f->cur->upstreams[i]);
     if (f->cur->n_upstreams == 0)
         emitf(o, "(no upstream registered)");
+    else {
+        health_title(o);
+        for (size_t i = 0; i < f->cur->n_upstreams; i++)
+            health_row(o, f, f->cur->upstreams[i]);
+    }
     process_rows(o, f);
     if (f->cur->n_processes == 0)
         emitf(o, "(no process attached)");
@@ -374,8 +447,9 @@ static const ctl_cmd top_cmd = {
     "top",
     "usage: retrydctl top [-b] [-n N] [-d SECONDS] [options]\n"
     "A live view of the host budget: per upstream its balance, deposits/s,\n"
-    "retries granted/s, denials/s by reason and ambiguous outcomes/s; per\n"
-    "program the processes' rates. In a terminal, q quits.\n\n"
+    "retries granted/s, denials/s by reason and ambiguous outcomes/s, and\n"
+    "its health (host throttle, pushback, attempts throttled and held);\n"
+    "per program the processes' rates. In a terminal, q quits.\n\n"
     "  -d, --delay SECONDS    between frames (0.1 to 3600; default 1)\n"
     "  -b, --batch            plain-text frames separated by a blank line,\n"
     "                         no escape codes (the default when stdout is\n"
@@ -388,13 +462,7 @@ static const ctl_cmd top_cmd = {
 
 static bool parse_delay(const char *s, double *ret)
 {
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno != 0 || end == s || *end != '\0' || !(v >= 0.1 && v <= 3600))
-        return false;
-    *ret = v;
-    return true;
+    return retryd__parse_double(s, 0.1, 3600, ret);
 }
 
 /* -1 to go on, or the exit code. */

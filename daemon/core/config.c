@@ -36,14 +36,19 @@ typedef struct parse_state {
     config *cfg;
     FILE *file;
     int line;        /* lines handed to inih so far */
-    int error_line;  /* where st->error happened */
     size_t bytes;    /* read so far, against CONFIG_MAX_BYTES */
     int header_line; /* of the section header being read */
     seen_lines seen_daemon, seen_defaults;
     seen_lines *seen_upstreams; /* parallel to cfg->upstreams */
     size_t cap_upstreams;       /* of both arrays; grown by doubling */
     size_t last_upstream;       /* the section read last: its keys follow */
-    char error[384]; /* the handler's reason; the line comes from inih */
+    /* Every mistake found, in the order found (config_load sorts them by
+     * line); beyond CONFIG_MAX_ERRORS only counted. */
+    struct config_error {
+        int line;
+        char text[CONFIG_WHY_MAX + 272];
+    } errors[CONFIG_MAX_ERRORS];
+    size_t n_errors, n_unlisted;
     /* The last section header as written: inih cuts long names. */
     char section[128];
     bool after_key; /* inih reads an indented line as a continuation */
@@ -59,21 +64,41 @@ typedef struct parse_state {
 #define SECTION_DEFAULTS "defaults"
 #define SECTION_UPSTREAM_PREFIX "upstream "
 
-/* Record the first error only; inih goes on parsing after a failure. */
+/* Record a mistake at the current line; inih goes on parsing after one,
+ * so that --check-config lists them all. */
+static void add_error(parse_state *st, int line, const char *text)
+{
+    if (st->n_errors == CONFIG_MAX_ERRORS) {
+        st->n_unlisted++;
+        return;
+    }
+    struct config_error *e = &st->errors[st->n_errors++];
+    e->line = line;
+    snprintf(e->text, sizeof(e->text), "%s", text);
+}
+
+#define SYNTAX_ERROR "syntax error (expected [section] or key = value)"
+
+static bool has_error_at(const parse_state *st, int line)
+{
+    for (size_t i = 0; i < st->n_errors; i++)
+        if (st->errors[i].line == line)
+            return true;
+    return false;
+}
+
 __attribute__((format(printf, 4, 5))) static int fail(parse_state *st,
                                                       const char *section,
                                                       const char *key,
                                                       const char *fmt, ...)
 {
-    char what[CONFIG_WHY_MAX];
+    char what[CONFIG_WHY_MAX], text[CONFIG_WHY_MAX + 272];
     va_list ap;
-    if (st->error[0] != '\0')
-        return 0;
     va_start(ap, fmt);
     vsnprintf(what, sizeof(what), fmt, ap);
     va_end(ap);
-    snprintf(st->error, sizeof(st->error), "[%s] %s: %s", section, key, what);
-    st->error_line = st->line;
+    snprintf(text, sizeof(text), "[%.127s] %.127s: %s", section, key, what);
+    add_error(st, st->line, text);
     return 0;
 }
 
@@ -106,15 +131,21 @@ static void note_section(parse_state *st, const char *line)
         return;
     if (st->after_key && start > line)
         return;
+    /* inih reports only its first bad line; each is noted here, so that
+     * every one is listed. */
     if (*start != '[') {
         const char *end = ini_scan(start, "=:");
         if (*end == '=' || *end == ':')
             st->after_key = true;
+        else
+            add_error(st, st->line, SYNTAX_ERROR);
         return;
     }
     const char *end = ini_scan(start + 1, "]");
-    if (*end != ']')
-        return; /* inih reports the line */
+    if (*end != ']') {
+        add_error(st, st->line, SYNTAX_ERROR);
+        return;
+    }
     size_t n = (size_t)(end - start - 1);
     if (n >= sizeof(st->section))
         n = sizeof(st->section) - 1; /* still too long for any section */
@@ -133,13 +164,10 @@ static const char *whole_section(const parse_state *st, const char *section)
     return section;
 }
 
-/* Record a reader's error unless one is already there. */
+/* Record a reader's error (it ends the file: nothing after it is read). */
 static char *read_error(parse_state *st, const char *what)
 {
-    if (st->error[0] == '\0') {
-        snprintf(st->error, sizeof(st->error), "%s", what);
-        st->error_line = st->line;
-    }
+    add_error(st, st->line, what);
     return NULL;
 }
 
@@ -518,6 +546,36 @@ static FILE *open_regular(const char *path, char *err, size_t err_len)
     return f;
 }
 
+static int by_line(const void *a, const void *b)
+{
+    const struct config_error *x = a, *y = b;
+    return (x->line > y->line) - (x->line < y->line);
+}
+
+/* Every mistake, one "PATH:LINE: what" per line in the order of the file,
+ * as many as @p err holds, then how many more there were. */
+static void format_errors(parse_state *st, const char *path, char *err,
+                          size_t err_len)
+{
+    size_t used = 0, shown = 0;
+    qsort(st->errors, st->n_errors, sizeof(st->errors[0]), by_line);
+    err[0] = '\0';
+    for (; shown < st->n_errors; shown++) {
+        int n = snprintf(err + used, err_len - used, "%s%s:%d: %s",
+                         shown ? "\n" : "", path, st->errors[shown].line,
+                         st->errors[shown].text);
+        if (n < 0 || (size_t)n >= err_len - used - 40) {
+            err[used] = '\0'; /* room left for the count below */
+            break;
+        }
+        used += (size_t)n;
+    }
+    size_t more = st->n_errors - shown + st->n_unlisted;
+    if (more > 0 && used < err_len)
+        snprintf(err + used, err_len - used, "%s(and %zu more mistakes)",
+                 shown ? "\n" : "", more);
+}
+
 int config_load(const char *path, config **ret, char *err, size_t err_len)
 {
     parse_state st = {0};
@@ -546,13 +604,12 @@ int config_load(const char *path, config **ret, char *err, size_t err_len)
     fclose(st.file);
     if (r == -2) {
         snprintf(err, err_len, "%s: out of memory", path);
-    } else if (r > 0 && (st.error[0] == '\0' || r < st.error_line)) {
-        snprintf(err, err_len,
-                 "%s:%d: syntax error (expected "
-                 "[section] or key = value)",
-                 path, r);
-    } else if (st.error[0] != '\0') {
-        snprintf(err, err_len, "%s:%d: %s", path, st.error_line, st.error);
+    } else if (r > 0 || st.n_errors > 0) {
+        /* inih names only the first line that failed, ours or its own: a
+         * line none of ours is its syntax error. */
+        if (r > 0 && !has_error_at(&st, r))
+            add_error(&st, r, SYNTAX_ERROR);
+        format_errors(&st, path, err, err_len);
     } else if (finish(c, &st, err, err_len) == 0) {
         free(st.seen_upstreams);
         *ret = c;

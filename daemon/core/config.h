@@ -24,6 +24,10 @@
 #define CONFIG_SOCKET_MAX 108 /* sizeof(sun_path) */
 /* connections_unattached at most: admission keeps a table this long. */
 #define CONFIG_UNATTACHED_MAX 1024
+/* Mistakes config_load() lists; beyond, it counts them. */
+#define CONFIG_MAX_ERRORS 32
+/* Room for all of them in a message (retryd --check-config's). */
+#define CONFIG_ERRORS_MAX_BYTES 8192
 
 typedef struct budget_params {
     uint64_t ratio_micro;
@@ -98,8 +102,10 @@ typedef struct config {
 } config;
 
 /*
- * Parse @p path. On error returns a negative code and writes a message that
- * names the file, the line and the key into @p err.
+ * Parse @p path. On error returns a negative code and writes into @p err
+ * every mistake found, one per line ("PATH:LINE: [section] key: why"), in
+ * the file's order, as many as @p err_len holds (CONFIG_ERRORS_MAX_BYTES
+ * holds CONFIG_MAX_ERRORS of them), then how many more there were.
  */
 int config_load(const char *path, config **ret, char *err, size_t err_len);
 

@@ -132,10 +132,16 @@ static int parse_tokens_key(const config_key *k, const char *v, void *field,
         *micro = k->dflt;
         return 0;
     }
-    if (!parse_tokens(v, k->hi, micro) || *micro < k->lo)
-        return refuse(why, "'%s' is not a number >= %llu", v,
-                      (unsigned long long)(k->lo / SEG_MICRO));
-    return 0;
+    if (parse_tokens(v, k->hi, micro) && *micro >= k->lo)
+        return 0;
+    /* A bound below the segment's own (throttle_k's, the floor's) is
+     * worth naming. */
+    if (k->hi < SEG_MAX_CAP_MICRO)
+        return refuse(why, "'%s' is not a number from %llu to %llu", v,
+                      (unsigned long long)(k->lo / SEG_MICRO),
+                      (unsigned long long)(k->hi / SEG_MICRO));
+    return refuse(why, "'%s' is not a number >= %llu", v,
+                  (unsigned long long)(k->lo / SEG_MICRO));
 }
 
 /* on or off (also yes/no, true/false, 1/0), into a uint64_t 0 or 1. */
@@ -175,8 +181,8 @@ static int parse_duration_key(const config_key *k, const char *v, void *field,
         *out = k->dflt;
         return 0;
     }
-    if (retryd_duration_parse(v, &ns) < 0 || ns < 0 ||
-        (uint64_t)ns < k->lo || (uint64_t)ns > k->hi)
+    if (retryd_duration_parse(v, &ns) < 0 || ns < 0 || (uint64_t)ns < k->lo ||
+        (uint64_t)ns > k->hi)
         return refuse(why, "'%s' is not a duration from %llums to %llus", v,
                       (unsigned long long)(k->lo / 1000000),
                       (unsigned long long)(k->hi / 1000000000));
@@ -375,20 +381,17 @@ const config_key config_keys[CK_COUNT] = {
                       SEG_DEFAULT_CAP_MICRO),
     /* Upstream health (docs/health.md); the defaults are the library's
      * for a local slot (retryd__health_defaults). */
-    [CK_ADAPTIVE_THROTTLE] =
-        PARAMS_OF("adaptive_throttle", parse_switch_key, adaptive_throttle, 0,
-                  1, 0),
+    [CK_ADAPTIVE_THROTTLE] = PARAMS_OF("adaptive_throttle", parse_switch_key,
+                                       adaptive_throttle, 0, 1, 0),
     [CK_THROTTLE_K] = PARAMS("throttle_k", throttle_k_micro, 0,
                              HEALTH_MAX_K_MICRO, 2 * SEG_MICRO),
-    [CK_THROTTLE_WINDOW] =
-        PARAMS_OF("throttle_window", parse_duration_key, throttle_window_ns,
-                  HEALTH_MIN_WINDOW_NS, HEALTH_MAX_WINDOW_NS,
-                  30 * UINT64_C(1000000000)),
+    [CK_THROTTLE_WINDOW] = PARAMS_OF(
+        "throttle_window", parse_duration_key, throttle_window_ns,
+        HEALTH_MIN_WINDOW_NS, HEALTH_MAX_WINDOW_NS, 30 * UINT64_C(1000000000)),
     [CK_THROTTLE_MIN_PROCESSES] =
         PARAMS_OF("throttle_min_processes", parse_u32_key,
                   throttle_min_processes, 1, SEG_MAX_PROCESSES, 1),
-    [CK_PUSHBACK] =
-        PARAMS_OF("pushback", parse_switch_key, pushback, 0, 1, 1),
+    [CK_PUSHBACK] = PARAMS_OF("pushback", parse_switch_key, pushback, 0, 1, 1),
     [CK_PUSHBACK_FIRST_ATTEMPTS] =
         PARAMS_OF("pushback_first_attempts", parse_switch_key,
                   pushback_first_attempts, 0, 1, 0),

@@ -211,10 +211,10 @@ static int take_copies(owner *o)
         seg_upstream *s = &o->view.upstreams[i];
         owner_slot *w = &o->slots[i];
         w->ident = atomic_load(&s->ident);
-        w->params = (budget_params){
-            .ratio_micro = atomic_load(&s->ratio_micro),
-            .floor_micro_per_s = atomic_load(&s->floor_micro_per_s),
-            .cap_micro = atomic_load(&s->cap_micro)};
+        w->params = (budget_params){.ratio_micro = atomic_load(&s->ratio_micro),
+                                    .floor_micro_per_s =
+                                        atomic_load(&s->floor_micro_per_s),
+                                    .cap_micro = atomic_load(&s->cap_micro)};
         health_params h;
         retryd__health_params_of(s, &h);
         if (!retryd__health_params_ok(&h))

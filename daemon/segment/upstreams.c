@@ -21,6 +21,41 @@ static bool params_equal(const budget_params *a, const budget_params *b)
            a->cap_micro == b->cap_micro;
 }
 
+/*
+ * A refused parameter change is logged once per upstream and offered set,
+ * with both sets: a client retrying its open every half second must not
+ * flood the log, and an operator must see what was asked and what holds.
+ * The refusals remembered are the last CONFLICTS_REMEMBERED; registration
+ * runs on the control thread alone.
+ */
+#define CONFLICTS_REMEMBERED 64
+static struct {
+    unsigned long name_hash;
+    budget_params offered;
+} conflicts[CONFLICTS_REMEMBERED];
+static unsigned conflicts_next;
+
+static void log_conflict(const char *name, const budget_params *offered,
+                         const budget_params *holds, const char *why)
+{
+    unsigned long h = seg_name_hash(name);
+    for (unsigned i = 0; i < CONFLICTS_REMEMBERED; i++)
+        if (conflicts[i].name_hash == h &&
+            params_equal(&conflicts[i].offered, offered))
+            return;
+    conflicts[conflicts_next].name_hash = h;
+    conflicts[conflicts_next].offered = *offered;
+    conflicts_next = (conflicts_next + 1) % CONFLICTS_REMEMBERED;
+    log_warn(
+        "upstream '%s': refused a client's parameters (ratio %.6g, floor "
+        "%.6g/s, cap %.6g): %s (ratio %.6g, floor %.6g/s, cap %.6g); the "
+        "client keeps a local budget for it until they match",
+        name, (double)offered->ratio_micro / 1e6,
+        (double)offered->floor_micro_per_s / 1e6,
+        (double)offered->cap_micro / 1e6, why, (double)holds->ratio_micro / 1e6,
+        (double)holds->floor_micro_per_s / 1e6, (double)holds->cap_micro / 1e6);
+}
+
 int daemon_register(server *d, const char *name, const budget_params *given,
                     reg_entry *ret)
 {
@@ -31,20 +66,28 @@ int daemon_register(server *d, const char *name, const budget_params *given,
         return RETRYD_EINVAL;
     rd_rcu_read_lock();
     reg_entry *found = registry_lookup(d->reg, name);
+    budget_params holds = {0};
     if (found != NULL) {
-        if (given != NULL && !params_equal(given, &found->params))
+        if (given != NULL && !params_equal(given, &found->params)) {
             r = RETRYD_ECONFLICT;
-        else
+            holds = found->params;
+        } else {
             *ret = *found;
+        }
     }
     rd_rcu_read_unlock();
+    if (r == RETRYD_ECONFLICT)
+        log_conflict(name, given, &holds, "it is registered with");
     if (found != NULL)
         return r;
 
     const budget_params *conf = config_params_for(d->cfg, name);
     if (given != NULL && conf != &d->cfg->defaults &&
-        !params_equal(given, conf))
-        return RETRYD_ECONFLICT; /* a configured upstream's are the file's */
+        !params_equal(given, conf)) {
+        /* A configured upstream's are the file's. */
+        log_conflict(name, given, conf, "the configuration says");
+        return RETRYD_ECONFLICT;
+    }
     /* A client names the budget; the upstream's health is the file's. */
     budget_params merged = *conf;
     if (given != NULL) {
@@ -95,7 +138,8 @@ int daemon_retire(server *d, const char *name)
 static void update_params(server *d, reg_entry *found, const budget_params *p)
 {
     reg_entry e = *found;
-    if (params_equal(&found->params, p) && budget_health_equal(&found->params, p))
+    if (params_equal(&found->params, p) &&
+        budget_health_equal(&found->params, p))
         return;
     e.params = *p;
     owner_upstream_set_params(&d->seg, e.slot, p);

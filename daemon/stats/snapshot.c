@@ -15,6 +15,7 @@
 #include "retryd.pb-c.h"
 #include "retryd/common.h"
 #include "shared/bucket.h"
+#include "shared/health.h"
 #include "stats/snapshot.h"
 
 static void fill_counters(Retryd__Counters *c, const uint64_t t[SEG_COUNTERS],
@@ -35,6 +36,38 @@ static void fill_counters(Retryd__Counters *c, const uint64_t t[SEG_COUNTERS],
         c->evidence[i] = t[SEG_C_EVIDENCE_FIRST + i];
     c->refilled_micro = t[SEG_C_REFILLED_MICRO];
     c->discarded_micro = t[SEG_C_DISCARDED_MICRO];
+    c->throttled = t[SEG_C_THROTTLED];
+    c->held = t[SEG_C_HELD];
+}
+
+#define NS_PER_MS UINT64_C(1000000)
+
+/* The health of slot @p s at @p now_ns (the coarse clock, which the
+ * clients' windows and holds read): its parameters, its window summed and
+ * its hold, by the clients' own functions, which only read. */
+static void fill_health(Retryd__UpstreamHealth *h, seg_upstream *s,
+                        uint64_t now_ns)
+{
+    health_params p;
+    health_view v;
+    retryd__upstream_health__init(h);
+    retryd__health_params_of(s, &p);
+    retryd__health_view(s, now_ns, &v);
+    h->adaptive_throttle = (p.flags & SEG_HEALTH_THROTTLE) != 0;
+    h->throttle_k_micro = p.k_micro;
+    h->throttle_window_ms = p.window_ns / NS_PER_MS;
+    h->throttle_min_processes = (uint32_t)p.min_processes;
+    h->pushback = (p.flags & SEG_HEALTH_PUSHBACK) != 0;
+    h->pushback_first_attempts = (p.flags & SEG_HEALTH_PUSHBACK_FIRST) != 0;
+    h->pushback_max_ms = p.pushback_max_ns / NS_PER_MS;
+    h->engaged = v.engaged;
+    h->probability = v.probability;
+    h->requests = v.requests;
+    h->accepts = v.accepts;
+    h->rejecting_processes = v.rejecters;
+    /* Rounded up: a hold of half a millisecond is still one. */
+    h->pushback_remaining_ms =
+        ((uint64_t)retryd__health_hold(s, now_ns) + NS_PER_MS - 1) / NS_PER_MS;
 }
 
 static int add_upstream(const reg_entry *e, void *arg)
@@ -59,8 +92,10 @@ static int add_upstream(const reg_entry *e, void *arg)
     u->params = &b->params[i];
     /* Foreseen, not claimed: stats never write. The coarse clock is the
      * one the clients' refills read. */
-    u->balance_micro =
-        retryd__bucket_projected_balance(s, retryd__clock_coarse_ns());
+    uint64_t now = retryd__clock_coarse_ns();
+    u->balance_micro = retryd__bucket_projected_balance(s, now);
+    fill_health(&b->health[i], s, now);
+    u->health = &b->health[i];
     fill_counters(&b->counters[i], b->totals[e->slot],
                   b->numbers + i * STATS_NUMBERS);
     u->counters = &b->counters[i];
@@ -99,7 +134,8 @@ void stats_snapshot_free(stats_snapshot *s)
     free(s->ps), free(s->pptr), free(s->pcs), free(s->pnum);
     free(s->programs);
     free(s->b.totals), free(s->b.ups), free(s->b.up_ptrs), free(s->b.names);
-    free(s->b.params), free(s->b.counters), free(s->b.numbers);
+    free(s->b.params), free(s->b.counters), free(s->b.health);
+    free(s->b.numbers);
     memset(s, 0, sizeof(*s));
 }
 
@@ -116,10 +152,11 @@ static int snapshot_alloc(stats_snapshot *s, size_t ucap, size_t pcap)
     s->b.names = calloc(ucap, sizeof(*s->b.names));
     s->b.params = calloc(ucap, sizeof(*s->b.params));
     s->b.counters = calloc(ucap, sizeof(*s->b.counters));
+    s->b.health = calloc(ucap, sizeof(*s->b.health));
     s->b.numbers = calloc(ucap * STATS_NUMBERS, sizeof(*s->b.numbers));
     if (!s->ps || !s->pptr || !s->pcs || !s->pnum || !s->programs ||
         !s->b.totals || !s->b.ups || !s->b.up_ptrs || !s->b.names ||
-        !s->b.params || !s->b.counters || !s->b.numbers)
+        !s->b.params || !s->b.counters || !s->b.health || !s->b.numbers)
         return RETRYD_ENOMEM;
     return 0;
 }

@@ -24,6 +24,7 @@ typedef struct stats_build {
     char (*names)[SEG_NAME_MAX + 1];
     Retryd__Params *params;
     Retryd__Counters *counters;
+    Retryd__UpstreamHealth *health;
     uint64_t *numbers; /* denied and evidence arrays */
     size_t n, cap;
 } stats_build;

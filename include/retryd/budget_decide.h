@@ -59,8 +59,8 @@ RETRYD_EXPORT retryd_admission retryd_upstream_admit(retryd_upstream *up,
  * starts a host pushback. NOT_SENT counts nothing.
  */
 RETRYD_EXPORT void retryd_upstream_observe(retryd_upstream *up,
-                                           retryd_evidence evidence,
-                                           int status, int64_t retry_after_ns);
+                                           retryd_evidence evidence, int status,
+                                           int64_t retry_after_ns);
 
 /** The host pushback left on the upstream, in ns (0 for none): one load
  * (retryd_facts.pushback_ns). */
@@ -68,15 +68,15 @@ RETRYD_EXPORT int64_t retryd_upstream_pushback(retryd_upstream *up);
 
 /** An upstream's health as the host sees it now (retryd_upstream_health). */
 typedef struct retryd_health {
-    size_t sz;           /**< sizeof(retryd_health) (docs/abi.md) */
-    bool throttle;       /**< adaptive_throttle is on for the upstream */
-    bool engaged;        /**< the quorum of rejecting processes is met */
-    double probability;  /**< of throttling a first attempt now */
-    uint64_t requests;   /**< R: in the window, from every process */
-    uint64_t accepts;    /**< A */
+    size_t sz;          /**< sizeof(retryd_health) (docs/abi.md) */
+    bool throttle;      /**< adaptive_throttle is on for the upstream */
+    bool engaged;       /**< the quorum of rejecting processes is met */
+    double probability; /**< of throttling a first attempt now */
+    uint64_t requests;  /**< R: in the window, from every process */
+    uint64_t accepts;   /**< A */
     uint64_t rejecting_processes; /**< distinct, in the window */
-    bool pushback;       /**< pushback is on for the upstream */
-    int64_t pushback_ns; /**< the hold left, 0 none */
+    bool pushback;                /**< pushback is on for the upstream */
+    int64_t pushback_ns;          /**< the hold left, 0 none */
 } retryd_health;
 
 /** Fill @p ret (its sz set by the caller). 0 or RETRYD_EINVAL. */

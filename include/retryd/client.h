@@ -182,6 +182,9 @@ typedef enum retryd_outcome {
      * upstream did not fail; it was spared (docs/health.md). */
     RETRYD_OUTCOME_THROTTLED = 3,
 } retryd_outcome;
+/** How many outcomes there are now: size tables by it, not by a literal
+ * (an outcome may be added, as THROTTLED was). */
+#define RETRYD_OUTCOME_COUNT 4
 
 /** One attempt in the log, owned by its result. The library sets sz; read
  * no field at or beyond it (docs/abi.md). */

@@ -323,8 +323,8 @@ typedef enum retryd_health_count {
 
 /** How an attempt with @p evidence and final @p status (0 for none)
  * counts. */
-RETRYD_EXPORT retryd_health_count retryd_health_classify(
-    retryd_evidence evidence, int status);
+RETRYD_EXPORT retryd_health_count
+retryd_health_classify(retryd_evidence evidence, int status);
 
 /**
  * True when a complete response with @p status ends the call: 2xx, 3xx and

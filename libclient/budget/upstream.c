@@ -637,7 +637,7 @@ retryd_admission retryd_upstream_admit(retryd_upstream *up, bool first_attempt,
                               memory_order_relaxed) == 0))
         return RETRYD_ADMIT_SEND;
     uint64_t now = retryd__clock_coarse_ns();
-    int64_t hold = retryd__health_hold(h.slot, now);
+    int64_t hold = retryd__health_hold_spent(h.slot, now);
     double p = first_attempt && (flags & SEG_HEALTH_THROTTLE)
                    ? throttle_probability(h.slot, now)
                    : 0;
@@ -695,7 +695,7 @@ int64_t retryd_upstream_pushback(retryd_upstream *up)
     if (atomic_load_explicit(&h.slot->pushback_until_ns,
                              memory_order_relaxed) == 0)
         return 0; /* no hold was ever set: no clock read */
-    return retryd__health_hold(h.slot, retryd__clock_coarse_ns());
+    return retryd__health_hold_spent(h.slot, retryd__clock_coarse_ns());
 }
 
 int retryd_upstream_health(retryd_upstream *up, retryd_health *ret)

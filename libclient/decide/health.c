@@ -22,8 +22,7 @@ retryd_health_count retryd_health_classify(retryd_evidence evidence, int status)
         /* Overload and its messengers: the upstream (or the gateway in
          * front of it) did not do the work. Any other status, errors
          * included, is an upstream that answered. */
-        return status == 429 || status == 502 || status == 503 ||
-                       status == 504
+        return status == 429 || status == 502 || status == 503 || status == 504
                    ? RETRYD_HEALTH_REJECT
                    : RETRYD_HEALTH_ACCEPT;
     }
@@ -48,8 +47,8 @@ int retryd_admit(const retryd_admit_facts *facts, retryd_random_fn random,
     const retryd_admit_facts *fp;
     if (facts == NULL || ret == NULL || ret_wait_ns == NULL)
         return RETRYD_EINVAL;
-    int r = RETRYD_OPTS_VIEW(fp, &local, facts,
-                             RETRYD_OPTS_MIN(retryd_admit_facts, min_attempt_ns));
+    int r = RETRYD_OPTS_VIEW(
+        fp, &local, facts, RETRYD_OPTS_MIN(retryd_admit_facts, min_attempt_ns));
     if (r < 0)
         return r;
     const retryd_admit_facts f = *fp;

@@ -129,10 +129,21 @@ STEP int attempt_admit(call *c)
 {
     int64_t wait;
     bool first = c->n_att == 0;
-    retryd_admission a =
-        retryd_upstream_admit(c->p->budget, first,
-                              c->deadline - retryd__now_ns(),
-                              c->p->min_attempt_ns, &wait);
+    /* An attempt waits out one hold, not a chain of them: a retry whose
+     * decision already waited for a hold (or one held here once) goes. A
+     * rate-limited upstream answers every resumed retry with a new
+     * Retry-After; re-holding on each would let one retry through per
+     * hold and starve the rest until their deadlines. */
+    bool hold_done =
+        c->held > 0 || (!first && (retryd__attempt_current(c)[-1].d.flags &
+                                   RETRYD_RETRY_HELD_BY_PUSHBACK));
+    if (hold_done && !first)
+        return 0; /* a retry: the throttle is not its business */
+    retryd_admission a = retryd_upstream_admit(c->p->budget, first,
+                                               c->deadline - retryd__now_ns(),
+                                               c->p->min_attempt_ns, &wait);
+    if (hold_done && a != RETRYD_ADMIT_THROTTLED)
+        a = RETRYD_ADMIT_SEND;
     c->hold = 0;
     if (a == RETRYD_ADMIT_SEND)
         return 0;
@@ -183,8 +194,10 @@ STEP int attempt_open(call *c)
     rec->a.held_ns = c->held;
     c->held = 0;
     uint32_t n = (uint32_t)c->n_att + 1;
-    /* The first attempt starts when the call did; a retry after its wait. */
-    int64_t start = n == 1 ? c->now : retryd__now_ns();
+    /* The first attempt starts when the call did, unless a pushback held
+     * it (the hold is in held_ns, not its duration); a retry after its
+     * wait. */
+    int64_t start = n == 1 && rec->a.held_ns == 0 ? c->now : retryd__now_ns();
     int64_t left = c->deadline - start;
     c->start = start;
     c->attempt_ns =

@@ -105,9 +105,8 @@ static void rejecter_leave(_Atomic uint64_t *ring, uint64_t e)
     uint64_t old = atomic_load_explicit(w, memory_order_relaxed);
     const uint64_t count_mask = (UINT64_C(1) << HEALTH_EPOCH_SHIFT) - 1;
     while (health_word_epoch(old) == e && (old & count_mask) > 0)
-        if (atomic_compare_exchange_weak_explicit(w, &old, old - 1,
-                                                  memory_order_relaxed,
-                                                  memory_order_relaxed))
+        if (atomic_compare_exchange_weak_explicit(
+                w, &old, old - 1, memory_order_relaxed, memory_order_relaxed))
             return;
 }
 
@@ -115,9 +114,9 @@ void retryd__health_reject(seg_upstream *s, uint64_t now_ns,
                            _Atomic uint64_t *mine)
 {
     uint64_t slot = health_slot_ns(s);
-    if (slot == 0 || !(atomic_load_explicit(&s->health_flags,
-                                            memory_order_relaxed) &
-                       SEG_HEALTH_THROTTLE))
+    if (slot == 0 ||
+        !(atomic_load_explicit(&s->health_flags, memory_order_relaxed) &
+          SEG_HEALTH_THROTTLE))
         return;
     uint64_t e = health_epoch(now_ns, slot);
     uint64_t prev = atomic_load_explicit(mine, memory_order_relaxed);
@@ -135,8 +134,8 @@ void retryd__health_view(seg_upstream *s, uint64_t now_ns, health_view *ret)
 {
     *ret = (health_view){0};
     uint64_t slot = health_slot_ns(s);
-    uint64_t flags = atomic_load_explicit(&s->health_flags,
-                                          memory_order_relaxed);
+    uint64_t flags =
+        atomic_load_explicit(&s->health_flags, memory_order_relaxed);
     if (slot == 0 || !(flags & SEG_HEALTH_THROTTLE))
         return;
     uint64_t e = health_epoch(now_ns, slot);
@@ -175,20 +174,19 @@ bool retryd__health_claim_probe(seg_upstream *s, uint64_t now_ns)
 
 void retryd__health_push(seg_upstream *s, uint64_t now_ns, int64_t hold_ns)
 {
-    if (hold_ns <= 0 || !(atomic_load_explicit(&s->health_flags,
-                                               memory_order_relaxed) &
-                          SEG_HEALTH_PUSHBACK))
+    if (hold_ns <= 0 ||
+        !(atomic_load_explicit(&s->health_flags, memory_order_relaxed) &
+          SEG_HEALTH_PUSHBACK))
         return;
-    uint64_t max = atomic_load_explicit(&s->pushback_max_ns,
-                                        memory_order_relaxed);
+    uint64_t max =
+        atomic_load_explicit(&s->pushback_max_ns, memory_order_relaxed);
     uint64_t hold = (uint64_t)hold_ns < max ? (uint64_t)hold_ns : max;
     uint64_t until = now_ns + hold;
     uint64_t old =
         atomic_load_explicit(&s->pushback_until_ns, memory_order_relaxed);
-    while (old < until &&
-           !atomic_compare_exchange_weak_explicit(&s->pushback_until_ns, &old,
-                                                  until, memory_order_relaxed,
-                                                  memory_order_relaxed))
+    while (old < until && !atomic_compare_exchange_weak_explicit(
+                              &s->pushback_until_ns, &old, until,
+                              memory_order_relaxed, memory_order_relaxed))
         ;
 }
 
@@ -204,10 +202,23 @@ int64_t retryd__health_hold(seg_upstream *s, uint64_t now_ns)
      * clock up to a tick behind its own, and must not wait again. */
     if (until <= now_ns + HEALTH_HOLD_SLACK_NS)
         return 0;
-    uint64_t max = atomic_load_explicit(&s->pushback_max_ns,
-                                        memory_order_relaxed);
+    uint64_t max =
+        atomic_load_explicit(&s->pushback_max_ns, memory_order_relaxed);
     uint64_t left = until - now_ns;
     return (int64_t)(left < max ? left : max);
+}
+
+int64_t retryd__health_hold_spent(seg_upstream *s, uint64_t now_ns)
+{
+    int64_t left = retryd__health_hold(s, now_ns);
+    uint64_t until =
+        atomic_load_explicit(&s->pushback_until_ns, memory_order_relaxed);
+    /* A hold set meanwhile fails the exchange and stays. */
+    if (left == 0 && until != 0 && until <= now_ns)
+        atomic_compare_exchange_strong_explicit(&s->pushback_until_ns, &until,
+                                                0, memory_order_relaxed,
+                                                memory_order_relaxed);
+    return left;
 }
 
 /* Clear ring word @p i of @p ring when no writer could have left it as it
@@ -235,9 +246,9 @@ static bool police_word(_Atomic uint64_t *ring, unsigned i, uint64_t e,
         bad = (w & ((UINT64_C(1) << HEALTH_EPOCH_SHIFT) - 1)) > max_rejecters;
     /* Only the word as it was read is cleared: a writer that changed it
      * since has a word of its own. */
-    return bad && atomic_compare_exchange_strong_explicit(
-                      &ring[i], &w, 0, memory_order_relaxed,
-                      memory_order_relaxed);
+    return bad && atomic_compare_exchange_strong_explicit(&ring[i], &w, 0,
+                                                          memory_order_relaxed,
+                                                          memory_order_relaxed);
 }
 
 unsigned retryd__health_check(seg_upstream *s, uint64_t now_ns,

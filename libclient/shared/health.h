@@ -189,11 +189,16 @@ void retryd__health_push(seg_upstream *s, uint64_t now_ns, int64_t hold_ns);
  * (a deadline scribbled far ahead holds no longer than one could). */
 int64_t retryd__health_hold(seg_upstream *s, uint64_t now_ns);
 
+/* retryd__health_hold(), and a hold found over is cleared: a client's fast
+ * path (no hold ever set: no clock read) is then its own again. The
+ * library's, never a reader's that must not write (the daemon's stats). */
+int64_t retryd__health_hold_spent(seg_upstream *s, uint64_t now_ns);
+
 /* What retryd__health_check() found. */
 enum health_damage {
-    HEALTH_WINDOW_RESET = 1,    /* a ring word no writer could have left */
-    HEALTH_PUSHBACK_RESET = 2,  /* a hold beyond pushback_max */
-    HEALTH_PARAMS_RESET = 4,    /* parameters outside their limits */
+    HEALTH_WINDOW_RESET = 1,   /* a ring word no writer could have left */
+    HEALTH_PUSHBACK_RESET = 2, /* a hold beyond pushback_max */
+    HEALTH_PARAMS_RESET = 4,   /* parameters outside their limits */
 };
 
 /*
@@ -205,6 +210,7 @@ enum health_damage {
  * clients record. A mask of enum health_damage, 0 for sound.
  */
 unsigned retryd__health_check(seg_upstream *s, uint64_t now_ns,
-                              uint64_t max_rejecters, const health_params *want);
+                              uint64_t max_rejecters,
+                              const health_params *want);
 
 #endif /* RETRYD_HEALTH_H */

@@ -13,6 +13,11 @@
  *   draining                      -> draining 0|1
  *   pid                           -> pid PID
  *   status                        -> status NAME (retryd_share_status_name)
+ *   admit first|retry             -> admit ADMISSION WAIT_MS (a 60 s deadline)
+ *   observe STATUS [RETRY_AFTER_MS] -> ok (STATUS 0: sent, no response)
+ *   health                        -> health throttle=0|1 engaged=0|1
+ *                                    probability=P requests=R accepts=A
+ *                                    rejecting=N pushback_ms=MS
  *   exit
  *
  * usage: retryd-test-client CONTROL_SOCKET
@@ -25,6 +30,43 @@
 #include "retryd/retryd.h"
 
 static retryd_upstream *up;
+
+/* The upstream health commands (docs/health.md); false for another. */
+static bool run_health(const char *line)
+{
+    char kind[16];
+    int status;
+    long long after_ms = -1;
+    if (sscanf(line, "admit %15s", kind) == 1) {
+        int64_t wait = 0;
+        retryd_admission a = retryd_upstream_admit(
+            up, strcmp(kind, "first") == 0, INT64_C(60000000000),
+            INT64_C(1000000), &wait);
+        printf("admit %s %lld\n", retryd_admission_name(a),
+               (long long)(wait / 1000000));
+    } else if (sscanf(line, "observe %d %lld", &status, &after_ms) >= 1) {
+        retryd_upstream_observe(up,
+                                status == 0 ? RETRYD_EVIDENCE_SENT_NO_RESPONSE
+                                            : RETRYD_EVIDENCE_RESPONSE_RECEIVED,
+                                status, after_ms < 0 ? -1 : after_ms * 1000000);
+        printf("ok\n");
+    } else if (strncmp(line, "health", 6) == 0) {
+        retryd_health hl = {.sz = sizeof(hl)};
+        if (retryd_upstream_health(up, &hl) < 0) {
+            printf("err health\n");
+            return true;
+        }
+        printf("health throttle=%d engaged=%d probability=%.6f requests=%llu "
+               "accepts=%llu rejecting=%llu pushback_ms=%lld\n",
+               hl.throttle, hl.engaged, hl.probability,
+               (unsigned long long)hl.requests, (unsigned long long)hl.accepts,
+               (unsigned long long)hl.rejecting_processes,
+               (long long)(hl.pushback_ns / 1000000));
+    } else {
+        return false;
+    }
+    return true;
+}
 
 static void run(retryd_host *h, char *line)
 {
@@ -66,7 +108,7 @@ static void run(retryd_host *h, char *line)
                retryd_share_status_name(retryd_host_share_status(h)));
     } else if (strncmp(line, "pid", 3) == 0) {
         printf("pid %d\n", (int)getpid());
-    } else {
+    } else if (!run_health(line)) {
         printf("err unknown command\n");
     }
 }

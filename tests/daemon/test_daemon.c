@@ -331,7 +331,19 @@ Test(daemon, conflicting_parameters_are_a_clear_error)
 {
     child c;
     start_client(&c);
-    ask(&c, "open payments 0.1 10 100", "err ECONFLICT");
+    for (int i = 0; i < 3; i++)
+        ask(&c, "open payments 0.1 10 100", "err ECONFLICT");
+    /* Logged once, however often asked, with both sets of parameters. */
+    const char *log = daemon_log();
+    const char *line = strstr(log, "upstream 'payments': refused a client's "
+                                   "parameters (ratio 0.1, floor 10/s, cap "
+                                   "100): it is registered with (ratio 0.5, "
+                                   "floor 0/s, cap 20)");
+    cr_expect(line != NULL, "no refusal with both sets logged: %s", log);
+    cr_expect(line == NULL ||
+                  strstr(strchr(line, '\n') ? strchr(line, '\n') : line,
+                         "refused a client's") == NULL,
+              "the refusal was logged more than once: %s", log);
     ask(&c, "open payments 0.5 0 20", "ok shared=1");
     ask(&c, "open newcomer 0.2 5 50", "ok shared=1");
     cr_expect_eq(stat_of("newcomer", "ratio"), 0.2);

@@ -7,7 +7,9 @@
  * what a peer scribbles is repaired or retired at the next heartbeat and
  * counted, the balances survive a kill -9 (the keeper), start-up without
  * the space fails with the bytes named, and a client says why it does
- * not share.
+ * not share. An upstream's health (docs/health.md) too: a scribbled
+ * window, rejecter count, hold or parameter is repaired and throttles or
+ * holds nobody afterwards.
  */
 #include <criterion/criterion.h>
 
@@ -27,12 +29,18 @@
 #include "harness.h"
 #include "hostile.h"
 #include "retryd/retryd.h"
+#include "base/clock.h"
 #include "shared/frame.h"
+#include "shared/health.h"
 #include "shared/segment.h"
 
+/* flaky: the host throttle on, with a window (an hour: its slots do not
+ * rotate during a test) that engages only when two processes reject. */
 static const char *const base_config =
     "[upstream payments]\nratio = 0.5\nmin_retries_per_sec = 0\ncap = 20\n"
-    "[upstream orders]\nratio = 1\nmin_retries_per_sec = 0\ncap = 100\n";
+    "[upstream orders]\nratio = 1\nmin_retries_per_sec = 0\ncap = 100\n"
+    "[upstream flaky]\nadaptive_throttle = on\nthrottle_window = 1h\n"
+    "throttle_min_processes = 2\npushback_max = 2s\n";
 
 #include "daemon_fixture.h"
 
@@ -378,6 +386,195 @@ Test(segment_attacks, random_bytes_over_the_whole_segment_crash_nobody)
     cr_expect(rd_wait_until(new_client_shares, NULL, 5000));
     cr_expect_eq(stat_of("payments", "cap"), 20);
     cr_expect_eq(child_stop(&c), 0, "the client crashed");
+    munmap(m.map, m.size);
+}
+
+/* --- upstream health (docs/health.md) ------------------------------------ */
+
+/* A window word: epoch, requests, accepts; a rejecters word: epoch, count. */
+static uint64_t window_word(uint64_t e, uint64_t requests, uint64_t accepts)
+{
+    return e << HEALTH_EPOCH_SHIFT | requests << HEALTH_COUNT_BITS | accepts;
+}
+
+static uint64_t rejecters_word(uint64_t e, uint64_t count)
+{
+    return e << HEALTH_EPOCH_SHIFT | count;
+}
+
+/* The words a scribbler wrote, to wait until the daemon cleared them. */
+typedef struct scribbled {
+    _Atomic uint64_t *word[4];
+    size_t n;
+} scribbled;
+
+static bool all_cleared(void *arg)
+{
+    scribbled *w = arg;
+    for (size_t i = 0; i < w->n; i++)
+        if (atomic_load(w->word[i]) != 0)
+            return false;
+    return true;
+}
+
+/* The health member of flaky's stats says it is not engaged, not holding. */
+static void expect_flaky_healthy(void)
+{
+    char anchor[] = "{\"name\":\"flaky\",";
+    stats_json();
+    const char *u = strstr(res.out, anchor);
+    cr_assert(u != NULL, "%s", res.out);
+    const char *h = strstr(u, "\"health\":{");
+    cr_assert(h != NULL, "%s", u);
+    cr_expect(strncmp(strstr(h, "\"engaged\":"), "\"engaged\":false,", 16) == 0,
+              "still engaged: %.400s", h);
+    cr_expect_eq(rd_json_number(h, NULL, "probability"), 0, "%.400s", h);
+    cr_expect_eq(rd_json_number(h, NULL, "pushback_seconds"), 0, "%.400s", h);
+}
+
+/*
+ * One process's rejections do not meet flaky's quorum of two. A scribbler
+ * writes what no writer could: a rejecters count above the process
+ * capacity (the quorum met: it would throttle three first attempts in
+ * four), a window word stamped four slots ahead (it would come alive when
+ * its epoch comes), and one with more accepts than requests. The daemon
+ * clears each, counts it, and the host throttles nobody.
+ */
+Test(segment_attacks, scribbled_health_windows_are_cleared_and_throttle_nobody)
+{
+    child c;
+    start_client(&c);
+    ask(&c, "open flaky", "ok shared=1");
+    for (int i = 0; i < 3; i++)
+        ask(&c, "observe 503", "ok");
+    ask(&c, "health",
+        "health throttle=1 engaged=0 probability=0.000000 "
+        "requests=3 accepts=0 rejecting=1 pushback_ms=0");
+    double repaired = health("health_repaired");
+    mapped m;
+    map_segment(&m);
+    seg_upstream *s = slot_named(&m, "flaky");
+    uint64_t slot = health_slot_ns(s);
+    cr_assert_gt(slot, 0);
+    uint64_t e = health_epoch(retryd__clock_coarse_ns(), slot);
+    unsigned now_at = (unsigned)(e % SEG_HEALTH_SLOTS);
+    unsigned ahead_at = (unsigned)((e + 4) % SEG_HEALTH_SLOTS);
+    unsigned other_at = (unsigned)((e + 7) % SEG_HEALTH_SLOTS);
+
+    long long t0 = rd_now_ms();
+    atomic_store(&s->rejecters[now_at],
+                 rejecters_word(e, m.v.process_capacity + UINT64_C(5)));
+    atomic_store(&s->window[ahead_at],
+                 window_word((e + 4) & HEALTH_EPOCH_MASK, 1000000, 0));
+    /* Of an older slot of this window: live, so read, unless cleared. */
+    atomic_store(&s->window[other_at],
+                 window_word((e - 1) & HEALTH_EPOCH_MASK, 10, 1000));
+    scribbled w = {
+        {&s->rejecters[now_at], &s->window[ahead_at], &s->window[other_at]}, 3};
+    cr_assert(rd_wait_until(all_cleared, &w, 5000),
+              "the scribbled words stayed: rejecters %#lx, ahead %#lx, "
+              "accepts over requests %#lx",
+              (unsigned long)atomic_load(w.word[0]),
+              (unsigned long)atomic_load(w.word[1]),
+              (unsigned long)atomic_load(w.word[2]));
+    cr_log_info("health window words cleared %lld ms after the scribble",
+                rd_now_ms() - t0);
+    wait_health("health_repaired", repaired + 1);
+
+    expect_flaky_healthy();
+    health_view v;
+    retryd__health_view(s, retryd__clock_coarse_ns(), &v);
+    cr_expect(!v.engaged && v.rejecters == 0, "rejecters %lu",
+              (unsigned long)v.rejecters);
+    for (int i = 0; i < 20; i++)
+        ask(&c, "admit first", "admit send 0");
+    cr_expect_eq(stat_of("flaky", "throttled"), 0);
+    cr_expect(daemon_running());
+    child_stop(&c);
+    munmap(m.map, m.size);
+}
+
+static bool retry_sent(void *arg)
+{
+    char reply[64];
+    return child_ask(arg, "admit retry", reply, sizeof(reply), ASK_MS) == 0 &&
+           strcmp(reply, "admit send 0") == 0;
+}
+
+/*
+ * A pushback stamped a million seconds ahead: each reader caps a hold at
+ * pushback_max (2 s), so unrepaired it would hold every retry for 2 s
+ * forever. The daemon brings it back to pushback_max, counts it, and the
+ * retries go out once that has passed.
+ */
+Test(segment_attacks, a_scribbled_pushback_holds_no_longer_than_pushback_max)
+{
+    child c;
+    start_client(&c);
+    ask(&c, "open flaky", "ok shared=1");
+    ask(&c, "admit retry", "admit send 0");
+    double repaired = health("health_repaired");
+    mapped m;
+    map_segment(&m);
+    seg_upstream *s = slot_named(&m, "flaky");
+    const uint64_t far = UINT64_C(1000000) * 1000000000;
+    long long t0 = rd_now_ms();
+    atomic_store(&s->pushback_until_ns, retryd__clock_coarse_ns() + far);
+    wait_health("health_repaired", repaired + 1);
+    cr_log_info("hold repaired %lld ms after the scribble", rd_now_ms() - t0);
+    uint64_t until = atomic_load(&s->pushback_until_ns);
+    cr_expect_leq(until, retryd__clock_coarse_ns() + 2 * UINT64_C(1000000000),
+                  "the hold still ends %.0f s from now",
+                  (double)(until - retryd__clock_coarse_ns()) / 1e9);
+    /* pushback_max and then some: a bound, not a hope. */
+    cr_expect(rd_wait_until(retry_sent, &c, 4000),
+              "retries still held after pushback_max");
+    cr_log_info("retries sent again %lld ms after the scribble",
+                rd_now_ms() - t0);
+    expect_flaky_healthy();
+    /* The retries asked during the hold were held, and counted. */
+    cr_expect_geq(stat_of("flaky", "held"), 1);
+    child_stop(&c);
+    munmap(m.map, m.size);
+}
+
+/* Health parameters not the daemon's: the throttle turned off, a K beyond
+ * its limit, a slot length of one nanosecond. The slot gets the
+ * configured ones back (params_reset), its window starting afresh. */
+Test(segment_attacks, scribbled_health_params_are_reset)
+{
+    child c;
+    start_client(&c);
+    ask(&c, "open flaky", "ok shared=1");
+    double reset = health("params_reset");
+    mapped m;
+    map_segment(&m);
+    seg_upstream *s = slot_named(&m, "flaky");
+    health_params want;
+    retryd__health_params_of(s, &want);
+    long long t0 = rd_now_ms();
+    atomic_store(&s->health_flags, 0);
+    atomic_store(&s->throttle_k_micro, HEALTH_MAX_K_MICRO * 7);
+    atomic_store(&s->health_slot_ns, 1);
+    atomic_store(&s->throttle_min_processes, 0);
+    wait_health("params_reset", reset + 1);
+    cr_log_info("health parameters reset %lld ms after the scribble",
+                rd_now_ms() - t0);
+    health_params have;
+    retryd__health_params_of(s, &have);
+    cr_expect_eq(have.flags, want.flags);
+    cr_expect_eq(have.k_micro, 2 * SEG_MICRO);
+    cr_expect_eq(have.window_ns, UINT64_C(3600) * 1000000000);
+    cr_expect_eq(have.min_processes, 2);
+    cr_expect_eq(have.pushback_max_ns, 2 * UINT64_C(1000000000));
+    stats_json();
+    cr_expect(strstr(res.out, "\"health\":{\"adaptive_throttle\":true,"
+                              "\"throttle_k\":2.000000,"
+                              "\"throttle_window_seconds\":3600.000,"
+                              "\"throttle_min_processes\":2,") != NULL,
+              "%s", res.out);
+    ask(&c, "admit first", "admit send 0");
+    child_stop(&c);
     munmap(m.map, m.size);
 }
 

@@ -42,10 +42,24 @@ check "$p/share/man/man1/retrydctl.1" 644
 check "$p/share/man/man3/libretryd.3" 644
 check "$p/share/man/man5/retryd.conf.5" 644
 check "$p/share/man/man8/retryd.8" 644
+check "$p/share/man/man3/retryd_decide.3" 644
+check "$p/share/man/man3/retryd_upstream_admit.3" 644
 check "$p/share/bash-completion/completions/retrydctl" 644
-for f in LICENSE README.md daemon.md budget.md segment.md operating.md \
-    images/dashboard.png images/status-page.png retryd.conf; do
+for f in LICENSE README.md retryd.conf docs/images/dashboard.png \
+    docs/images/status-page.png; do
     check "$p/share/doc/retryd/$f" 644
+done
+# Every note the installed README links to is installed where the link
+# points, and every image a note shows.
+links=$(grep -o '(docs/[a-z_-]*\.md)' "$p/share/doc/retryd/README.md" |
+    tr -d '()' | sort -u)
+[ -n "$links" ] || fail "the installed README links to no note"
+for f in $links; do
+    check "$p/share/doc/retryd/$f" 644
+done
+for f in $(grep -oh '(images/[a-z_-]*\.png)' "$p"/share/doc/retryd/docs/*.md |
+    tr -d '()' | sort -u); do
+    check "$p/share/doc/retryd/docs/$f" 644
 done
 for f in retryd-alerts.yml retryd-alerts.test.yml retryd-dashboard.json; do
     check "$p/share/retryd/prometheus/$f" 644

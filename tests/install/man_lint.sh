@@ -24,5 +24,22 @@ for page in retryd.8 retrydctl.1 retryd.conf.5 libretryd.3; do
     section=${page##*.}
     grep -q "^\.TH [^ ]* $section " "$f" || { echo "FAIL: $page: .TH is not section $section" >&2; status=1; }
 done
-[ $status = 0 ] && echo "man_lint: 4 pages, no warnings"
+# The pages made from the headers (deploy/man-from-headers.sh): as clean,
+# and one for every function the library exports.
+n=0
+for f in "$man"/man3/retryd_*.3; do
+    [ -f "$f" ] || continue
+    n=$((n + 1))
+    out=$(groff -t -man -ww -z "$f" 2>&1)
+    [ -z "$out" ] || { echo "FAIL: ${f##*/}: $out" >&2; status=1; }
+    grep -q '^\.SH SYNOPSIS' "$f" || { echo "FAIL: ${f##*/}: no synopsis" >&2; status=1; }
+done
+lib=$1/libclient/libretryd.so
+if command -v nm >/dev/null 2>&1 && [ -f "$lib" ]; then
+    for fn in $(nm -D --defined-only "$lib" | awk '$2 == "T" { sub(/@.*/, "", $3); print $3 }'); do
+        [ -f "$man/man3/$fn.3" ] || { echo "FAIL: no manual page for $fn" >&2; status=1; }
+    done
+fi
+[ "$n" -gt 0 ] || { echo "FAIL: no page made from the headers" >&2; status=1; }
+[ $status = 0 ] && echo "man_lint: 4 pages and $n function pages, no warnings"
 exit $status

@@ -60,7 +60,8 @@ arrows() {
 # denied LAYER: functions LAYER may not reference although its arrows reach
 # the layer that defines them. The stats wing only reads: nothing that
 # creates, changes or frees upstreams, process slots, the segment or the
-# registry.
+# registry; of a slot's health (docs/health.md) it may sum the window and
+# read the hold, never record, rotate, push, claim, clear or repair.
 denied() {
     case $1 in
     dstats)
@@ -70,7 +71,10 @@ denied() {
             "registry_new registry_free registry_add registry_replace" \
             "registry_remove keeper_start daemon_register daemon_retire" \
             "daemon_apply_config daemon_adopt_upstreams daemon_watch_process" \
-            "daemon_release_process"
+            "daemon_release_process" \
+            "retryd__health_init retryd__health_add_slow retryd__health_reject" \
+            "retryd__health_claim_probe retryd__health_push retryd__health_check" \
+            "retryd__health_hold_spent"
         ;;
     esac
 }

@@ -2,7 +2,9 @@
 # SPDX-License-Identifier: MIT
 # The dashboard's queries are proven (deploy/prometheus/retryd-dashboard.json):
 # a real Prometheus server on loopback scrapes a real retryd every second
-# while real client processes of three programs deposit and withdraw; then
+# while real client processes of four programs deposit and withdraw (and
+# one reports an upstream that rejects most attempts, so that the host
+# throttle engages and a pushback holds: docs/health.md); then
 # every panel's every query is evaluated through Prometheus's HTTP API as
 # Grafana would (a range query, its variables set to All) and must parse
 # and return data, and so must the variables' own queries. The alerting
@@ -65,16 +67,21 @@ instant() {
     curl -sf "$api/query" --data-urlencode "query=$1" |
         jq -r '.data.result[0].value[1] // empty'
 }
-# Scraped (up) at least 8 times, the clients' programs seen: a rate over
-# the panels' window has samples to work on.
+# Scraped (up) at least 8 times, the clients' programs seen, the host
+# throttle engaged and throttling, a pushback held: a rate over the panels'
+# window has samples to work on, and the health panels draw a live case.
 scraped() {
     n=$(instant 'count_over_time(up{job="retryd"}[1m])')
     u=$(instant 'up{job="retryd"}')
     p=$(instant 'count(retryd_processes)')
-    [ "${n:-0}" -ge 8 ] && [ "$u" = 1 ] && [ "${p:-0}" -ge 3 ]
+    t=$(instant 'max(retryd_upstream_throttle_probability) > 0 and
+                 max(retryd_upstream_pushback_seconds) > 0 and
+                 max(retryd_upstream_throttled_total) > 0')
+    [ "${n:-0}" -ge 8 ] && [ "$u" = 1 ] && [ "${p:-0}" -ge 4 ] && [ -n "$t" ]
 }
 ops_wait 45 scraped ||
-    ops_fail "prometheus did not scrape retryd 8 times with 3 programs" \
+    ops_fail "prometheus did not scrape retryd 8 times with 4 programs," \
+        "the throttle engaged and a pushback held" \
         "attached ($(curl -s "$api/targets" | jq -c '.data.activeTargets'))"
 
 # A Grafana expression with its variables as the dashboard's defaults (All).
@@ -164,7 +171,7 @@ jq -n -r --slurpfile d "$kit/retryd-dashboard.json" \
         printf '{"%s":' "${f%.json}"; cat "$f"; printf '}\n'; done | jq -s 'add')" \
     >"$scratch/dashboard.html"
 ops_browse "$browser" "screenshot=$scratch/dashboard.png" \
-    --window-size=1500,1560 "file://$scratch/dashboard.html" >/dev/null ||
+    --window-size=1500,2200 "file://$scratch/dashboard.html" >/dev/null ||
     ops_fail "chromium could not take the dashboard's picture"
 [ -s "$scratch/dashboard.png" ] || ops_fail "no dashboard.png"
 echo "dashboard preview: $scratch/dashboard.png"

@@ -50,9 +50,13 @@ ops_free_port() {
 }
 
 # ops_start_retryd RETRYD DIR: a daemon in DIR (its runtime directory
-# DIR/run) with metrics_listen on a free port (OPS_METRICS_PORT) and two
+# DIR/run) with metrics_listen on a free port (OPS_METRICS_PORT) and three
 # upstreams: payments, small enough for its clients to empty; search,
-# large enough never to be.
+# large enough never to be; flaky, with the host throttle on
+# (docs/health.md), which its client reports rejecting most attempts. Its
+# window is an hour, so that none of a test's evidence leaves it: at rest
+# the throttle's probability stands still, and a page can be held against
+# the stats socket's answers.
 # ops_begin RETRYD SCRATCH: what every query and page test does first:
 # skip without curl, jq or ss; a fresh scratch directory, emptied at exit;
 # a retryd started in it (ops_start_retryd).
@@ -87,6 +91,10 @@ cap = 5
 ratio = 0.5
 min_retries_per_sec = 20
 cap = 200
+[upstream flaky]
+adaptive_throttle = on
+throttle_window = 1h
+pushback_max = 2s
 CONF
     "$1" --config "$OPS_DIR/retryd.conf" >"$OPS_DIR/retryd.log" 2>&1 &
     OPS_RETRYD_PID=$!
@@ -124,10 +132,11 @@ ops_stop_retryd() {
     [ "$rc" -eq 0 ] || ops_fail "retryd exited $rc after SIGTERM"
 }
 
-# ops_client TEST_CLIENT PROGRAM UPSTREAM DEPOSITS WITHDRAWALS: a client
-# process named PROGRAM (a symlink: the kernel names a process after the
-# file it ran) that deposits and withdraws on UPSTREAM every 50 ms until
-# DIR/stop exists, then stays attached, idle, until DIR/end exists.
+# ops_client TEST_CLIENT PROGRAM UPSTREAM DEPOSITS WITHDRAWALS [LINES]: a
+# client process named PROGRAM (a symlink: the kernel names a process after
+# the file it ran) that deposits and withdraws on UPSTREAM every 50 ms, and
+# sends the commands LINES (retryd-test-client's) too, until DIR/stop
+# exists, then stays attached, idle, until DIR/end exists.
 ops_client() {
     ln -sf "$(cd "$(dirname "$1")" && pwd)/$(basename "$1")" "$OPS_DIR/$2"
     (
@@ -135,6 +144,7 @@ ops_client() {
         while [ ! -e "$OPS_DIR/stop" ]; do
             echo "deposit $4"
             echo "withdraw $5"
+            [ -z "${6:-}" ] || printf '%s\n' "$6"
             sleep 0.05
         done
         while [ ! -e "$OPS_DIR/end" ]; do
@@ -146,12 +156,20 @@ ops_client() {
 }
 
 # The load of both tests: two programs on payments (which they empty),
-# one on search.
+# one on search, one on flaky: each round a first attempt asks the host
+# throttle, the upstream answers two in three with a 503 (one with a
+# Retry-After of 1 s: a host pushback), and a retry asks the pushback; so
+# the throttle engages, throttles and holds.
 ops_load() {
     ops_client "$1" rd-checkout payments 10 3
     ops_client "$1" rd-checkout payments 10 3
     ops_client "$1" rd-refunds payments 5 2
     ops_client "$1" rd-search search 20 4
+    ops_client "$1" rd-flaky flaky 1 0 "admit first
+observe 503 1000
+observe 503
+observe 200
+admit retry"
 }
 
 # ops_chromium: the browser's path, or nothing.

@@ -2,12 +2,13 @@
 # SPDX-License-Identifier: MIT
 # The status page (GET / of the metrics listener) in a real headless
 # Chromium, against a real retryd kept busy by real client processes of
-# three programs. The browser's DOM must hold the numbers the stats socket
+# four programs. The browser's DOM must hold the numbers the stats socket
 # reports at the same moment: under load, each counter of each upstream
 # and program lies between the stats socket's answers just before and just
 # after the page was read (counters only grow); once the clients pause,
-# still attached, every counter equals both answers and each balance lies
-# between them (a refill only adds). The page must load nothing and run
+# still attached, every counter equals both answers and each gauge (a
+# balance, the throttle's probability, the pushback left) lies between
+# them. The page must load nothing and run
 # nothing (no script, no external reference; the CSP header forbids both),
 # and draw each upstream's balance history as inline SVG. Chromium's
 # screenshot is status.png in the scratch directory (deploy/ops-images.sh
@@ -38,14 +39,14 @@ url="http://127.0.0.1:$OPS_METRICS_PORT/"
 stats() {
     "$ctl" stats --json --stats-socket "$OPS_DIR/run/stats.sock"
 }
-# The page has 4 processes and at least 3 history points per upstream.
+# The page has 5 processes and at least 3 history points per upstream.
 warm() {
     page=$(curl -sf "$url") || return 1
-    echo "$page" | grep -q '<span data-k="attached_processes">4</span>' &&
+    echo "$page" | grep -q '<span data-k="attached_processes">5</span>' &&
         [ "$(echo "$page" | grep -o 'data-points="[0-9]*"' |
             tr -dc '0-9\n' | sort -n | head -1)" -ge 3 ]
 }
-ops_wait 30 warm || ops_fail "the page never showed 4 processes and 3 history points"
+ops_wait 30 warm || ops_fail "the page never showed 5 processes and 3 history points"
 
 # dom_numbers FILE: "KIND<TAB>NAME<TAB>KEY<TAB>VALUE" for every number of
 # the page's upstream and program rows (KIND upstream or program; NAME as
@@ -75,7 +76,10 @@ sock_numbers() {
     jq -r '
         (.upstreams[] | .name as $n |
           ([["balance", .balance], ["cap", .cap], ["deposits", .deposits],
-            ["retries_granted", .retries_granted], ["ambiguous", .ambiguous]]
+            ["retries_granted", .retries_granted], ["ambiguous", .ambiguous],
+            ["throttled", .throttled], ["held", .held],
+            ["probability", .health.probability],
+            ["pushback_seconds", .health.pushback_seconds]]
            + (.retries_denied | to_entries | map([.key, .value])))[] |
           ["upstream", $n, .[0], (.[1] | tostring)]),
         (.processes | group_by(.program)[] | .[0].program as $p |
@@ -83,16 +87,18 @@ sock_numbers() {
            ["deposits", (map(.deposits) | add)],
            ["retries_granted", (map(.retries_granted) | add)],
            ["retries_denied", (map(.retries_denied | add) | add)],
-           ["ambiguous", (map(.ambiguous) | add)]][] |
+           ["ambiguous", (map(.ambiguous) | add)],
+           ["throttled", (map(.throttled) | add)],
+           ["held", (map(.held) | add)]][] |
           ["program", $p, .[0], (.[1] | tostring)])
         | @tsv' "$1"
 }
 
 # check DOM BEFORE AFTER MODE: every number the stats socket reports (in
 # AFTER) against the page: MODE bracket (under load: counters between
-# BEFORE and AFTER; balances move both ways, so they wait for the idle
-# check) or equal (idle: counters equal in both and on the page, balances
-# between them).
+# BEFORE and AFTER; gauges, the balances and the throttle's probability
+# and pushback, move both ways, so they wait for the idle check) or equal
+# (idle: counters equal in both and on the page, gauges between them).
 check() {
     dom_numbers "$1" >"$scratch/dom.tsv"
     sock_numbers "$2" >"$scratch/before.tsv" &&
@@ -100,6 +106,9 @@ check() {
         ops_fail "cannot read the stats socket's numbers"
     awk -F '\t' -v mode="$4" '
         function num(v) { return v ~ /^[0-9]+(\.[0-9]+)?$/ }
+        function gauge(k) {
+            return k == "balance" || k == "probability" || k == "pushback_seconds"
+        }
         FILENAME == ARGV[1] { dom[$1 FS $2 FS $3] = $4; ndom++; next }
         FILENAME == ARGV[2] { lo[$1 FS $2 FS $3] = $4; next }
         {
@@ -109,11 +118,12 @@ check() {
             v = dom[k]; l = lo[k]
             if (!num(v) || !num(l) || !num(hi)) {
                 print "FAIL  " what ": page " v ", stats socket " l " then " hi; bad++
-            } else if (mode == "equal" && $3 != "balance" && !(l == hi && v == hi)) {
+            } else if (mode == "equal" && !gauge($3) && !(l == hi && v == hi)) {
                 print "FAIL  " what ": page " v ", stats socket " l " then " hi; bad++
-            } else if (mode == "bracket" && $3 == "balance") {
+            } else if (mode == "bracket" && gauge($3)) {
                 n--
-            } else if (!(l + 0 <= v + 0 && v + 0 <= hi + 0)) {
+            } else if (!(l + 0 <= v + 0 && v + 0 <= hi + 0) &&
+                       !(gauge($3) && hi + 0 <= v + 0 && v + 0 <= l + 0)) {
                 print "FAIL  " what ": page " v ", not within the stats socket'"'"'s " l " .. " hi; bad++
             }
         }
@@ -135,7 +145,7 @@ check "$scratch/load.html" "$scratch/load-before.json" \
     "$scratch/load-after.json" bracket || ops_fail "the page under load"
 
 # The picture, under load.
-ops_browse "$browser" "screenshot=$scratch/status.png" --window-size=1500,680 \
+ops_browse "$browser" "screenshot=$scratch/status.png" --window-size=2000,760 \
     "$url" >/dev/null || ops_fail "chromium could not take the page's picture"
 [ -s "$scratch/status.png" ] || ops_fail "no status.png"
 

@@ -27,6 +27,8 @@
  *   /partial?len=N&sent=M  Content-Length N, M body bytes, then RST
  *                          (defaults: N=100, M=N/2)
  *   /status?code=NNN[&retry_after=V]  that status (200-599), V decoded
+ *   /flip                  200 "ok", or the status the control port's
+ *                          FLIP set (an upstream that fails and heals)
  *   /redirect?to=U         302 with "Location: U" (U decoded)
  *   /once425               per id: first execution 425, later 200
  *   /headers               "102 Processing" with a field, then 200 with
@@ -50,7 +52,7 @@
  * Content-Length (RFC 9110 forbids it on 204); all other responses do.
  *
  * Control protocol: the common one of srv_control.c (COUNT, REJECTS, LOG,
- * CONNS, ACTIVE, IDLE, WAIT, MODE, RESET); REJECTS counts the 401s of
+ * CONNS, ACTIVE, IDLE, WAIT, MODE, RESET, FLIP); REJECTS counts the 401s of
  * /auth; LOG's tag is "expect-100" for a request that said "Expect:
  * 100-continue", else absent. No commands of its own.
  */

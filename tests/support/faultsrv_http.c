@@ -357,6 +357,18 @@ static enum srv_next mode_status(struct srv_conn *c, struct request *r)
     return respond_text(c, r, (int)code, extra, body);
 }
 
+/* The status the control port's FLIP set (200 "ok" until then). */
+static enum srv_next mode_flip(struct srv_conn *c, struct request *r)
+{
+    int code = atomic_load(&c->srv->flip_status);
+
+    if (code == 200)
+        return respond_text(c, r, 200, NULL, "ok");
+    char body[32];
+    snprintf(body, sizeof body, "status %d\n", code);
+    return respond_text(c, r, code, NULL, body);
+}
+
 static enum srv_next mode_redirect(struct srv_conn *c, struct request *r)
 {
     char to[SRV_PARAM_MAX], extra[SRV_PARAM_MAX + 32];
@@ -517,6 +529,7 @@ static const struct mode {
     {"/hold", mode_hold, true},
     {"/partial", mode_partial, true},
     {"/status", mode_status, true},
+    {"/flip", mode_flip, true},
     {"/redirect", mode_redirect, true},
     {"/once425", mode_once425, true},
     {"/headers", mode_headers, true},

@@ -80,6 +80,7 @@ struct srv {
      * every blocking wait polls it, so shutdown never waits on a client. */
     int stop_fd;
     atomic_bool accept_close; /* MODE accept-close */
+    atomic_int flip_status;   /* FLIP: what faultsrv's /flip answers */
     bool verbose;             /* one stderr line per request */
     bool watch_stdin;         /* exit on stdin EOF (not --ignore-stdin) */
     const char *bind;         /* the HTTP listener's address */

@@ -26,6 +26,9 @@
  *   MODE accept-close|normal  accept-close: close each new HTTP connection
  *                     right after accept, before reading anything -> OK
  *   RESET             clears counters, logs and CONNS -> OK (MODE stays)
+ *   FLIP <status>     what faultsrv's /flip answers from now on (200-599;
+ *                     200 at start): an upstream that fails and heals
+ *                     without its clients changing a thing -> OK
  *   the server's own  see its srv_ops.commands (h2srv: REFUSED, STREAMS)
  *   anything else     ERR <reason> */
 #include "srv_common.h"
@@ -535,6 +538,18 @@ static void cmd_mode(struct srv *srv, const char *arg, struct sbuf *out)
     sb_printf(out, "OK");
 }
 
+static void cmd_flip(struct srv *srv, const char *arg, struct sbuf *out)
+{
+    long code;
+
+    if (srv_parse_long(arg, 200, 599, &code) < 0) {
+        sb_printf(out, "ERR usage: FLIP <status 200-599>");
+        return;
+    }
+    atomic_store(&srv->flip_status, (int)code);
+    sb_printf(out, "OK");
+}
+
 /* RESET: counters, logs, tallies, CONNS and the server's counters.
  * `active` is live state, not a counter: kept. */
 static void cmd_reset(struct srv *srv, const char *arg, struct sbuf *out)
@@ -562,6 +577,7 @@ static const struct {
     {"ACTIVE", ARG_NONE, cmd_active},   {"IDLE", ARG_ANY, cmd_idle},
     {"WAIT", ARG_ANY, cmd_wait},        {"MODE", ARG_ANY, cmd_mode},
     {"RESET", ARG_NONE, cmd_reset},     {"TIMES", ARG_REQUIRED, cmd_times},
+    {"FLIP", ARG_REQUIRED, cmd_flip},
 };
 
 static bool arg_fits(enum arg_rule rule, const char *arg)

@@ -10,7 +10,7 @@
  *     end of a pipe on the child's stdin, so when a test process dies (a
  *     crash, a criterion timeout) the server notices and exits.
  *   - control port: one command per line, one reply line each (COUNT,
- *     REJECTS, LOG, CONNS, ACTIVE, IDLE, WAIT, MODE, RESET, plus a
+ *     REJECTS, LOG, CONNS, ACTIVE, IDLE, WAIT, MODE, RESET, FLIP, plus a
  *     server's own; see srv_control.c).
  *
  * All functions return 0 (or a value >= 0) on success and a negative errno

@@ -1,15 +1,22 @@
 /* SPDX-License-Identifier: MIT */
 /* retryd --check-config: a good file passes; each mistake is reported with
- * the file, the line and the key, and the exit code says "configuration". */
+ * the file, the line and the key, and the exit code says "configuration".
+ * The upstream health keys (docs/health.md) also in a running daemon: what
+ * each upstream's slot holds, inherited key by key, and changed by a
+ * reload. */
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
 #include <criterion/criterion.h>
 
+#include "child.h"
+#include "harness.h"
 #include "run.h"
 
 static char path[] = "/tmp/retryd-config-XXXXXX";
+static char checked[sizeof(path)]; /* the file check() last wrote */
 static run_result res;
 
 static void check(const char *text)
@@ -22,6 +29,7 @@ static void check(const char *text)
     char *argv[] = {RETRYD_PATH, "--config", path, "--check-config", NULL};
     cr_assert_eq(run_program(argv, 10000, &res), 0);
     unlink(path);
+    strcpy(checked, path);
     strcpy(path, "/tmp/retryd-config-XXXXXX");
 }
 
@@ -175,4 +183,243 @@ Test(config, sockets_segment_and_lock_need_paths_of_their_own)
                  "is also the segment");
     check("[retryd]\ncontrol_socket = c\nstats_socket = s\nsegment = seg\n");
     cr_expect_eq(res.exit_code, 0, "%s", res.err);
+}
+
+/* --- upstream health keys (docs/health.md) ------------------------------- */
+
+/* The daemon of the tests that run one. */
+static rd_daemon dm;
+
+static void stop_daemon(void)
+{
+    rd_daemon_cleanup(&dm);
+}
+
+Test(config, the_health_keys_parse_in_defaults_and_upstreams)
+{
+    check("[defaults]\nadaptive_throttle = on\nthrottle_k = 1.5\n"
+          "throttle_window = 10s\nthrottle_min_processes = 3\npushback = off\n"
+          "pushback_first_attempts = yes\npushback_max = 500ms\n"
+          "[upstream payments]\nadaptive_throttle = false\nthrottle_k = 0\n"
+          "throttle_window = 1h\nthrottle_min_processes = 65536\n"
+          "pushback = 1\npushback_first_attempts = off\npushback_max = 0\n"
+          "[upstream orders]\nthrottle_k = 1000\nthrottle_window = 1s\n"
+          "throttle_min_processes = 1\npushback_max = 1h\n");
+    cr_expect_eq(res.exit_code, 0, "%s", res.err);
+    cr_expect(strstr(res.out, "ok (2 upstreams configured)") != NULL, "%s",
+              res.out);
+}
+
+/* A bad value of a health key, in [defaults] and in an [upstream]: exit
+ * 78, and the message names the file, the line, the section and the key
+ * with the reason. */
+Test(config, bad_health_values_name_file_line_section_and_key)
+{
+    static const struct {
+        const char *key, *value, *why;
+    } bad[] = {
+        {"adaptive_throttle", "maybe", "'maybe' is neither on nor off"},
+        {"adaptive_throttle", "", "'' is neither on nor off"},
+        {"throttle_k", "-1", "'-1' is not a number from 0 to 1000"},
+        {"throttle_k", "1000.5", "'1000.5' is not a number from 0 to 1000"},
+        {"throttle_k", "lots", "'lots' is not a number from 0 to 1000"},
+        {"throttle_window", "999ms",
+         "'999ms' is not a duration from 1000ms to 3600s"},
+        {"throttle_window", "2h",
+         "'2h' is not a duration from 1000ms to 3600s"},
+        {"throttle_window", "30", "'30' is not a duration from 1000ms"},
+        {"throttle_window", "soon", "'soon' is not a duration"},
+        {"throttle_min_processes", "0", "'0' is not in 1..65536"},
+        {"throttle_min_processes", "65537", "'65537' is not in 1..65536"},
+        {"throttle_min_processes", "two", "'two' is not in 1..65536"},
+        {"pushback", "2", "'2' is neither on nor off"},
+        {"pushback_first_attempts", "always", "'always' is neither on nor off"},
+        {"pushback_max", "61m", "'61m' is not a duration from 0ms to 3600s"},
+        {"pushback_max", "-1s", "'-1s' is not a duration from 0ms to 3600s"},
+    };
+    char text[256], want[256];
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        snprintf(text, sizeof(text), "[defaults]\ncap = 5\n%s = %s\n",
+                 bad[i].key, bad[i].value);
+        snprintf(want, sizeof(want), "[defaults] %s: %s", bad[i].key,
+                 bad[i].why);
+        expect_error(text, 3, want);
+        cr_expect(strstr(res.err, checked) != NULL, "names the file: %s",
+                  res.err);
+        snprintf(text, sizeof(text),
+                 "[defaults]\ncap = 5\n[upstream payments]\nratio = 1\n"
+                 "%s = %s\n",
+                 bad[i].key, bad[i].value);
+        snprintf(want, sizeof(want), "[upstream payments] %s: %s", bad[i].key,
+                 bad[i].why);
+        expect_error(text, 5, want);
+    }
+    /* Twice in one section is a mistake too, whichever the value. */
+    expect_error("[upstream payments]\npushback = on\npushback = on\n", 3,
+                 "[upstream payments] pushback: set twice (first at line 2)");
+}
+
+/* Each health key: [defaults]'s value (first) and another one an
+ * [upstream] sets (second), as `retrydctl stats --json` prints them in
+ * the upstream's "health" member. */
+static const struct health_key {
+    const char *key, *in_defaults, *in_upstream; /* as the file says */
+    const char *json, *json_defaults, *json_upstream;
+} health_keys[] = {
+    {"adaptive_throttle", "on", "off", "adaptive_throttle", "true", "false"},
+    {"throttle_k", "3", "1.5", "throttle_k", "3.000000", "1.500000"},
+    {"throttle_window", "20s", "4s", "throttle_window_seconds", "20.000",
+     "4.000"},
+    {"throttle_min_processes", "4", "2", "throttle_min_processes", "4", "2"},
+    {"pushback", "off", "on", "pushback", "false", "true"},
+    {"pushback_first_attempts", "on", "off", "pushback_first_attempts", "true",
+     "false"},
+    {"pushback_max", "5s", "7s", "pushback_max_seconds", "5.000", "7.000"},
+};
+#define HEALTH_KEYS (sizeof(health_keys) / sizeof(health_keys[0]))
+
+/* The "health" member of upstream @p name in fresh `stats --json`, into
+ * @p out; false when there is none. */
+static bool health_json(const char *name, char *out, size_t len)
+{
+    char anchor[128];
+    if (rd_ctl(&dm, &res, "stats", "--json", NULL) != 0)
+        return false;
+    snprintf(anchor, sizeof(anchor), "{\"name\":\"%s\",", name);
+    const char *u = strstr(res.out, anchor);
+    const char *h = u ? strstr(u, "\"health\":{") : NULL;
+    const char *end = h ? strchr(h, '}') : NULL;
+    if (end == NULL || (size_t)(end - h) + 1 >= len)
+        return false;
+    memcpy(out, h, (size_t)(end - h) + 1);
+    out[end - h + 1] = '\0';
+    return true;
+}
+
+/* Whether @p health holds "@p key":@p value. */
+static bool health_says(const char *health, const char *key, const char *value)
+{
+    char want[96];
+    snprintf(want, sizeof(want), "\"%s\":%s,", key, value);
+    if (strstr(health, want) != NULL)
+        return true;
+    snprintf(want, sizeof(want), "\"%s\":%s}", key, value);
+    return strstr(health, want) != NULL;
+}
+
+static void start_daemon(const char *conf)
+{
+    cr_assert_eq(rd_daemon_init(&dm, conf), 0);
+    cr_assert_eq(rd_daemon_start(&dm), 0, "the daemon did not start");
+}
+
+/* A retryd-test-client attached to the daemon. */
+static void start_client(child *c)
+{
+    char *argv[] = {TEST_CLIENT_PATH, dm.control, NULL};
+    cr_assert_eq(child_start(c, argv), 0);
+}
+
+static void ask(child *c, const char *cmd, const char *expect)
+{
+    char reply[256];
+    cr_assert_eq(child_ask(c, cmd, reply, sizeof(reply), 10000), 0,
+                 "the client did not answer '%s'", cmd);
+    cr_assert_str_eq(reply, expect, "after '%s'", cmd);
+}
+
+/*
+ * [upstream hK] sets key K alone: it holds its own value of K and
+ * [defaults]'s of every other key, each inherited by itself; an upstream
+ * the file does not name, registered by a client, holds [defaults]'s.
+ */
+Test(config, an_upstream_inherits_each_unset_health_key_from_defaults,
+     .fini = stop_daemon)
+{
+    char conf[4096] = "[defaults]\n", line[128], health[1024];
+    for (size_t k = 0; k < HEALTH_KEYS; k++) {
+        snprintf(line, sizeof(line), "%s = %s\n", health_keys[k].key,
+                 health_keys[k].in_defaults);
+        strcat(conf, line);
+    }
+    for (size_t k = 0; k < HEALTH_KEYS; k++) {
+        snprintf(line, sizeof(line), "[upstream h%zu]\n%s = %s\n", k,
+                 health_keys[k].key, health_keys[k].in_upstream);
+        strcat(conf, line);
+    }
+    start_daemon(conf);
+    for (size_t u = 0; u < HEALTH_KEYS; u++) {
+        char name[16];
+        snprintf(name, sizeof(name), "h%zu", u);
+        cr_assert(health_json(name, health, sizeof(health)),
+                  "no health for %s: %s", name, res.out);
+        for (size_t k = 0; k < HEALTH_KEYS; k++) {
+            const struct health_key *hk = &health_keys[k];
+            const char *want = k == u ? hk->json_upstream : hk->json_defaults;
+            cr_expect(health_says(health, hk->json, want),
+                      "%s (sets %s only): %s should be %s: %s", name,
+                      health_keys[u].key, hk->json, want, health);
+        }
+    }
+    child c;
+    start_client(&c);
+    ask(&c, "open unnamed", "ok shared=1");
+    child_stop(&c);
+    cr_assert(health_json("unnamed", health, sizeof(health)), "%s", res.out);
+    for (size_t k = 0; k < HEALTH_KEYS; k++)
+        cr_expect(health_says(health, health_keys[k].json,
+                              health_keys[k].json_defaults),
+                  "unnamed: %s should be %s: %s", health_keys[k].json,
+                  health_keys[k].json_defaults, health);
+}
+
+static bool window_is_8s(void *arg)
+{
+    char health[1024];
+    (void)arg;
+    return health_json("flaky", health, sizeof(health)) &&
+           health_says(health, "throttle_window_seconds", "8.000");
+}
+
+/* A reload that changes an upstream's health keys rewrites its slot
+ * (the stats read the slot, and so does the client) and starts its window
+ * afresh, as a window of another length cannot be read. */
+Test(config, a_reload_changes_a_slots_health_params, .fini = stop_daemon)
+{
+    char health[1024];
+    start_daemon("[upstream flaky]\nadaptive_throttle = on\n"
+                 "throttle_window = 20s\n");
+    child c;
+    start_client(&c);
+    ask(&c, "open flaky", "ok shared=1");
+    ask(&c, "observe 503", "ok");
+    ask(&c, "observe 503", "ok");
+    ask(&c, "observe 0", "ok");
+    ask(&c, "observe 200", "ok");
+    cr_assert(health_json("flaky", health, sizeof(health)), "%s", res.out);
+    cr_expect(health_says(health, "requests", "4"), "%s", health);
+    cr_expect(health_says(health, "accepts", "1"), "%s", health);
+    cr_expect(health_says(health, "engaged", "true"), "%s", health);
+    cr_expect(health_says(health, "pushback", "true"), "%s", health);
+
+    cr_assert_eq(rd_daemon_write_config(&dm, "[upstream flaky]\n"
+                                             "adaptive_throttle = on\n"
+                                             "throttle_window = 8s\n"
+                                             "throttle_min_processes = 2\n"
+                                             "pushback = off\n"),
+                 0);
+    cr_assert_eq(kill(dm.pid, SIGHUP), 0);
+    cr_assert(rd_wait_until(window_is_8s, NULL, 5000),
+              "the reload did not reach the slot: %s", res.out);
+    cr_assert(health_json("flaky", health, sizeof(health)), "%s", res.out);
+    cr_expect(health_says(health, "throttle_min_processes", "2"), "%s", health);
+    cr_expect(health_says(health, "pushback", "false"), "%s", health);
+    cr_expect(health_says(health, "requests", "0"), "a fresh window: %s",
+              health);
+    cr_expect(health_says(health, "engaged", "false"), "%s", health);
+    /* The client reads the same slot. */
+    ask(&c, "health",
+        "health throttle=1 engaged=0 probability=0.000000 requests=0 "
+        "accepts=0 rejecting=0 pushback_ms=0");
+    child_stop(&c);
 }

@@ -7,9 +7,11 @@
  * of the stats socket's per-process numbers; the pid and none choices;
  * 404 and 405 (GET / is the status page: tests/ops); metrics_listen refused
  * when it is not a loopback ADDRESS:PORT; IPv6; a reload that moves, keeps or
- * turns off the endpoint; nothing listening when it is not configured.
+ * turns off the endpoint; nothing listening when it is not configured; an
+ * upstream's health (docs/health.md) alike in /metrics, JSON, table, top.
  */
 #include <dirent.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -249,6 +251,162 @@ Test(metrics_config, pid_mode_labels_each_process)
     expect_line(h.body, line);
     free(h.body);
     child_stop(&a1), child_stop(&a2);
+}
+
+/* What client @p c says of its upstream's health (retryd_upstream_health):
+ * the same slot the daemon's stats read. */
+typedef struct client_health {
+    int throttle, engaged;
+    double probability;
+    unsigned long requests, accepts, rejecting;
+    long long pushback_ms;
+} client_health;
+
+static client_health health_of(child *c)
+{
+    char reply[256];
+    client_health h;
+    cr_assert_eq(child_ask(c, "health", reply, sizeof(reply), ASK_MS), 0);
+    cr_assert_eq(sscanf(reply,
+                        "health throttle=%d engaged=%d probability=%lf "
+                        "requests=%lu accepts=%lu rejecting=%lu "
+                        "pushback_ms=%lld",
+                        &h.throttle, &h.engaged, &h.probability, &h.requests,
+                        &h.accepts, &h.rejecting, &h.pushback_ms),
+                 7, "%s", reply);
+    return h;
+}
+
+/* The value of the sample @p series (name and labels) in @p body. */
+static double sample_of(const char *body, const char *series)
+{
+    char want[256];
+    snprintf(want, sizeof(want), "\n%s ", series);
+    const char *at = strstr(body, want);
+    cr_assert(at != NULL, "no sample %s in:\n%s", series, body);
+    return strtod(at + strlen(want), NULL);
+}
+
+/*
+ * An upstream's health in every view of one reply: /metrics (and promtool
+ * on it), the JSON, the table and top. A client named rd-flaky reports
+ * rejections and one Retry-After on flaky (throttle on, an hour's window
+ * that does not rotate in the test), asks first attempts until one is
+ * throttled and a retry, which the pushback holds. Each view says what
+ * the client's own reading of the slot says.
+ */
+Test(metrics_config, upstream_health_in_every_view)
+{
+    start_daemon("[upstream flaky]\nadaptive_throttle = on\n"
+                 "throttle_window = 1h\npushback_max = 60s\n");
+    child c;
+    start_named(&c, "rd-flaky", 1);
+    ask(&c, "open flaky", "ok shared=1");
+    ask(&c, "observe 503", "ok");
+    ask(&c, "observe 0", "ok");
+    ask(&c, "observe 200", "ok");
+    ask(&c, "observe 503 30000", "ok");
+    client_health h = health_of(&c);
+    cr_expect(h.engaged && h.requests == 4 && h.accepts == 1 &&
+                  h.rejecting == 1,
+              "R %lu A %lu rejecting %lu", h.requests, h.accepts, h.rejecting);
+    cr_expect(fabs(h.probability - 0.4) < 1e-9, "(4 - 2) / 5: %f",
+              h.probability);
+    /* p >= 0.4 each: one in a thousand tries never throttles 1e-220. */
+    unsigned long throttled = 0;
+    char reply[64];
+    for (int i = 0; i < 1000 && throttled == 0; i++) {
+        cr_assert_eq(child_ask(&c, "admit first", reply, sizeof(reply), ASK_MS),
+                     0);
+        throttled += strcmp(reply, "admit throttled 0") == 0;
+    }
+    cr_assert_eq(throttled, 1, "no first attempt throttled");
+    cr_assert_eq(child_ask(&c, "admit retry", reply, sizeof(reply), ASK_MS), 0);
+    cr_expect(strncmp(reply, "admit hold ", 11) == 0, "%s", reply);
+    h = health_of(&c);
+    cr_expect_eq(h.requests, 5, "a throttled attempt counts in R");
+
+    rd_http m = scrape();
+    char file[256], series[160];
+    run_result r;
+    const char *promtool = rd_promtool();
+    snprintf(file, sizeof(file), "%s/metrics.txt", D.dir);
+    if (promtool != NULL)
+        cr_expect_eq(rd_promtool_check(promtool, file, m.body, &r), 0,
+                     "promtool check metrics failed:\n%s%s", r.out, r.err);
+    expect_line(m.body,
+                "retryd_upstream_throttle_enabled{upstream=\"flaky\"} 1");
+    expect_line(m.body,
+                "retryd_upstream_throttle_enabled{upstream=\"payments\"} 0");
+    expect_line(m.body,
+                "retryd_upstream_throttle_engaged{upstream=\"flaky\"} 1");
+    snprintf(series, sizeof(series),
+             "retryd_upstream_throttle_probability{upstream=\"flaky\"} %.6f",
+             h.probability);
+    expect_line(m.body, series);
+    expect_line(m.body, "retryd_upstream_throttle_probability{upstream="
+                        "\"payments\"} 0.000000");
+    expect_line(m.body,
+                "retryd_upstream_throttle_requests{upstream=\"flaky\"} 5");
+    expect_line(m.body,
+                "retryd_upstream_throttle_accepts{upstream=\"flaky\"} 1");
+    expect_line(m.body, "retryd_upstream_throttle_rejecting_processes{upstream="
+                        "\"flaky\"} 1");
+    expect_line(m.body,
+                "retryd_upstream_throttled_total{upstream=\"flaky\"} 1");
+    expect_line(m.body, "retryd_upstream_held_total{upstream=\"flaky\"} 1");
+    expect_line(m.body,
+                "retryd_process_throttled_total{program=\"rd-flaky\"} 1");
+    expect_line(m.body, "retryd_process_held_total{program=\"rd-flaky\"} 1");
+    double left = sample_of(m.body, "retryd_upstream_pushback_seconds{upstream="
+                                    "\"flaky\"}");
+    cr_expect(left > 0 && left <= 30, "the hold left: %f s", left);
+    expect_line(
+        m.body,
+        "retryd_upstream_pushback_seconds{upstream=\"payments\"} 0.000");
+    free(m.body);
+
+    cr_expect_eq(stat_of("flaky", "throttled"), 1);
+    cr_expect_eq(stat_of("flaky", "held"), 1);
+    cr_expect_eq(stat_of("flaky", "requests"), 5);
+    cr_expect_eq(stat_of("flaky", "rejecting_processes"), 1);
+    cr_expect(fabs(stat_of("flaky", "probability") - h.probability) < 1e-6);
+    cr_expect_eq(stat_of("flaky", "throttle_window_seconds"), 3600);
+    cr_expect_eq(stat_of("flaky", "pushback_max_seconds"), 60);
+    left = stat_of("flaky", "pushback_seconds");
+    cr_expect(left > 0 && left <= 30, "%f", left);
+    char pid[64];
+    pid_anchor(pid, sizeof(pid), (long)c.pid);
+    cr_expect_eq(number_in_res(pid, "throttled"), 1);
+    cr_expect_eq(number_in_res(pid, "held"), 1);
+
+    cr_assert_eq(rd_ctl(&D, &res, "stats", NULL), 0, "%s", res.err);
+    snprintf(series, sizeof(series),
+             "health: throttle on ENGAGED p=%.3f R=5 A=1 rejecting=1  "
+             "pushback on HOLDING ",
+             h.probability);
+    cr_expect(strstr(res.out, series) != NULL, "no '%s' in:\n%s", series,
+              res.out);
+    cr_expect(strstr(res.out, "s  throttled 1 held 1\n") != NULL, "%s",
+              res.out);
+    cr_expect(strstr(res.out, "health: throttle off  pushback on  throttled 0 "
+                              "held 0\n") != NULL,
+              "payments: %s", res.out);
+
+    cr_assert_eq(rd_ctl(&D, &res, "top", "-b", "-n", "1", NULL), 0, "%s",
+                 res.err);
+    const char *row = strstr(res.out, "\nHEALTH ");
+    cr_assert(row != NULL, "no health table in:\n%s", res.out);
+    row = strstr(row, "\nflaky ");
+    cr_assert(row != NULL, "no health row for flaky:\n%s", res.out);
+    char state[16], p[16];
+    unsigned long rr, aa, rej, thr;
+    cr_assert_eq(sscanf(row, " flaky %15s %15s %lu %lu %lu %lu", state, p, &rr,
+                        &aa, &rej, &thr),
+                 6, "%.200s", row);
+    cr_expect_str_eq(state, "ENGAGED");
+    cr_expect(rr == 5 && aa == 1 && rej == 1 && thr == 1, "%.200s", row);
+    child_stop(&c);
 }
 
 Test(metrics_config, none_mode_has_no_process_series)

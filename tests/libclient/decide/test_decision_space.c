@@ -183,8 +183,7 @@ static const char *wrong(const point *p, const retryd_decision *d, bool late,
     /* A host hold: at least the hold and the Retry-After, spread by at
      * most a quarter of the hold and 50 ms beyond the hold. */
     if (d->verdict == RETRYD_VERDICT_RETRY && p->f.pushback_ns > 0 &&
-        (d->delay_ns < p->f.pushback_ns ||
-         d->delay_ns < p->f.retry_after_ns ||
+        (d->delay_ns < p->f.pushback_ns || d->delay_ns < p->f.retry_after_ns ||
          (d->delay_ns > p->f.retry_after_ns &&
           d->delay_ns >= p->f.pushback_ns + p->f.pushback_ns / 4 + S / 20)))
         return "a granted retry under a host hold does not wait it out, or "
@@ -238,9 +237,8 @@ static void check(const point *p)
                  p->f.draining, (long long)p->f.remaining_ns,
                  retryd_failure_name(p->f.failure), p->f.refresh_used,
                  p->f.transient_500, (long long)p->f.retry_after_ns,
-                 (long long)p->f.pushback_ns,
-                 retryd_verdict_name(d.verdict), retryd_denial_name(d.reason),
-                 retryd_rule_name(d.rule));
+                 (long long)p->f.pushback_ns, retryd_verdict_name(d.verdict),
+                 retryd_denial_name(d.reason), retryd_rule_name(d.rule));
 }
 
 /* The transport failure that goes with an evidence, permanent or not. */
