@@ -637,7 +637,11 @@ retryd_admission retryd_upstream_admit(retryd_upstream *up, bool first_attempt,
                               memory_order_relaxed) == 0))
         return RETRYD_ADMIT_SEND;
     uint64_t now = retryd__clock_coarse_ns();
-    int64_t hold = retryd__health_hold_spent(h.slot, now);
+    /* No hold ever set (or the last one cleared): nothing to ask. */
+    int64_t hold = atomic_load_explicit(&h.slot->pushback_until_ns,
+                                        memory_order_relaxed) != 0
+                       ? retryd__health_hold_spent(h.slot, now)
+                       : 0;
     double p = first_attempt && (flags & SEG_HEALTH_THROTTLE)
                    ? throttle_probability(h.slot, now)
                    : 0;
