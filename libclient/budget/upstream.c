@@ -504,10 +504,12 @@ void retryd_upstream_record(retryd_upstream *up,
 /* --- upstream health (docs/health.md) ------------------------------------ */
 
 /* Where the handle's health lives now: its binding's shared slot, or its
- * local one; with the tally and the rejecter record that go with it. */
+ * local one; with the rejecter record that goes with it. The tally is
+ * worked out only where something is counted (health_tally): the common
+ * paths count nothing, and the thread's lane is a TLS read they skip. */
 typedef struct health_place {
     seg_upstream *slot;
-    bucket_tally tally;
+    const binding *b; /* NULL: the local slot */
     _Atomic uint64_t *reject_epoch;
 } health_place;
 
@@ -515,14 +517,102 @@ static inline health_place health_place_of(retryd_upstream *up)
 {
     binding *b = current(up);
     if (__builtin_expect(b != NULL, 1) && bucket_ident_ok(b->slot, b->ident))
-        return (health_place){b->slot, tally_of(b), &b->reject_epoch};
-    return (health_place){&up->local, local_tally(up), &up->local_reject_epoch};
+        return (health_place){b->slot, b, &b->reject_epoch};
+    return (health_place){&up->local, NULL, &up->local_reject_epoch};
+}
+
+static inline bucket_tally health_tally(retryd_upstream *up,
+                                        const health_place *h)
+{
+    return h->b ? tally_of(h->b) : local_tally(up);
 }
 
 /* A uniform draw in [0, 1). */
 static inline double draw01(void)
 {
     return (double)(retryd_random_default(NULL) >> 11) * 0x1p-53;
+}
+
+/*
+ * The window of one slot at one tick of the coarse clock, as this thread
+ * last summed it, plus what the thread itself recorded since. Summing is
+ * sixteen loads, two of them of a line every attempt writes; each thread
+ * sums once per tick (1 to 4 ms) and slot, so an admission sees its own
+ * thread's events at once and everyone else's within a tick
+ * (docs/health.md), in windows of at least a second.
+ */
+typedef struct throttle_memo {
+    const seg_upstream *slot; /* NULL: nothing remembered */
+    uint64_t now_ns;
+    uint64_t requests, accepts, k_micro;
+    bool engaged;
+} throttle_memo;
+
+static _Thread_local throttle_memo throttle_memo_tls
+    __attribute__((tls_model("initial-exec")));
+
+static inline double throttle_probability(seg_upstream *s, uint64_t now)
+{
+    throttle_memo *m = &throttle_memo_tls;
+    if (__builtin_expect(m->slot != s || m->now_ns != now, 0)) {
+        health_view v;
+        retryd__health_view(s, now, &v);
+        *m = (throttle_memo){
+            .slot = s,
+            .now_ns = now,
+            .requests = v.requests,
+            .accepts = v.accepts,
+            .k_micro = atomic_load_explicit(&s->throttle_k_micro,
+                                            memory_order_relaxed),
+            .engaged = v.engaged,
+        };
+    }
+    return m->engaged ? health_probability(m->requests, m->accepts, m->k_micro)
+                      : 0;
+}
+
+/* This thread recorded an event of slot @p s at @p now: its memo counts
+ * it too. A rejection may complete the quorum, which only a new sum
+ * tells. */
+static inline void throttle_memo_note(const seg_upstream *s, uint64_t now,
+                                      bool accept, bool reject)
+{
+    throttle_memo *m = &throttle_memo_tls;
+    if (m->slot != s || m->now_ns != now)
+        return;
+    m->requests++;
+    m->accepts += accept;
+    if (reject && !m->engaged)
+        m->slot = NULL;
+}
+
+/* The rare outcomes of an admission: a throttled first attempt (unless
+ * it is the slot's probe) and a held one are counted. */
+static __attribute__((noinline)) retryd_admission
+admit_counted(retryd_upstream *up, const health_place *h, retryd_admission a,
+              uint64_t now)
+{
+    bucket_tally t = health_tally(up, h);
+    switch (a) {
+    case RETRYD_ADMIT_THROTTLED:
+        /* One first attempt per slot goes out whatever the throttle
+         * says: without it a host throttled near 1 would learn of the
+         * upstream's recovery only by chance. */
+        if (retryd__health_claim_probe(h->slot, now))
+            return RETRYD_ADMIT_SEND;
+        /* Throttled requests count as requests, as in the SRE formula. */
+        retryd__health_record(h->slot, now, 1, 0);
+        throttle_memo_note(h->slot, now, false, false);
+        bucket_tally_add(&t, SEG_C_THROTTLED, 1);
+        break;
+    case RETRYD_ADMIT_HOLD:
+    case RETRYD_ADMIT_PAST_DEADLINE:
+        bucket_tally_add(&t, SEG_C_HELD, 1);
+        break;
+    case RETRYD_ADMIT_SEND:
+        break;
+    }
+    return a;
 }
 
 retryd_admission retryd_upstream_admit(retryd_upstream *up, bool first_attempt,
@@ -539,50 +629,40 @@ retryd_admission retryd_upstream_admit(retryd_upstream *up, bool first_attempt,
     health_place h = health_place_of(up);
     uint64_t flags =
         atomic_load_explicit(&h.slot->health_flags, memory_order_relaxed);
-    /* The common case, throttle off and no hold: one load of a line that
-     * every process only reads, and nothing written. */
+    /* The common case, throttle off and no hold: two loads of one line
+     * that every process only reads, and nothing written. */
     if (!(flags & SEG_HEALTH_THROTTLE) &&
         (!(flags & SEG_HEALTH_PUSHBACK) ||
          atomic_load_explicit(&h.slot->pushback_until_ns,
                               memory_order_relaxed) == 0))
         return RETRYD_ADMIT_SEND;
     uint64_t now = retryd__clock_coarse_ns();
+    /* No hold ever set (or the last one cleared): nothing to ask. */
+    int64_t hold = atomic_load_explicit(&h.slot->pushback_until_ns,
+                                        memory_order_relaxed) != 0
+                       ? retryd__health_hold_spent(h.slot, now)
+                       : 0;
+    double p = first_attempt && (flags & SEG_HEALTH_THROTTLE)
+                   ? throttle_probability(h.slot, now)
+                   : 0;
+    /* Nothing held and nothing to draw for: retryd_admit would say send
+     * (a draw is never below 0), so its facts need not be built. */
+    if (hold == 0 && p == 0)
+        return RETRYD_ADMIT_SEND;
     retryd_admit_facts f = {
         .sz = sizeof(f),
         .first_attempt = first_attempt,
-        .pushback_ns = retryd__health_hold_spent(h.slot, now),
+        .pushback_ns = hold,
         .pushback_first_attempts = (flags & SEG_HEALTH_PUSHBACK_FIRST) != 0,
         .remaining_ns = remaining_ns > 0 ? remaining_ns : 0,
         .min_attempt_ns = min_attempt_ns > 0 ? min_attempt_ns : 0,
+        .throttle_probability = p,
+        .draw = p > 0 ? draw01() : 0,
     };
-    if (first_attempt && (flags & SEG_HEALTH_THROTTLE)) {
-        health_view v;
-        retryd__health_view(h.slot, now, &v);
-        f.throttle_probability = v.probability;
-        f.draw = f.throttle_probability > 0 ? draw01() : 0;
-    }
     retryd_admission a;
     if (retryd_admit(&f, NULL, NULL, &a, ret_wait_ns) < 0)
         return RETRYD_ADMIT_SEND; /* facts of our own making are valid */
-    switch (a) {
-    case RETRYD_ADMIT_THROTTLED:
-        /* One first attempt per slot goes out whatever the throttle
-         * says: without it a host throttled near 1 would learn of the
-         * upstream's recovery only by chance. */
-        if (retryd__health_claim_probe(h.slot, now))
-            return RETRYD_ADMIT_SEND;
-        /* Throttled requests count as requests, as in the SRE formula. */
-        retryd__health_record(h.slot, now, 1, 0);
-        bucket_tally_add(&h.tally, SEG_C_THROTTLED, 1);
-        break;
-    case RETRYD_ADMIT_HOLD:
-    case RETRYD_ADMIT_PAST_DEADLINE:
-        bucket_tally_add(&h.tally, SEG_C_HELD, 1);
-        break;
-    case RETRYD_ADMIT_SEND:
-        break;
-    }
-    return a;
+    return a == RETRYD_ADMIT_SEND ? a : admit_counted(up, &h, a, now);
 }
 
 void retryd_upstream_observe(retryd_upstream *up, retryd_evidence evidence,
@@ -603,6 +683,8 @@ void retryd_upstream_observe(retryd_upstream *up, retryd_evidence evidence,
     uint64_t now = retryd__clock_coarse_ns();
     /* The one atomic write an attempt adds (docs/health.md). */
     retryd__health_record(h.slot, now, 1, c == RETRYD_HEALTH_ACCEPT);
+    throttle_memo_note(h.slot, now, c == RETRYD_HEALTH_ACCEPT,
+                       c == RETRYD_HEALTH_REJECT);
     if (c == RETRYD_HEALTH_REJECT)
         retryd__health_reject(h.slot, now, h.reject_epoch);
     if (push)
@@ -627,7 +709,7 @@ int retryd_upstream_health(retryd_upstream *up, retryd_health *ret)
         return RETRYD_EINVAL;
     health_place h = health_place_of(up);
     uint64_t now = retryd__clock_coarse_ns();
-    health_view v;
+    health_view v; /* summed now, not the admissions' memo */
     health_params p;
     retryd__health_view(h.slot, now, &v);
     retryd__health_params_of(h.slot, &p);

@@ -9,6 +9,9 @@
 
 #define NS_PER_S UINT64_C(1000000000)
 
+/* Zero: the first call computes (a slot length of 0 is never asked). */
+_Thread_local health_epoch_memo retryd__health_epoch_tls;
+
 const health_params retryd__health_defaults = {
     .flags = SEG_HEALTH_PUSHBACK,
     .k_micro = 2 * SEG_MICRO,

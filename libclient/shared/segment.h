@@ -197,23 +197,27 @@ typedef struct seg_upstream {
     /* The bucket: the only line every process writes on the hot path. */
     alignas(SEG_LINE) _Atomic uint64_t tokens; /* gen16 | balance48 */
     _Atomic uint64_t last_refill_ns;
-    /* Host pushback: no retry before this (coarse monotonic ns); 0 none.
-     * On the bucket's line, which a retry reads anyway. */
-    _Atomic uint64_t pushback_until_ns;
     /* Identity and parameters: read-mostly, written by the daemon. */
     alignas(SEG_LINE) _Atomic uint64_t ident; /* generation32 << 32 | state */
     _Atomic uint64_t ratio_micro;
     _Atomic uint64_t floor_micro_per_s;
     _Atomic uint64_t cap_micro;
     char name[SEG_NAME_MAX + 1]; /* written before ident turns ACTIVE */
-    /* Health parameters, written by the daemon like the budget's; and the
-     * window's probe stamp (health.h), claimed once per slot. */
+    /* Health parameters, written by the daemon like the budget's; the
+     * window's probe stamp (health.h), claimed once per slot; and the
+     * host pushback's deadline. Read-mostly, all of it. */
     alignas(SEG_LINE) _Atomic uint64_t health_flags; /* SEG_HEALTH_* */
     _Atomic uint64_t throttle_k_micro;
     _Atomic uint64_t health_slot_ns; /* throttle_window / SEG_HEALTH_SLOTS */
     _Atomic uint64_t throttle_min_processes;
     _Atomic uint64_t pushback_max_ns;
     _Atomic uint64_t probe_epoch; /* epoch + 1 of the last probe; 0 none */
+    /* Host pushback: no retry before this (coarse monotonic ns); 0 none.
+     * Read before every attempt and written only when a Retry-After
+     * arrives, so on this read-mostly line: on the bucket's, which every
+     * deposit and withdrawal writes, each such read would be one more
+     * transfer of the line between the cores of contending processes. */
+    _Atomic uint64_t pushback_until_ns;
     /* The window: per slot, epoch20 | requests22 | accepts22. */
     alignas(SEG_LINE) _Atomic uint64_t window[SEG_HEALTH_SLOTS];
     /* Per slot, epoch20 | count44: the processes whose latest rejection
