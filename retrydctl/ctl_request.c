@@ -276,11 +276,13 @@ static void print_headers(FILE *f, const char *prefix, const retryd_result *r)
     const retryd_attempt *last =
         retryd_result_attempt(r, retryd_result_attempt_count(r) - 1);
     int v = last->http_version ? last->http_version : 11;
+    /* As curl writes it: HTTP/2's line ends in a space (no reason). */
     if (v == 20)
-        fprintf(f, "%sHTTP/2 %d\r\n", prefix, retryd_result_status(r));
+        fprintf(f, "%sHTTP/2 %d \r\n", prefix, retryd_result_status(r));
     else
-        fprintf(f, "%sHTTP/%d.%d %d\r\n", prefix, v / 10, v % 10,
-                retryd_result_status(r));
+        fprintf(f, "%sHTTP/%d.%d %d%s%s\r\n", prefix, v / 10, v % 10,
+                retryd_result_status(r), *retryd_result_reason(r) ? " " : "",
+                retryd_result_reason(r));
     for (size_t i = 0; i < retryd_result_header_count(r); i++) {
         const char *name, *value;
         if (retryd_result_header_at(r, i, &name, &value) == 0)

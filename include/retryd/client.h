@@ -223,6 +223,12 @@ typedef struct retryd_attempt {
 } retryd_attempt;
 
 RETRYD_EXPORT retryd_outcome retryd_result_outcome(const retryd_result *r);
+/** The longest reason phrase kept, with its NUL. */
+#define RETRYD_REASON_MAX 64
+/** The final status line's reason phrase ("OK", "Not Found"): printable
+ * bytes only, at most RETRYD_REASON_MAX - 1 of them; "" when none arrived
+ * (HTTP/2 has none). Owned by the result. */
+RETRYD_EXPORT const char *retryd_result_reason(const retryd_result *r);
 /** The final status (last attempt), 0 when none arrived. */
 RETRYD_EXPORT int retryd_result_status(const retryd_result *r);
 /** The body of the final response (empty when it went to a sink; with a

@@ -402,7 +402,7 @@ STEP retryd_result *call_result(call *c)
     bool keep_body = final && (c->req->sink == NULL || held);
     retryd_result *r =
         retryd__result_build(c->att, c->n_att, final ? &c->resp : NULL, c->buf,
-                             keep_body ? c->buf_len : 0, c->key);
+                             keep_body ? c->buf_len : 0, c->key, c->reason);
     if (r == NULL)
         return NULL;
     c->n_att = 0; /* the error texts now belong to the result */

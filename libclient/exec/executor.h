@@ -83,8 +83,9 @@ typedef struct attempt_rec {
 
 struct retryd_result {
     retryd_outcome outcome;
-    header_arena headers; /* points into this allocation */
-    unsigned char *body;  /* likewise */
+    char reason[RETRYD_REASON_MAX]; /* the final status line's; "" none */
+    header_arena headers;           /* points into this allocation */
+    unsigned char *body;            /* likewise */
     size_t body_len;
     char idempotency_key[40];
     attempt_rec *attempts; /* likewise; at least one */
@@ -98,6 +99,6 @@ retryd_result *retryd__result_build(const attempt_rec *attempts,
                                     size_t n_attempts,
                                     const header_arena *headers,
                                     const void *body, size_t body_len,
-                                    const char *key);
+                                    const char *key, const char *reason);
 
 #endif

@@ -9,7 +9,7 @@ retryd_result *retryd__result_build(const attempt_rec *attempts,
                                     size_t n_attempts,
                                     const header_arena *headers,
                                     const void *body, size_t body_len,
-                                    const char *key)
+                                    const char *key, const char *reason)
 {
     size_t n_hdr = headers ? headers->n : 0,
            hdr_len = headers ? headers->len : 0;
@@ -21,6 +21,11 @@ retryd_result *retryd__result_build(const attempt_rec *attempts,
         return NULL;
     char *p = (char *)(r + 1);
     *r = (retryd_result){.n_attempts = n_attempts};
+    if (headers != NULL) { /* a copy, not a format: every request's path */
+        size_t n = strnlen(reason, sizeof(r->reason) - 1);
+        memcpy(r->reason, reason, n);
+        r->reason[n] = '\0';
+    }
     const attempt_rec *last = &attempts[n_attempts - 1];
     if (last->a.failure == RETRYD_FAILURE_THROTTLED)
         r->outcome = RETRYD_OUTCOME_THROTTLED;
@@ -138,4 +143,9 @@ void retryd_result_free(retryd_result *r)
         if (r->attempts[i].a.error[0] != '\0')
             free((char *)(uintptr_t)r->attempts[i].a.error);
     free(r);
+}
+
+const char *retryd_result_reason(const retryd_result *r)
+{
+    return r ? r->reason : "";
 }

@@ -113,10 +113,24 @@ static bool add_field(header_arena *a, const char *line, size_t len)
                                  (size_t)(v - line), (size_t)(end - v));
 }
 
+/* The reason phrase after "HTTP/x NNN ", printable bytes only (a hostile
+ * server's control bytes never reach a caller's terminal), cut to fit. */
+static void reason_of(const char *line, size_t len, char *out, size_t cap)
+{
+    const char *sp = memchr(line, ' ', len);
+    size_t n = 0;
+    if (sp != NULL && line + len - sp > 5 && sp[4] == ' ')
+        for (const char *p = sp + 5; p < line + len && n + 1 < cap; p++)
+            if (*p != '\r' && *p != '\n')
+                out[n++] = *p >= 0x20 && *p < 0x7f ? *p : '?';
+    out[n] = '\0';
+}
+
 static void final_block(call *c)
 {
     attempt_trace *t = &c->trace;
     t->final_headers = true;
+    memcpy(c->reason, c->pending_reason, sizeof(c->reason));
     t->status = c->pending_status;
     t->http_version = c->pending_version;
     /* A success streams straight to the caller's sink; anything else is
@@ -142,6 +156,7 @@ static size_t on_header(char *line, size_t size, size_t n, void *ctx)
         retryd__hdrs_clear(&c->resp);
         c->pending_status = status;
         c->pending_version = version;
+        reason_of(line, len, c->pending_reason, sizeof(c->pending_reason));
     } else if (len <= 2 && (line[0] == '\r' || line[0] == '\n')) {
         if (c->pending_status >= 200)
             final_block(c);

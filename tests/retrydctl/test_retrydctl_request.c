@@ -259,10 +259,10 @@ Test(retrydctl_request, include_head_and_output_file)
 {
     REQUEST("-i", "--safe", at("/ok?id=inc"));
     cr_expect_eq(res.exit_code, 0, "%s", res.err);
-    cr_expect(strncmp(res.out, "HTTP/1.1 200\r\n", 14) == 0, "%s", res.out);
+    cr_expect(strncmp(res.out, "HTTP/1.1 200 OK\r\n", 17) == 0, "%s", res.out);
     cr_expect(strstr(res.out, "\r\n\r\nok") != NULL, "headers, then body");
     REQUEST("-I", "--safe", at("/ok?id=head"));
-    cr_expect(strncmp(res.out, "HTTP/1.1 200\r\n", 14) == 0, "%s", res.out);
+    cr_expect(strncmp(res.out, "HTTP/1.1 200 OK\r\n", 17) == 0, "%s", res.out);
     size_t n = strlen(res.out);
     cr_expect(n >= 4 && strcmp(res.out + n - 4, "\r\n\r\n") == 0,
               "the headers and no body: %s", res.out);
@@ -381,7 +381,8 @@ Test(retrydctl_request, ambiguous_response_is_still_written)
     cr_expect_eq(res.exit_code, 2, "%s", res.err);
     cr_expect_str_eq(res.out, "status 503\n");
     REQUEST("-i", at("/status?code=503&id=amb2"));
-    cr_expect(strncmp(res.out, "HTTP/1.1 503\r\n", 14) == 0, "%s", res.out);
+    cr_expect(strncmp(res.out, "HTTP/1.1 503 Service Unavailable\r\n", 34) == 0,
+              "%s", res.out);
     cr_expect(strstr(res.out, "\r\n\r\nstatus 503\n") != NULL, "%s", res.out);
     REQUEST("-L", at("/status?code=503&id=amb3"));
     cr_expect_str_eq(res.out, "status 503\n");
