@@ -165,6 +165,9 @@ STEP int attempt_admit(call *c)
     attempt_rec *rec = next_attempt(c, 0);
     if (rec == NULL)
         return RETRYD_ENOMEM;
+    /* No attempt opened, so nothing of one may be read as if it had: no
+     * final headers, no body, no error but ours (the result reads them). */
+    attempt_reset(c);
     rec->a.number = 1;
     rec->a.held_ns = c->held;
     rec->a.evidence = RETRYD_EVIDENCE_NOT_SENT;
