@@ -255,6 +255,19 @@ Test(retrydctl_request, get_puts_the_data_in_the_query)
     cr_expect_eq(srv_log_count(srv, "gq", " GET 0 "), 1, "a GET, no body");
 }
 
+/* A hostile server's reason phrase reaches the terminal as printable bytes
+ * only: ESC, BEL and the like become '?' (curl writes them raw). */
+Test(retrydctl_request, a_hostile_reason_phrase_is_made_printable)
+{
+    REQUEST("-i", "--safe", at("/reason?text=O%1b%5b31mK%07&id=rp"));
+    cr_expect_eq(res.exit_code, 0, "%s", res.err);
+    const char *line = "HTTP/1.1 200 O?[31mK?\r\n";
+    cr_expect(strncmp(res.out, line, strlen(line)) == 0, "%s", res.out);
+    for (const char *p = res.out; *p; p++)
+        cr_expect(*p == '\r' || *p == '\n' || (*p >= 0x20 && *p < 0x7f),
+                  "byte %#x written", (unsigned char)*p);
+}
+
 Test(retrydctl_request, include_head_and_output_file)
 {
     REQUEST("-i", "--safe", at("/ok?id=inc"));

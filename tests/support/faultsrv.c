@@ -29,6 +29,8 @@
  *   /status?code=NNN[&retry_after=V]  that status (200-599), V decoded
  *   /flip                  200 "ok", or the status the control port's
  *                          FLIP set (an upstream that fails and heals)
+ *   /reason?text=T         200 "ok" whose status line's reason phrase is
+ *                          T, decoded and sent as it is (no CR, LF)
  *   /redirect?to=U         302 with "Location: U" (U decoded)
  *   /once425               per id: first execution 425, later 200
  *   /headers               "102 Processing" with a field, then 200 with

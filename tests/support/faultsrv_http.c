@@ -357,6 +357,24 @@ static enum srv_next mode_status(struct srv_conn *c, struct request *r)
     return respond_text(c, r, (int)code, extra, body);
 }
 
+/* 200 "ok" with the reason phrase T, decoded and sent as it is: a hostile
+ * server's control bytes (no CR or LF: those would end the line). */
+static enum srv_next mode_reason(struct srv_conn *c, struct request *r)
+{
+    char text[SRV_PARAM_MAX], head[SRV_PARAM_MAX + 128];
+    if (srv_query_get(r->base.query, "text", text, sizeof text) < 0 ||
+        strpbrk(text, "\r\n") != NULL)
+        return bad_param(c, r, "text");
+    int n = snprintf(head, sizeof head,
+                     "HTTP/1.1 200 %s\r\nContent-Length: 2\r\nConnection: "
+                     "%s\r\n\r\nok",
+                     text, r->h1.keep_alive ? "keep-alive" : "close");
+    if (n < 0 || (size_t)n >= sizeof head ||
+        srv_write_all(c, head, (size_t)n) < 0)
+        return SRV_NEXT_DONE;
+    return r->h1.keep_alive ? SRV_NEXT_KEEP : SRV_NEXT_CLOSE;
+}
+
 /* The status the control port's FLIP set (200 "ok" until then). */
 static enum srv_next mode_flip(struct srv_conn *c, struct request *r)
 {
@@ -530,6 +548,7 @@ static const struct mode {
     {"/partial", mode_partial, true},
     {"/status", mode_status, true},
     {"/flip", mode_flip, true},
+    {"/reason", mode_reason, true},
     {"/redirect", mode_redirect, true},
     {"/once425", mode_once425, true},
     {"/headers", mode_headers, true},
