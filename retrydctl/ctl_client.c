@@ -92,6 +92,9 @@ static int reply_verdict(Retryd__StatsReply **ret, char *err, size_t len)
     return 0;
 }
 
+/* Connections the stats socket may shed before a reply, in a row. */
+#define CTL_STATS_TRIES 3
+
 int ctl_fetch_stats_quiet(const ctl_sockets *s, bool processes,
                           Retryd__StatsReply **ret, char *err, size_t len)
 {
@@ -99,16 +102,25 @@ int ctl_fetch_stats_quiet(const ctl_sockets *s, bool processes,
     retryd__stats_request__init(&req);
     uint8_t *body;
     size_t blen;
-    int fd = connect_to(s->stats, err, len), r;
+    int r = RETRYD_ENOTCONN;
 
-    if (fd < 0)
-        return RETRYD_ENOTCONN;
     req.processes = processes;
-    r = retryd__frame_send(fd, &req.base, -1, CTL_TIMEOUT_MS);
-    if (r == 0)
-        r = retryd__frame_recv(fd, RETRYD_FRAME_REPLY_MAX, CTL_TIMEOUT_MS,
-                               &body, &blen, NULL);
-    close(fd);
+    /* A stats socket held full by idle neighbours sheds its idlest
+     * connections, and one that was accepted just before a burst of
+     * others may be among them before its request is read: a read-only
+     * request, so asked again (a few times) on a connection closed
+     * without a reply. */
+    for (int tries = 0; tries < CTL_STATS_TRIES && r == RETRYD_ENOTCONN;
+         tries++) {
+        int fd = connect_to(s->stats, err, len);
+        if (fd < 0)
+            return RETRYD_ENOTCONN;
+        r = retryd__frame_send(fd, &req.base, -1, CTL_TIMEOUT_MS);
+        if (r == 0)
+            r = retryd__frame_recv(fd, RETRYD_FRAME_REPLY_MAX, CTL_TIMEOUT_MS,
+                                   &body, &blen, NULL);
+        close(fd);
+    }
     if (r < 0) {
         snprintf(err, len, "stats: %s", retryd_strerror(r));
         return r;
