@@ -629,19 +629,16 @@ retryd_admission retryd_upstream_admit(retryd_upstream *up, bool first_attempt,
     health_place h = health_place_of(up);
     uint64_t flags =
         atomic_load_explicit(&h.slot->health_flags, memory_order_relaxed);
+    uint64_t until =
+        atomic_load_explicit(&h.slot->pushback_until_ns, memory_order_relaxed);
     /* The common case, throttle off and no hold: two loads of one line
      * that every process only reads, and nothing written. */
     if (!(flags & SEG_HEALTH_THROTTLE) &&
-        (!(flags & SEG_HEALTH_PUSHBACK) ||
-         atomic_load_explicit(&h.slot->pushback_until_ns,
-                              memory_order_relaxed) == 0))
+        (!(flags & SEG_HEALTH_PUSHBACK) || until == 0))
         return RETRYD_ADMIT_SEND;
     uint64_t now = retryd__clock_coarse_ns();
     /* No hold ever set (or the last one cleared): nothing to ask. */
-    int64_t hold = atomic_load_explicit(&h.slot->pushback_until_ns,
-                                        memory_order_relaxed) != 0
-                       ? retryd__health_hold_spent(h.slot, now)
-                       : 0;
+    int64_t hold = until != 0 ? retryd__health_hold_spent(h.slot, now) : 0;
     double p = first_attempt && (flags & SEG_HEALTH_THROTTLE)
                    ? throttle_probability(h.slot, now)
                    : 0;

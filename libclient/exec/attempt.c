@@ -114,81 +114,6 @@ STEP attempt_rec *next_attempt(call *c, int64_t wait)
     return rec;
 }
 
-static int log_attempt(call *c, attempt_rec *rec);
-
-/*
- * Before each attempt, what the host's health says of it (docs/health.md):
- * 0, open it; 1, a host pushback holds it, wait c->hold and ask again; 2,
- * it is not sent and the call is over, with the log saying why: a first
- * attempt throttled or held past the deadline gets a record of its own
- * (the outcome is then RETRYD_OUTCOME_THROTTLED); a retry held past the
- * deadline turns the decision that granted it into a deadline denial, so
- * the call ends with what its last attempt found. Its token stays spent.
- */
-STEP int attempt_admit(call *c)
-{
-    int64_t wait;
-    bool first = c->n_att == 0;
-    /* An attempt waits out one hold, not a chain of them: a retry whose
-     * decision already waited for a hold (or one held here once) goes. A
-     * rate-limited upstream answers every resumed retry with a new
-     * Retry-After; re-holding on each would let one retry through per
-     * hold and starve the rest until their deadlines. */
-    bool hold_done =
-        c->held > 0 || (!first && (retryd__attempt_current(c)[-1].d.flags &
-                                   RETRYD_RETRY_HELD_BY_PUSHBACK));
-    if (hold_done && !first)
-        return 0; /* a retry: the throttle is not its business */
-    retryd_admission a = retryd_upstream_admit(c->p->budget, first,
-                                               c->deadline - retryd__now_ns(),
-                                               c->p->min_attempt_ns, &wait);
-    if (hold_done && a != RETRYD_ADMIT_THROTTLED)
-        a = RETRYD_ADMIT_SEND;
-    c->hold = 0;
-    if (a == RETRYD_ADMIT_SEND)
-        return 0;
-    if (a == RETRYD_ADMIT_HOLD) {
-        c->hold = wait;
-        c->held += wait;
-        return 1;
-    }
-    if (!first) {
-        attempt_rec *last = retryd__attempt_current(c) - 1;
-        last->d = (retryd_decision){
-            .sz = sizeof(retryd_decision),
-            .verdict = RETRYD_VERDICT_DENIED,
-            .reason = RETRYD_DENIAL_DEADLINE,
-            .rule = RETRYD_RULE_PUSHBACK_EXCEEDS_DEADLINE,
-        };
-        return 2;
-    }
-    attempt_rec *rec = next_attempt(c, 0);
-    if (rec == NULL)
-        return RETRYD_ENOMEM;
-    /* No attempt opened, so nothing of one may be read as if it had: no
-     * final headers, no body, no error but ours (the result reads them). */
-    attempt_reset(c);
-    rec->a.number = 1;
-    rec->a.held_ns = c->held;
-    rec->a.evidence = RETRYD_EVIDENCE_NOT_SENT;
-    rec->a.failure = RETRYD_FAILURE_THROTTLED;
-    bool throttled = a == RETRYD_ADMIT_THROTTLED;
-    rec->d = (retryd_decision){
-        .sz = sizeof(retryd_decision),
-        .verdict = RETRYD_VERDICT_DENIED,
-        .reason = throttled ? RETRYD_DENIAL_NONE : RETRYD_DENIAL_DEADLINE,
-        .rule = throttled ? RETRYD_RULE_HOST_THROTTLED
-                          : RETRYD_RULE_PUSHBACK_EXCEEDS_DEADLINE,
-    };
-    snprintf(c->errbuf, sizeof(c->errbuf), "%s",
-             throttled ? "not sent: the host throttle is engaged for this "
-                         "upstream (docs/health.md)"
-                       : "not sent: a host pushback would hold it past the "
-                         "deadline");
-    int r = log_attempt(c, rec);
-    return r < 0 ? r : 2;
-}
-
 STEP int attempt_open(call *c)
 {
     attempt_rec *rec = next_attempt(c, c->wait);
@@ -291,6 +216,8 @@ STEP void fill_facts(call *c, const retryd_attempt *a, int64_t prev_delay,
         .refresh_used =
             c->req->refresh == NULL || (c->refresh_used && !refreshed),
         .transient_500 = c->p->transient_500,
+        /* Other processes' Retry-After for this upstream (docs/health.md). */
+        .pushback_ns = retryd_upstream_pushback(c->p->budget),
     };
 }
 
@@ -327,11 +254,10 @@ STEP int decide_attempt(call *c, attempt_rec *rec)
                      c->req->refresh != NULL &&
                      retryd_idempotency_is_safe(c->idem) && refresh(c);
     fill_facts(c, a, c->wait, refreshed, &f);
-    /* The hold other processes' answers put on the upstream, read before
-     * this attempt's own joins the host's picture: the server's word to
-     * this process is waited exactly (retry_after_ns), the hold it now
-     * puts on every other process is theirs to spread. */
-    f.pushback_ns = retryd_upstream_pushback(c->p->budget);
+    /* fill_facts read the host's hold before this attempt's answer joins
+     * the host's picture: the server's word to this process is waited
+     * exactly (retry_after_ns), the hold it now puts on every other
+     * process is theirs to spread. */
     retryd_upstream_observe(c->p->budget, a->evidence, a->status,
                             f.retry_after_ns);
     int r = retryd_decide(&f, &c->env, &rec->d);
@@ -369,7 +295,7 @@ static void sleep_ns(int64_t ns)
 }
 
 /* Error texts are kept only when there is one. */
-static int log_attempt(call *c, attempt_rec *rec)
+STEP int log_attempt(call *c, attempt_rec *rec)
 {
     char *text = NULL;
     if (c->errbuf[0] != '\0' && (text = strdup(c->errbuf)) == NULL)
@@ -377,6 +303,79 @@ static int log_attempt(call *c, attempt_rec *rec)
     rec->a.error = text ? text : "";
     c->n_att++;
     return 0;
+}
+
+/*
+ * Before each attempt, what the host's health says of it (docs/health.md):
+ * 0, open it; 1, a host pushback holds it, wait c->hold and ask again; 2,
+ * it is not sent and the call is over, with the log saying why: a first
+ * attempt throttled or held past the deadline gets a record of its own
+ * (the outcome is then RETRYD_OUTCOME_THROTTLED); a retry held past the
+ * deadline turns the decision that granted it into a deadline denial, so
+ * the call ends with what its last attempt found. Its token stays spent.
+ */
+STEP int attempt_admit(call *c)
+{
+    int64_t wait;
+    bool first = c->n_att == 0;
+    c->hold = 0; /* every way out below; a stale one would time a backoff */
+    /* An attempt waits out one hold, not a chain of them: a retry whose
+     * decision already waited for a hold (or one held here once) goes. A
+     * rate-limited upstream answers every resumed retry with a new
+     * Retry-After; re-holding on each would let one retry through per
+     * hold and starve the rest until their deadlines. */
+    bool hold_done =
+        c->held > 0 || (!first && (retryd__attempt_current(c)[-1].d.flags &
+                                   RETRYD_RETRY_HELD_BY_PUSHBACK));
+    if (hold_done && !first)
+        return 0; /* a retry: the throttle is not its business */
+    retryd_admission a = retryd_upstream_admit(c->p->budget, first,
+                                               c->deadline - retryd__now_ns(),
+                                               c->p->min_attempt_ns, &wait);
+    if (hold_done && a != RETRYD_ADMIT_THROTTLED)
+        a = RETRYD_ADMIT_SEND;
+    if (a == RETRYD_ADMIT_SEND)
+        return 0;
+    if (a == RETRYD_ADMIT_HOLD) {
+        c->hold = wait;
+        c->held += wait;
+        return 1;
+    }
+    if (!first) {
+        attempt_rec *last = retryd__attempt_current(c) - 1;
+        last->d = (retryd_decision){
+            .sz = sizeof(retryd_decision),
+            .verdict = RETRYD_VERDICT_DENIED,
+            .reason = RETRYD_DENIAL_DEADLINE,
+            .rule = RETRYD_RULE_PUSHBACK_EXCEEDS_DEADLINE,
+        };
+        return 2;
+    }
+    attempt_rec *rec = next_attempt(c, 0);
+    if (rec == NULL)
+        return RETRYD_ENOMEM;
+    /* No attempt opened, so nothing of one may be read as if it had: no
+     * final headers, no body, no error but ours (the result reads them). */
+    attempt_reset(c);
+    rec->a.number = 1;
+    rec->a.held_ns = c->held;
+    rec->a.evidence = RETRYD_EVIDENCE_NOT_SENT;
+    rec->a.failure = RETRYD_FAILURE_THROTTLED;
+    bool throttled = a == RETRYD_ADMIT_THROTTLED;
+    rec->d = (retryd_decision){
+        .sz = sizeof(retryd_decision),
+        .verdict = RETRYD_VERDICT_DENIED,
+        .reason = throttled ? RETRYD_DENIAL_NONE : RETRYD_DENIAL_DEADLINE,
+        .rule = throttled ? RETRYD_RULE_HOST_THROTTLED
+                          : RETRYD_RULE_PUSHBACK_EXCEEDS_DEADLINE,
+    };
+    snprintf(c->errbuf, sizeof(c->errbuf), "%s",
+             throttled ? "not sent: the host throttle is engaged for this "
+                         "upstream (docs/health.md)"
+                       : "not sent: a host pushback would hold it past the "
+                         "deadline");
+    int r = log_attempt(c, rec);
+    return r < 0 ? r : 2;
 }
 
 STEP int attempt_decide(call *c)
@@ -403,9 +402,9 @@ STEP retryd_result *call_result(call *c)
     bool final = c->trace.final_headers;
     bool held = final && c->req->sink != NULL && !c->stream_to_sink;
     bool keep_body = final && (c->req->sink == NULL || held);
-    retryd_result *r =
-        retryd__result_build(c->att, c->n_att, final ? &c->resp : NULL, c->buf,
-                             keep_body ? c->buf_len : 0, c->key, c->reason);
+    retryd_result *r = retryd__result_build(
+        c->att, c->n_att, final ? &c->resp : NULL, c->buf,
+        keep_body ? c->buf_len : 0, c->key, c->pending_reason);
     if (r == NULL)
         return NULL;
     c->n_att = 0; /* the error texts now belong to the result */

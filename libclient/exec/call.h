@@ -52,8 +52,9 @@ typedef struct call {
     header_arena resp; /* the block being read; final once final_headers */
     int pending_status;
     long pending_version; /* its status line's, as CURLINFO_HTTP_VERSION */
-    /* Its reason phrase (printable bytes only), and the final block's. */
-    char pending_reason[RETRYD_REASON_MAX], reason[RETRYD_REASON_MAX];
+    /* Its reason phrase (printable bytes only); once final_headers, the
+     * final block's: a status line after it is never parsed. */
+    char pending_reason[RETRYD_REASON_MAX];
     size_t header_bytes, header_lines;
     bool stream_to_sink;
     unsigned char *buf; /* body_first until outgrown */

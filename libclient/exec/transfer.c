@@ -39,8 +39,11 @@
 
 /* "HTTP/1.1 200 OK", "HTTP/2 200": the status, or -1; the version as
  * CURLINFO_HTTP_VERSION would give it into *version (0: neither 1.0, 1.1
- * nor 2). */
-static int status_of(const char *line, size_t len, long *version)
+ * nor 2), and the reason phrase into @p reason (@p cap bytes), printable
+ * bytes only (a hostile server's control bytes never reach a caller's
+ * terminal), cut to fit. */
+static int status_of(const char *line, size_t len, long *version, char *reason,
+                     size_t cap)
 {
     if (len < 12 || memcmp(line, "HTTP/", 5) != 0)
         return -1;
@@ -53,6 +56,12 @@ static int status_of(const char *line, size_t len, long *version)
             return -1;
         s = s * 10 + (sp[i] - '0');
     }
+    size_t n = 0;
+    if (line + len - sp > 5 && sp[4] == ' ')
+        for (const char *p = sp + 5; p < line + len && n + 1 < cap; p++)
+            if (*p != '\r' && *p != '\n')
+                reason[n++] = *p >= 0x20 && *p < 0x7f ? *p : '?';
+    reason[n] = '\0';
     size_t v = (size_t)(sp - line) - 5; /* "1.1", "1.0", "2" */
     *version = v == 3 && memcmp(line + 5, "1.1", 3) == 0 ? CURL_HTTP_VERSION_1_1
                : v == 3 && memcmp(line + 5, "1.0", 3) == 0
@@ -113,24 +122,10 @@ static bool add_field(header_arena *a, const char *line, size_t len)
                                  (size_t)(v - line), (size_t)(end - v));
 }
 
-/* The reason phrase after "HTTP/x NNN ", printable bytes only (a hostile
- * server's control bytes never reach a caller's terminal), cut to fit. */
-static void reason_of(const char *line, size_t len, char *out, size_t cap)
-{
-    const char *sp = memchr(line, ' ', len);
-    size_t n = 0;
-    if (sp != NULL && line + len - sp > 5 && sp[4] == ' ')
-        for (const char *p = sp + 5; p < line + len && n + 1 < cap; p++)
-            if (*p != '\r' && *p != '\n')
-                out[n++] = *p >= 0x20 && *p < 0x7f ? *p : '?';
-    out[n] = '\0';
-}
-
 static void final_block(call *c)
 {
     attempt_trace *t = &c->trace;
     t->final_headers = true;
-    memcpy(c->reason, c->pending_reason, sizeof(c->reason));
     t->status = c->pending_status;
     t->http_version = c->pending_version;
     /* A success streams straight to the caller's sink; anything else is
@@ -151,12 +146,12 @@ static size_t on_header(char *line, size_t size, size_t n, void *ctx)
         return 0;
     }
     long version = 0;
-    int status = status_of(line, len, &version);
+    int status = status_of(line, len, &version, c->pending_reason,
+                           sizeof(c->pending_reason));
     if (status >= 0) { /* a new block: 1xx interim, or the final one */
         retryd__hdrs_clear(&c->resp);
         c->pending_status = status;
         c->pending_version = version;
-        reason_of(line, len, c->pending_reason, sizeof(c->pending_reason));
     } else if (len <= 2 && (line[0] == '\r' || line[0] == '\n')) {
         if (c->pending_status >= 200)
             final_block(c);
