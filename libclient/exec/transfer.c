@@ -37,6 +37,17 @@
 
 /* --- response headers ---------------------------------------------------- */
 
+/* [@p p, @p end) of a status line, its reason phrase, into @p out: the
+ * line's end dropped, printable bytes only, cut to @p cap. */
+static void copy_reason(const char *p, const char *end, char *out, size_t cap)
+{
+    size_t n = 0;
+    for (; p < end && n + 1 < cap; p++)
+        if (*p != '\r' && *p != '\n')
+            out[n++] = *p >= 0x20 && *p < 0x7f ? *p : '?';
+    out[n] = '\0';
+}
+
 /* "HTTP/1.1 200 OK", "HTTP/2 200": the status, or -1; the version as
  * CURLINFO_HTTP_VERSION would give it into *version (0: neither 1.0, 1.1
  * nor 2), and the reason phrase into @p reason (@p cap bytes), printable
@@ -56,12 +67,8 @@ static int status_of(const char *line, size_t len, long *version, char *reason,
             return -1;
         s = s * 10 + (sp[i] - '0');
     }
-    size_t n = 0;
-    if (line + len - sp > 5 && sp[4] == ' ')
-        for (const char *p = sp + 5; p < line + len && n + 1 < cap; p++)
-            if (*p != '\r' && *p != '\n')
-                reason[n++] = *p >= 0x20 && *p < 0x7f ? *p : '?';
-    reason[n] = '\0';
+    copy_reason(line + len - sp > 5 && sp[4] == ' ' ? sp + 5 : line + len,
+                line + len, reason, cap);
     size_t v = (size_t)(sp - line) - 5; /* "1.1", "1.0", "2" */
     *version = v == 3 && memcmp(line + 5, "1.1", 3) == 0 ? CURL_HTTP_VERSION_1_1
                : v == 3 && memcmp(line + 5, "1.0", 3) == 0
