@@ -215,6 +215,7 @@ static int take_copies(owner *o)
                                     .floor_micro_per_s =
                                         atomic_load(&s->floor_micro_per_s),
                                     .cap_micro = atomic_load(&s->cap_micro)};
+        budget_params_read_share(&w->params, s);
         health_params h;
         retryd__health_params_of(s, &h);
         if (!retryd__health_params_ok(&h))
@@ -337,6 +338,8 @@ static void write_params(seg_upstream *s, const budget_params *p)
     atomic_store(&s->ratio_micro, p->ratio_micro);
     atomic_store(&s->floor_micro_per_s, p->floor_micro_per_s);
     atomic_store(&s->cap_micro, cap);
+    atomic_store(&s->share_window_ns, p->share_window_ns);
+    atomic_store(&s->request_share_micro, p->request_share_micro);
 }
 
 int owner_upstream_alloc(owner *o, const char *name, const budget_params *p,
@@ -360,6 +363,7 @@ int owner_upstream_alloc(owner *o, const char *name, const budget_params *p,
         uint64_t initial = p->floor_micro_per_s; /* one second of floor */
         retryd__bucket_init(s, gen, p->ratio_micro, p->floor_micro_per_s,
                             p->cap_micro, initial, retryd__clock_coarse_ns());
+        write_params(s, p);
         health_params h = budget_params_health(p);
         retryd__health_init(s, &h);
         atomic_store_explicit(&s->ident, seg_ident(gen, SEG_ACTIVE),
@@ -394,7 +398,7 @@ void owner_upstream_set_params(owner *o, uint32_t slot, const budget_params *p)
         o->slots[slot].params.cap_micro = SEG_MAX_CAP_MICRO;
     /* A lower cap binds at once: the balance above it is discarded (and
      * counted), not left for clients to spend. */
-    bucket_tally t = {s->counters, false};
+    bucket_tally t = {s->counters, false, NULL, NULL};
     (void)retryd__bucket_check(s, atomic_load(&s->ident),
                                retryd__clock_coarse_ns(), &t);
 }
@@ -621,7 +625,9 @@ static void police_header(owner *o)
 
 static bool params_differ(const seg_upstream *s, const budget_params *p)
 {
-    return atomic_load(&s->ratio_micro) != p->ratio_micro ||
+    return atomic_load(&s->share_window_ns) != p->share_window_ns ||
+           atomic_load(&s->request_share_micro) != p->request_share_micro ||
+           atomic_load(&s->ratio_micro) != p->ratio_micro ||
            atomic_load(&s->floor_micro_per_s) != p->floor_micro_per_s ||
            atomic_load(&s->cap_micro) != p->cap_micro;
 }
@@ -673,7 +679,7 @@ static void police_upstream(owner *o, uint32_t i, uint64_t now_ns)
                                     &want) != 0) {
         found(o, OWNER_D_HEALTH);
     }
-    bucket_tally t = {s->counters, false};
+    bucket_tally t = {s->counters, false, NULL, NULL};
     unsigned damage = retryd__bucket_check(s, w->ident, now_ns, &t);
     if (damage & BUCKET_BROKEN) {
         char name[SEG_NAME_MAX + 1];
