@@ -163,7 +163,7 @@ static void on_timer(server *d)
     uint64_t now = retryd__clock_monotonic_ns();
     if (now - last_heartbeat_ns + tick_ns / 2 >= HEARTBEAT_MS * 1000000ull) {
         last_heartbeat_ns = now;
-        owner_heartbeat(&d->seg);
+        owner_heartbeat(&d->seg, d->cfg);
         log_flush_suppressed();
     }
     notify_watchdog(now, tick_ns);
