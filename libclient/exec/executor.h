@@ -21,6 +21,12 @@
 
 struct retryd_client {
     retryd_host *host;
+    /* libcurl's cookie engine for every profile's handles, or NULL; its
+     * locks (CURL_LOCK_DATA_*), since profiles are shared by threads; the
+     * jar written when the client is freed, or NULL. */
+    CURLSH *share;
+    pthread_mutex_t share_locks[CURL_LOCK_DATA_LAST];
+    char *cookie_jar;
 };
 
 struct call;
