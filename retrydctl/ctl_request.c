@@ -178,6 +178,12 @@ static int make_body(const req_args *a, retryd_body **ret)
         return retryd_body_new_file(a->data_file, ret);
     if (a->data && !a->get_query)
         return retryd_body_new_bytes(a->data, a->data_len, ret);
+    if (a->n_form) {
+        const retryd_mime_part *parts[REQ_MAX_FORM];
+        for (size_t i = 0; i < a->n_form; i++)
+            parts[i] = &a->form[i];
+        return retryd_body_new_mime(parts, a->n_form, ret);
+    }
     return 0;
 }
 
@@ -201,6 +207,8 @@ static int failure_exit(retryd_failure f)
         return REQ_EXIT_DNS;
     case RETRYD_FAILURE_CONNECT:
         return REQ_EXIT_CONNECT;
+    case RETRYD_FAILURE_BODY_SOURCE:
+        return REQ_EXIT_READ;
     case RETRYD_FAILURE_TLS_HANDSHAKE:
         return REQ_EXIT_TLS;
     case RETRYD_FAILURE_TLS_CERTIFICATE:
@@ -493,7 +501,8 @@ static void write_out(const req_args *a, retryd_client *client, const hop *h,
 /* The first request and the redirects it is told to follow. */
 static int run_hops(retryd_client *client, const req_args *a, output *o)
 {
-    hop h = {first_url(a), a->method, a->data || a->data_file, false};
+    hop h = {first_url(a), a->method, a->data || a->data_file || a->n_form,
+             false};
     int rc = CTL_EXIT_ERROR;
     for (long n = 0; h.url != NULL; n++) {
         retryd_result *r = NULL;
@@ -586,7 +595,10 @@ int ctl_request_main(int argc, char **argv)
     const retryd_host_opts ho = {.sz = sizeof(ho),
                                  .control_socket = a.control,
                                  .client_name = "retrydctl request"};
-    const retryd_client_opts co = {.sz = sizeof(co), .host = &ho};
+    const retryd_client_opts co = {.sz = sizeof(co),
+                                   .host = &ho,
+                                   .cookie_file = a.cookie_file,
+                                   .cookie_jar = a.cookie_jar};
     int r = retryd_client_new(&co, &client);
     if (r < 0) {
         fprintf(stderr, "retrydctl request: %s\n", retryd_strerror(r));
