@@ -130,7 +130,8 @@ static bool header_is(const char *line, const char *name)
 /* The hop's request headers, into @p out (REQ_MAX_HEADERS + 5 slots):
  * all of them, except that a foreign hop gets no Authorization and no
  * Cookie unless --location-trusted, so that -u, -H 'Authorization: ...'
- * and -H 'Cookie: ...' never leak to a host a redirect names. */
+ * and -H 'Cookie: ...' never leak to a host a redirect names (nor -b's
+ * cookies: hop_cookie). */
 static const char **hop_headers(const req_args *a, const hop *h,
                                 const char **out)
 {
@@ -144,6 +145,15 @@ static const char **hop_headers(const req_args *a, const hop *h,
     }
     out[n] = NULL;
     return out;
+}
+
+/* -b's "name=value" cookies for the hop: not to another origin than the
+ * first URL's unless --location-trusted, as a Cookie header (curl sends
+ * them everywhere: retrydctl(1), the differences). The engine's cookies
+ * go by their own domains and paths. */
+static const char *hop_cookie(const req_args *a, const hop *h)
+{
+    return h->foreign && !a->location_trusted ? NULL : a->cookie;
 }
 
 /* The first URL: -G puts the data in its query, as curl does. */
@@ -390,6 +400,7 @@ static int execute_hop(retryd_client *client, const req_args *a, const hop *h,
         .method = h->method,
         .path = path,
         .headers = hop_headers(a, h, headers),
+        .cookie = hop_cookie(a, h),
         .body = body,
         .idempotency = a->idem,
         .idempotency_key = a->want_key,
@@ -421,6 +432,8 @@ static void verbose_request(const req_args *a, const hop *h)
                         "sends them)\n");
     for (const char **p = hop_headers(a, h, headers); *p; p++)
         fprintf(stderr, "> %s\n", *p);
+    if (hop_cookie(a, h) != NULL)
+        fprintf(stderr, "> Cookie: %s\n", hop_cookie(a, h));
 }
 
 /* Where a followed redirect goes next, or NULL: not -L, not a redirect,

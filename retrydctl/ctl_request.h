@@ -54,6 +54,7 @@ typedef struct req_args {
     char *auth; /* "Authorization: Basic ..." from -u, owned */
     /* -b FILE and -c FILE: libcurl's cookie engine (the client's) */
     const char *cookie_file, *cookie_jar;
+    char *cookie; /* -b 'N=V', joined with ';' as curl joins them; owned */
     /* -F, --form-string: the MIME body's parts, pointing into form_text
      * (each argument's copy, owned) */
     retryd_mime_part form[REQ_MAX_FORM];

@@ -340,7 +340,7 @@ static char *own(req_args *a, char *str)
     return a->owned[a->n_owned++] = str;
 }
 
-/* "Name: value" as one more request header, as -A, -e and -b add it. */
+/* "Name: value" as one more request header, as -A and -e add it. */
 static int add_named_header(req_args *a, const char *name, const char *value)
 {
     size_t n = strlen(name) + strlen(value) + 3;
@@ -352,13 +352,24 @@ static int add_named_header(req_args *a, const char *name, const char *value)
     return 0;
 }
 
-/* -b: as in curl, a "name=value; ..." string is the Cookie header, and
- * anything else (no '=') a file for libcurl's cookie engine, which then
- * keeps what responses set (the client's, across the redirects). */
+/* -b: as in curl, a "name=value; ..." string joins the request's
+ * cookies (libcurl's CURLOPT_COOKIE, in one Cookie header with the
+ * engine's), and anything else (no '=') is a file for libcurl's cookie
+ * engine, which then keeps what responses set (the client's, across the
+ * redirects). */
 static int add_cookie(req_args *a, const char *arg)
 {
-    if (strchr(arg, '=') != NULL)
-        return add_named_header(a, "Cookie", arg);
+    if (strchr(arg, '=') != NULL) {
+        size_t n = a->cookie ? strlen(a->cookie) + 1 : 0;
+        char *all = realloc(a->cookie, n + strlen(arg) + 1);
+        if (all == NULL)
+            return CTL_EXIT_ERROR;
+        if (n)
+            all[n - 1] = ';'; /* curl's separator, without a blank */
+        strcpy(all + n, arg);
+        a->cookie = all;
+        return 0;
+    }
     if (a->cookie_file != NULL)
         return bad("second cookie file (one per call)", arg);
     a->cookie_file = arg;
@@ -695,4 +706,5 @@ void req_args_free(req_args *a)
         free(a->form_text[i]);
     free(a->data);
     free(a->auth);
+    free(a->cookie);
 }

@@ -66,8 +66,8 @@ typedef struct retryd_client_opts {
 RETRYD_EXPORT int retryd_client_new(const retryd_client_opts *opts,
                                     retryd_client **ret);
 
-/** Free it, writing the cookie jar first if there is one; every profile
- * must be freed first. Accepts NULL. */
+/** Free it (every profile must be freed first). The cookie jar, if any,
+ * is written first. Accepts NULL. */
 RETRYD_EXPORT void retryd_client_free(retryd_client *client);
 
 /** The client's host budget (owned by the client). */
@@ -185,6 +185,11 @@ typedef struct retryd_request {
     void *sink_ctx;
     retryd_refresh_fn refresh; /**< NULL: a 401 is final */
     void *refresh_ctx;
+    /** Cookies sent as they are, "name=value; ..." (libcurl's
+     * CURLOPT_COOKIE, curl's -b name=value): in one Cookie header with
+     * those the client's cookie engine sends, where a Cookie line of
+     * @p headers would go as a second header. NULL: none. */
+    const char *cookie;
 } retryd_request;
 
 /**

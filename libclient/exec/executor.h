@@ -47,6 +47,8 @@ typedef struct easy {
     char custom[40];
     char *url;        /* the URL libcurl has; NULL: none yet */
     bool had_headers; /* libcurl holds a header list of ours */
+    bool had_cookie;  /* libcurl holds a CURLOPT_COOKIE of ours */
+    char *cookie;     /* its copy; NULL: none (or no memory for one) */
 } easy;
 
 struct retryd_profile {

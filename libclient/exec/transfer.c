@@ -428,6 +428,22 @@ HALF void set_method(call *c, easy *e)
     }
 }
 
+/* The request's cookie string, told to libcurl only when it differs from
+ * what the handle has (a request without one, the usual case, costs a
+ * test). */
+HALF void set_cookie(call *c, easy *e)
+{
+    const char *want = c->req->cookie;
+    if (want == NULL && !e->had_cookie)
+        return;
+    if (want != NULL && e->cookie != NULL && strcmp(want, e->cookie) == 0)
+        return;
+    curl_easy_setopt(e->curl, CURLOPT_COOKIE, want);
+    free(e->cookie);
+    e->cookie = want ? strdup(want) : NULL;
+    e->had_cookie = want != NULL;
+}
+
 #define SET_IF_CHANGED(e, field, opt, value)                                   \
     do {                                                                       \
         long v_ = (value);                                                     \
@@ -451,6 +467,7 @@ HALF void setup(call *c, easy *e, int64_t attempt_ns)
     if (c->headers != NULL || e->had_headers)
         curl_easy_setopt(e->curl, CURLOPT_HTTPHEADER, c->headers);
     e->had_headers = c->headers != NULL;
+    set_cookie(c, e);
     /* 0: the driver bounds the transfer itself (the multi, from its timer
      * heap), and libcurl keeps no timer of its own: a handle last used by
      * retryd_execute is told so. */

@@ -207,6 +207,8 @@ static const invocation cases[] = {
     {A("-s", "-f"), "/status?code=404&id={id}", H2C},
     {A("-s", "-u", "a:b"), "/ok?id={id}", H2C},
     {A("-s", "-b", "{cookies}"), "/ok?id={id}", 0},
+    {A("-s", "-b", "c=1", "-b", "d=2"), "/ok?id={id}", 0},
+    {A("-s", "-b", "c=1", "-b", "{cookies}"), "/ok?id={id}", 0},
     {A("-s", "-b", "{cookies}"), "/other/x?id={id}", 0},
     {A("-s", "-c", "{jar}"), "/cookie?set=sc%3D1%3B%20Path%3D%2F&id={id}", JAR},
     {A("-s", "-b", "{cookies}", "-c", "{jar}"), "/cookie?set=one%3Dnew&id={id}",
