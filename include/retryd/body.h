@@ -164,9 +164,10 @@ typedef struct retryd_mime_part {
 } retryd_mime_part;
 
 /**
- * A multipart/form-data body of @p n parts (1..1024), which libcurl's MIME
- * API (curl_mime_*) encodes for each attempt: the boundary, each part's
- * headers and its Content-Type are libcurl's, as curl -F sends them. Its
+ * A multipart/form-data body built with libcurl's MIME API.
+ * Its @p n parts (1..1024) are encoded by curl_mime_* for each attempt: the
+ * boundary, each part's headers and its Content-Type are libcurl's, as
+ * curl -F sends them. Its
  * replayability is the weakest part's: REPLAYABLE when every part is in
  * memory, REOPENABLE with a file. A file that cannot be read when an
  * attempt begins fails that attempt before anything is sent (body_source).
