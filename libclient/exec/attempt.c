@@ -81,7 +81,7 @@ STEP void open_body(call *c, easy *h)
         snprintf(c->errbuf, sizeof(c->errbuf), "the body could not be opened");
         return;
     }
-    c->body_open = true;
+    c->body_open = c->mime == NULL; /* a reader to close */
 }
 
 STEP void describe_error(call *c, int rc)
