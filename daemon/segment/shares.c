@@ -35,14 +35,14 @@ typedef struct share_row {
 
 /* Per upstream slot, summed anew each sweep but for last_diff. */
 typedef struct share_up {
-    uint64_t weighted;  /* sum of weight x deposits since the last sweep */
-    uint64_t deposits;  /* sum of deposits since the last sweep */
-    uint64_t w_active;  /* sum of the weights of the active entries */
-    uint64_t n_active;  /* entries active within the window */
-    uint64_t claims;    /* sum of the claims, after the decay */
-    uint64_t mean;      /* the mean weight the factors divide by */
-    uint64_t floor;     /* micro-tokens of floor to hand out */
-    int64_t last_diff;  /* claimed_micro - claims at the previous sweep */
+    uint64_t weighted; /* sum of weight x deposits since the last sweep */
+    uint64_t deposits; /* sum of deposits since the last sweep */
+    uint64_t w_active; /* sum of the weights of the active entries */
+    uint64_t n_active; /* entries active within the window */
+    uint64_t claims;   /* sum of the claims, after the decay */
+    uint64_t mean;     /* the mean weight the factors divide by */
+    uint64_t floor;    /* micro-tokens of floor to hand out */
+    int64_t last_diff; /* claimed_micro - claims at the previous sweep */
 } share_up;
 
 struct owner_shares {
@@ -177,7 +177,7 @@ static bool settle_upstream(owner *o, struct owner_shares *sh, uint32_t u,
     if (since != 0 && now >= since + window && /* a window of 0: off */
         atomic_compare_exchange_strong(&s->share_since_ns, &since, 0))
         since = 0;
-    up->mean = up->deposits ? up->weighted / up->deposits
+    up->mean = up->deposits   ? up->weighted / up->deposits
                : up->n_active ? up->w_active / up->n_active
                               : CONFIG_DEFAULT_WEIGHT_MICRO;
     if (up->mean == 0)

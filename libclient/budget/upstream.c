@@ -753,12 +753,12 @@ int retryd_upstream_health(retryd_upstream *up, retryd_health *ret)
     return 0;
 }
 
-static bool budget_peek(void *ctx)
+bool retryd__budget_peek(void *ctx)
 {
     return retryd_upstream_peek(ctx);
 }
 
-static bool budget_take(void *ctx)
+bool retryd__budget_take(void *ctx)
 {
     return retryd_upstream_withdraw(ctx) == 0;
 }
@@ -768,5 +768,13 @@ static int budget_take_for(void *ctx, uint32_t taken)
     return retryd_upstream_withdraw_for(ctx, taken);
 }
 
-const retryd_budget_iface retryd_upstream_budget = {
-    sizeof(retryd_budget_iface), budget_peek, budget_take, budget_take_for};
+/* The whole interface, take_for() included; retryd_upstream_budget is its
+ * first version (upstream_budget_v1.c). */
+static const retryd_budget_iface upstream_budget = {
+    sizeof(retryd_budget_iface), retryd__budget_peek, retryd__budget_take,
+    budget_take_for};
+
+const retryd_budget_iface *retryd_upstream_budget_iface(void)
+{
+    return &upstream_budget;
+}

@@ -457,7 +457,7 @@ STEP int call_init(call *c, retryd_profile *p, const retryd_request *req)
     c->p = p;
     c->env = (retryd_decide_env){.sz = sizeof(retryd_decide_env),
                                  .backoff = &p->backoff,
-                                 .budget = &retryd_upstream_budget,
+                                 .budget = retryd_upstream_budget_iface(),
                                  .budget_ctx = p->budget};
     c->wait = c->hold = c->held = 0;
     c->req = req;

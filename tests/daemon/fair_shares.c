@@ -40,7 +40,8 @@
 #define NS_PER_S 1000000000LL
 #define BOUND_MS 60000
 #define MODEST_REQUESTS 20
-#define MODEST_GAP_NS (10 * 1000000LL)   /* between a modest process's requests */
+#define MODEST_GAP_NS (10 * 1000000LL) /* between a modest process's requests  \
+                                        */
 #define MODEST_PAUSE_NS (20 * 1000000LL) /* its first attempt to its retry */
 #define GREEDY_RATE 2000                 /* requests per second */
 #define JAIN_MODEST 9
@@ -181,8 +182,7 @@ static void case_greedy(void)
            "first come, first served\n",
            alone, MODEST_REQUESTS, fair, refused, greedy_got, greedy_earned,
            fcfs);
-    CHECK(alone == MODEST_REQUESTS, "alone it gets what it earned: %ld",
-          alone);
+    CHECK(alone == MODEST_REQUESTS, "alone it gets what it earned: %ld", alone);
     CHECK(fair * 100 >= alone * 95, "fair shares keep >= 95 %%: %ld of %ld",
           fair, alone);
     CHECK(greedy_got <= greedy_earned + MODEST_REQUESTS,
@@ -203,8 +203,7 @@ static double jain_of_board(void)
     double x[JAIN_MODEST + 1];
     for (int i = 0; i <= JAIN_MODEST; i++) {
         long earned = atomic_load(&B->deposits[i]);
-        x[i] = earned ? (double)atomic_load(&B->grants[i]) / (double)earned
-                      : 0;
+        x[i] = earned ? (double)atomic_load(&B->grants[i]) / (double)earned : 0;
     }
     return jain(x, JAIN_MODEST + 1);
 }
@@ -223,8 +222,8 @@ static void case_jain(void)
         modest_fcfs += atomic_load(&B->grants[i]);
     printf("jain, 1 greedy + %d modest: index %.3f with fair shares (modest "
            "processes got %ld of %d), %.3f first come, first served (%ld)\n",
-           JAIN_MODEST, fair, modest_fair, JAIN_MODEST * MODEST_REQUESTS,
-           fcfs, modest_fcfs);
+           JAIN_MODEST, fair, modest_fair, JAIN_MODEST * MODEST_REQUESTS, fcfs,
+           modest_fcfs);
     CHECK(fair >= 0.95, "Jain's index %.3f >= 0.95", fair);
 }
 
@@ -367,8 +366,9 @@ static void case_exits(void)
         r = retryd_upstream_withdraw(up);
         got += r == 0;
         share += r == RETRYD_ESHARE;
-        CHECK(share == 0, "refused over a share after %ld: a dead process's "
-                          "claim survived it",
+        CHECK(share == 0,
+              "refused over a share after %ld: a dead process's "
+              "claim survived it",
               got);
     }
     retryd_host_close(h);
