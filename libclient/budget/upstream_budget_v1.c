@@ -24,6 +24,6 @@ typedef struct retryd_budget_iface {
     bool (*take)(void *ctx);
 } retryd_budget_iface;
 
-__attribute__((visibility("default"))) const retryd_budget_iface
-    retryd_upstream_budget = {sizeof(retryd_budget_iface), retryd__budget_peek,
-                              retryd__budget_take};
+__attribute__((visibility("default")))
+const retryd_budget_iface retryd_upstream_budget = {
+    sizeof(retryd_budget_iface), retryd__budget_peek, retryd__budget_take};

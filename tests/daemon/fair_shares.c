@@ -40,8 +40,9 @@
 #define NS_PER_S 1000000000LL
 #define BOUND_MS 60000
 #define MODEST_REQUESTS 20
-#define MODEST_GAP_NS (10 * 1000000LL) /* between a modest process's requests  \
-                                        */
+#define MODEST_GAP_NS                                                          \
+    (10 * 1000000LL) /* between a modest process's requests                    \
+                      */
 #define MODEST_PAUSE_NS (20 * 1000000LL) /* its first attempt to its retry */
 #define GREEDY_RATE 2000                 /* requests per second */
 #define JAIN_MODEST 9
