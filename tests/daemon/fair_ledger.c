@@ -96,8 +96,7 @@ static int client(int p)
     return 0;
 }
 
-static double json_after(const char *json, const char *anchor,
-                         const char *key)
+static double json_after(const char *json, const char *anchor, const char *key)
 {
     double v = rd_json_number(json, anchor, key);
     CHECK(v == v, "no \"%s\" in the stats", key);
@@ -110,8 +109,7 @@ static double rows_sum(const char *json, const char *key)
 {
     double sum = 0;
     const char *p = strstr(json, "\"processes\":[");
-    for (int n = 0; p != NULL && (p = strstr(p + 1, "{\"pid\":")) != NULL;
-         n++)
+    for (int n = 0; p != NULL && (p = strstr(p + 1, "{\"pid\":")) != NULL; n++)
         sum += json_after(p, NULL, key);
     return sum;
 }
@@ -159,10 +157,9 @@ int main(int argc, char **argv)
            "daemon kill -9s: %ld deposits, %ld granted, %ld refused empty, "
            "%ld refused over share; the counters say %.0f, %.0f, %.0f, "
            "%.0f; balance %.6f, discarded %.6f\n",
-           ops * PROCS * THREADS, PROCS, THREADS, KILLS,
-           (long)sum.deposits, (long)sum.grants, (long)sum.empty,
-           (long)sum.over_share, deposits, granted, empty, over, balance,
-           discarded);
+           ops * PROCS * THREADS, PROCS, THREADS, KILLS, (long)sum.deposits,
+           (long)sum.grants, (long)sum.empty, (long)sum.over_share, deposits,
+           granted, empty, over, balance, discarded);
     CHECK(sum.deposits + sum.grants + sum.empty + sum.over_share ==
               ops / CHUNKS * CHUNKS * PROCS * THREADS,
           "every operation has an answer");
