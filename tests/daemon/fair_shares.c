@@ -47,7 +47,7 @@
 #define GREEDY_RATE 2000                 /* requests per second */
 #define JAIN_MODEST 9
 #define EXITS 2000
-#define EXIT_WAVE 200
+#define EXIT_WAVE 100
 
 static const char *const config_text =
     "process_capacity = 2048\nprocess_slots_per_uid = 2048\n"
@@ -315,8 +315,19 @@ static void case_weights(void)
 static int exiting(int i)
 {
     (void)i;
+    /* A wave attaches at once: more than the daemon's unattached
+     * connections (64), so some wait their turn; a generous bound on each
+     * exchange keeps a loaded machine from sending them local. */
+    retryd_host_opts o = {.sz = sizeof(o),
+                          .control_socket = hf_daemon.control,
+                          .timeout_ms = 20000};
     retryd_host *h;
-    retryd_upstream *up = hf_open("exits", &h);
+    retryd_upstream *up;
+    CHECK(retryd_host_open(&o, &h) == 0 && retryd_host_attached(h),
+          "attach: %s", retryd_share_status_name(retryd_host_share_status(h)));
+    CHECK(retryd_upstream_open(h, "exits", NULL, &up) == 0 &&
+              retryd_upstream_shared(up),
+          "open exits");
     for (int n = 0; n < 3; n++)
         CHECK(retryd_upstream_deposit(up) == 0, "deposit");
     atomic_fetch_add(&B->exits_ready, 1);
@@ -348,8 +359,14 @@ static void case_exits(void)
     for (int w = 0; w < EXITS; w += EXIT_WAVE) {
         for (int i = w; i < w + EXIT_WAVE; i++)
             pids[i] = hf_fork(exiting, i);
-        CHECK(hf_wait_for(&B->exits_ready, w + EXIT_WAVE, BOUND_MS),
-              "wave %d attached", w / EXIT_WAVE);
+        if (!hf_wait_for(&B->exits_ready, w + EXIT_WAVE, BOUND_MS)) {
+            static char log[1 << 22];
+            ssize_t n = rd_daemon_read_log(&hf_daemon, log, sizeof(log));
+            CHECK(false, "wave %d: %ld of %d attached; the daemon's log "
+                         "ends: %s",
+                  w / EXIT_WAVE, atomic_load(&B->exits_ready) - w, EXIT_WAVE,
+                  n > 4096 ? log + n - 4096 : n > 0 ? log : "");
+        }
         for (int i = w; i < w + EXIT_WAVE; i++)
             CHECK(kill(pids[i], SIGKILL) == 0, "kill");
         for (int i = w; i < w + EXIT_WAVE; i++)

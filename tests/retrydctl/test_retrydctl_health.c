@@ -31,7 +31,9 @@ static void setup(void)
     cr_assert_eq(rd_daemon_init(&D, "[upstream hot]\nadaptive_throttle = on\n"
                                     "throttle_window = 3600s\n"
                                     "[upstream held]\npushback = on\n"
-                                    "pushback_first_attempts = on\n"),
+                                    "pushback_first_attempts = on\n"
+                                    "[upstream fair]\nratio = 0.5\n"
+                                    "min_retries_per_sec = 0\n"),
                  0);
     cr_assert_eq(rd_daemon_start(&D), 0, "see %s", D.log);
     cr_assert_eq(testsrv_start(FAULTSRV_PATH, NULL, &srv), 0);
@@ -142,4 +144,44 @@ Test(retrydctl_health, verbose_shows_the_time_a_pushback_held_an_attempt)
      * whole run: a lower bound on the machine's speed would be a guess. */
     cr_expect(ms > 0 && ms <= (double)took, "held %.1f ms of a %lld ms run", ms,
               took);
+}
+
+static bool none_attached(void *arg)
+{
+    (void)arg;
+    run_result r;
+    return rd_ctl(&D, &r, "stats", "--json", NULL) == 0 &&
+           rd_json_number(r.out, "\"daemon\"", "attached_processes") == 0;
+}
+
+/*
+ * Fair shares in the trail (docs/budget.md#fair-shares): a retry refused
+ * because the tokens are owed to another process, then one refused
+ * because the request took its share of the balance, each named by its
+ * rule, beside the reason over_share.
+ */
+Test(retrydctl_health, the_trail_names_the_share_that_refused_a_retry)
+{
+    retryd_upstream *up = open_shared("fair");
+    cr_assert_eq(retryd_upstream_withdraw(up), RETRYD_EBUDGET); /* short */
+    for (int i = 0; i < 10; i++)
+        cr_assert_eq(retryd_upstream_deposit(up), 0); /* 5 tokens, ours */
+    REQUEST("-v", "--safe", "--max-attempts", "3", "--upstream", "fair",
+            at("/status?code=503&id=os"));
+    cr_expect(strstr(res.err, "denied (process_over_share)") != NULL, "%s",
+              res.err);
+    cr_expect(strstr(res.err, "over_share") != NULL, "%s", res.err);
+    cr_expect_eq(testsrv_count(srv, "os"), 1, "no retry was sent");
+
+    /* This process goes, and its claims with it: the tokens are nobody's,
+     * so the next request borrows its first retry, and its second would
+     * take more than 20 % of what is left. */
+    retryd_host_close(host);
+    host = NULL;
+    cr_assert(rd_wait_until(none_attached, NULL, 5000), "slot freed");
+    REQUEST("-v", "--safe", "--max-attempts", "3", "--upstream", "fair",
+            at("/status?code=503&id=rs"));
+    cr_expect(strstr(res.err, "denied (request_over_share)") != NULL, "%s",
+              res.err);
+    cr_expect_eq(testsrv_count(srv, "rs"), 2, "one retry was sent");
 }
