@@ -8,7 +8,10 @@
  * 404 and 405 (GET / is the status page: tests/ops); metrics_listen refused
  * when it is not a loopback ADDRESS:PORT; IPv6; a reload that moves, keeps or
  * turns off the endpoint; nothing listening when it is not configured; an
- * upstream's health (docs/health.md) alike in /metrics, JSON, table, top.
+ * upstream's health (docs/health.md) alike in /metrics, JSON, table, top;
+ * attribution (docs/daemon.md): per-program series that never go down when
+ * a process exits, the program that drained an upstream, over_share apart
+ * from budget_exhausted.
  */
 #include <dirent.h>
 #include <math.h>
