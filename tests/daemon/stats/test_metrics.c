@@ -635,6 +635,69 @@ Test(metrics, a_restarted_daemon_names_the_processes_it_adopts)
     child_stop(&a);
 }
 
+static bool drained_by_shows(void *arg)
+{
+    const char *line = arg;
+    rd_http h = scrape();
+    bool yes = strstr(h.body, line) != NULL;
+    free(h.body);
+    return yes;
+}
+
+/* Until the heartbeat has checked the segment @p want times (each
+ * heartbeat samples the drained-by window too). */
+typedef struct checks_watch {
+    double want;
+} checks_watch;
+
+static bool checked_since(void *arg)
+{
+    const checks_watch *w = arg;
+    rd_http h = scrape();
+    bool yes = sample_of(h.body, "retryd_segment_checks_total") >= w->want;
+    free(h.body);
+    return yes;
+}
+
+/*
+ * A restarted daemon's drained-by window starts at its start: an adopted
+ * process's grants from before are its baseline, not "drained" (the
+ * process is named for its grants after the restart, and for those only).
+ */
+Test(metrics, a_restarted_daemon_counts_drains_from_its_start)
+{
+    child a;
+    start_named(&a, "rd-alpha", 0);
+    ask(&a, "withdraw 5", "granted 5 denied 0");
+    cr_assert(rd_wait_until(drained_by_shows,
+                            (void *)"\nretryd_upstream_drained_by{upstream="
+                                    "\"payments\",program=\"rd-alpha\"} 1",
+                            5000),
+              "not named before the restart");
+    cr_assert_eq(rd_daemon_stop(&D, SIGTERM), 0);
+    cr_assert_eq(rd_daemon_start(&D), 0, "%s", daemon_log());
+    /* Two heartbeats after the start, still nobody: the baseline holds. */
+    rd_http h = scrape();
+    checks_watch cw = {sample_of(h.body, "retryd_segment_checks_total") + 2};
+    free(h.body);
+    cr_assert(rd_wait_until(checked_since, &cw, 10000), "%s", daemon_log());
+    h = scrape();
+    cr_expect(strstr(h.body, "retryd_upstream_drained_by{") == NULL, "%s",
+              h.body);
+    free(h.body);
+    ask(&a, "withdraw 2", "granted 2 denied 0");
+    cr_assert(rd_wait_until(drained_by_shows,
+                            (void *)"\nretryd_upstream_drained_by{upstream="
+                                    "\"payments\",program=\"rd-alpha\"} 1",
+                            5000),
+              "not named after the restart");
+    stats_json();
+    const char *at = strstr(res.out, "\"drained_by\":{");
+    cr_assert(at != NULL, "%s", res.out);
+    cr_expect_eq(rd_json_number(at, NULL, "grants"), 2, "%s", at);
+    child_stop(&a);
+}
+
 Test(metrics_config, a_port_in_use_at_start_is_an_error)
 {
     int p = rd_free_port(AF_INET);
