@@ -164,7 +164,7 @@ static void on_timer(server *d)
     uint64_t now = retryd__clock_monotonic_ns();
     if (now - last_heartbeat_ns + tick_ns / 2 >= HEARTBEAT_MS * 1000000ull) {
         last_heartbeat_ns = now;
-        owner_heartbeat(&d->seg);
+        owner_heartbeat(&d->seg, d->cfg);
         programs_sample(d->programs);
         log_flush_suppressed();
     }

@@ -47,9 +47,16 @@ typedef struct budget_params {
     /* Fair shares (docs/budget.md#fair-shares), the daemon's alone too:
      * the window a claim decays over, the share of the balance one
      * request may take. */
+    uint64_t fair_shares; /* 0 or 1 */
     uint64_t share_window_ns;
     uint64_t request_share_micro;
 } budget_params;
+
+/* The share window a slot holds for @p p: 0 when fair shares are off. */
+static inline uint64_t budget_params_slot_window(const budget_params *p)
+{
+    return p->fair_shares ? p->share_window_ns : 0;
+}
 
 typedef struct upstream_conf {
     char name[SEG_NAME_MAX + 1];
@@ -182,9 +189,11 @@ static inline void budget_params_read_share(budget_params *p, seg_upstream *s)
 {
     uint64_t w = atomic_load(&s->share_window_ns);
     uint64_t r = atomic_load(&s->request_share_micro);
-    bool ok = w >= UINT64_C(1000000000) && w <= 3600 * UINT64_C(1000000000) &&
+    bool ok = (w == 0 || (w >= UINT64_C(1000000000) &&
+                          w <= 3600 * UINT64_C(1000000000))) &&
               r >= SEG_MICRO / 100 && r <= SEG_MICRO;
-    p->share_window_ns = ok ? w : SEG_DEFAULT_SHARE_WINDOW_NS;
+    p->fair_shares = !ok || w != 0;
+    p->share_window_ns = ok && w != 0 ? w : SEG_DEFAULT_SHARE_WINDOW_NS;
     p->request_share_micro = ok ? r : SEG_DEFAULT_REQUEST_SHARE_MICRO;
 }
 

@@ -399,6 +399,8 @@ const config_key config_keys[CK_COUNT] = {
         PARAMS_OF("pushback_max", parse_duration_key, pushback_max_ns, 0,
                   HEALTH_MAX_PUSHBACK_NS, 60 * UINT64_C(1000000000)),
     /* Fair shares (docs/budget.md#fair-shares). */
+    [CK_FAIR_SHARES] =
+        PARAMS_OF("fair_shares", parse_switch_key, fair_shares, 0, 1, 1),
     [CK_SHARE_WINDOW] =
         PARAMS_OF("share_window", parse_duration_key, share_window_ns,
                   UINT64_C(1000000000), 3600 * UINT64_C(1000000000),

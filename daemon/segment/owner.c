@@ -17,6 +17,7 @@
 
 #include "shared/bucket.h"
 #include "segment/keeper.h"
+#include "segment/shares.h"
 #include "core/log.h"
 #include "retryd.pb-c.h"
 #include "retryd/common.h"
@@ -302,17 +303,12 @@ void owner_close(owner *o)
     free(o->slots);
     free(o->procs);
     free(o->programs);
+    owner_shares_free(o);
     o->slots = NULL;
     o->procs = NULL;
     o->programs = NULL;
     o->map = NULL;
     o->fd = -1;
-}
-
-void owner_heartbeat(owner *o)
-{
-    stamp_heartbeat(o);
-    owner_police(o);
 }
 
 void owner_set_draining(owner *o, bool on)
@@ -338,7 +334,7 @@ static void write_params(seg_upstream *s, const budget_params *p)
     atomic_store(&s->ratio_micro, p->ratio_micro);
     atomic_store(&s->floor_micro_per_s, p->floor_micro_per_s);
     atomic_store(&s->cap_micro, cap);
-    atomic_store(&s->share_window_ns, p->share_window_ns);
+    atomic_store(&s->share_window_ns, budget_params_slot_window(p));
     atomic_store(&s->request_share_micro, p->request_share_micro);
 }
 
@@ -502,6 +498,7 @@ void owner_process_release(owner *o, uint32_t slot)
     atomic_store_explicit(&p->ident, seg_ident(gen, SEG_RETIRED),
                           memory_order_release);
     rd_rcu_synchronize();
+    owner_shares_release(o, slot);
     for (int e = 0; e < SEG_PROC_ENTRIES; e++) {
         seg_upstream *s = entry_upstream(o, atomic_load(&p->entry_upstream[e]));
         if (s == NULL)
@@ -580,6 +577,7 @@ static const char *const damage_what[OWNER_DAMAGE_KINDS] = {
     [OWNER_D_FORGED] = "active slots the daemon never gave out undone",
     [OWNER_D_PROCESS] = "process slot idents or owners restored",
     [OWNER_D_HEALTH] = "health windows or pushback holds repaired",
+    [OWNER_D_SHARES] = "sums of fair-share claims put back",
 };
 
 static void found(owner *o, enum owner_damage kind)
@@ -640,7 +638,7 @@ static void police_header(owner *o)
 
 static bool params_differ(const seg_upstream *s, const budget_params *p)
 {
-    return atomic_load(&s->share_window_ns) != p->share_window_ns ||
+    return atomic_load(&s->share_window_ns) != budget_params_slot_window(p) ||
            atomic_load(&s->request_share_micro) != p->request_share_micro ||
            atomic_load(&s->ratio_micro) != p->ratio_micro ||
            atomic_load(&s->floor_micro_per_s) != p->floor_micro_per_s ||
@@ -754,6 +752,17 @@ void owner_police(owner *o)
     log_damage(o, retryd__clock_monotonic_ns());
 }
 
+void owner_heartbeat(owner *o, const config *c)
+{
+    stamp_heartbeat(o);
+    owner_police(o);
+    unsigned repaired = owner_shares_sweep(o, c, retryd__clock_coarse_ns());
+    for (unsigned i = 0; i < repaired; i++)
+        found(o, OWNER_D_SHARES);
+    if (repaired > 0)
+        log_damage(o, retryd__clock_monotonic_ns());
+}
+
 void owner_health_fill(const owner *o, struct Retryd__SegmentHealth *h)
 {
     owner *m = (owner *)(uintptr_t)o; /* atomics only, read-only */
@@ -768,6 +777,7 @@ void owner_health_fill(const owner *o, struct Retryd__SegmentHealth *h)
     h->forged_slots = D(OWNER_D_FORGED);
     h->process_repaired = D(OWNER_D_PROCESS);
     h->health_repaired = D(OWNER_D_HEALTH);
+    h->shares_repaired = D(OWNER_D_SHARES);
     h->last_damage_unix_ms =
         atomic_load_explicit(&m->last_damage_unix_ms, memory_order_relaxed);
 #undef D

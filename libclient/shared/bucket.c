@@ -284,7 +284,10 @@ void retryd__share_note_shortage(seg_upstream *s, uint64_t now_ns)
     uint64_t window =
         atomic_load_explicit(&s->share_window_ns, memory_order_relaxed);
     /* A few writes per window at most: the word is on the read-mostly
-     * line that every deposit reads. 0 is "not kept", so never stored. */
+     * line that every deposit reads. 0 is "not kept", so never stored; a
+     * window of 0 is fair_shares = off. */
+    if (window == 0)
+        return;
     if (since == 0 || now_ns >= since + window / 8)
         atomic_store_explicit(&s->share_since_ns, now_ns ? now_ns : 1,
                               memory_order_relaxed);
