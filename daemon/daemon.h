@@ -126,6 +126,9 @@ typedef struct server {
     struct metrics *metrics_next; /* NULL: off */
     bool metrics_pending;         /* metrics_next waits to be taken */
     int metrics_wake_fd;          /* eventfd: wakes the stats thread */
+    /* The per-program ledger (stats/programs.h): folded by the main
+     * thread as slots are released, sampled on the heartbeat. */
+    struct programs *programs;
 } server;
 
 #endif

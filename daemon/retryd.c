@@ -35,6 +35,7 @@
 #include "core/log.h"
 #include "notify.h"
 #include "stats/metrics.h"
+#include "stats/programs.h"
 #include "base/macros.h"
 #include "retryd/common.h"
 
@@ -164,6 +165,7 @@ static void on_timer(server *d)
     if (now - last_heartbeat_ns + tick_ns / 2 >= HEARTBEAT_MS * 1000000ull) {
         last_heartbeat_ns = now;
         owner_heartbeat(&d->seg, d->cfg);
+        programs_sample(d->programs);
         log_flush_suppressed();
     }
     notify_watchdog(now, tick_ns);
@@ -311,8 +313,12 @@ static int setup(server *d)
              (unsigned long long)d->seg.generation,
              d->seg.view.upstream_capacity, d->seg.view.process_capacity);
     d->procs = calloc(d->seg.view.process_capacity, sizeof(*d->procs));
-    if (d->procs == NULL)
+    d->programs = programs_new(&d->seg);
+    if (d->procs == NULL || d->programs == NULL)
         return RETRYD_ENOMEM;
+    /* Before any slot is released (adopt_processes frees gone ones). */
+    d->seg.on_released = programs_on_released;
+    d->seg.on_released_arg = d->programs;
     if ((r = registry_new(&d->reg)) < 0)
         return r;
     for (uint32_t i = 0; i < d->seg.view.process_capacity; i++)
@@ -327,6 +333,9 @@ static int setup(server *d)
         adopt_processes(d);
     }
     daemon_apply_config(d);
+    /* The drained-by window's baseline, before any client can attach: what
+     * adopted processes were granted before this daemon is not in it. */
+    programs_sample(d->programs);
     d->control_fd =
         listen_at(d->cfg->control_socket, d->cfg->has_group, d->cfg->group);
     d->stats_fd = listen_at(d->cfg->stats_socket, d->cfg->has_stats_group,
@@ -442,6 +451,7 @@ static void teardown(server *d)
     if (d->reg != NULL)
         registry_free(d->reg);
     owner_close(&d->seg);
+    programs_free(d->programs);
     free(d->procs);
     rd_rcu_barrier();
     config_free(d->cfg);

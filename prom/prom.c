@@ -53,71 +53,57 @@ static void label(FILE *out, const char *s)
     }
 }
 
-static const char *program_of(const Retryd__ProcessStats *p)
-{
-    return p->program != NULL && p->program[0] != '\0' ? p->program
-                                                       : PROM_PROGRAM_UNKNOWN;
-}
-
 /* --- per-process groups -------------------------------------------------- */
 
-/* One per-process series: a process (pid mode) or every process of one
- * program (program mode). */
+/* One per-process series: a process (pid mode) or a program (program
+ * mode: the daemon's per-program rows, which keep the counts of its exited
+ * processes, so a series never goes down when one exits). */
 typedef struct group {
-    const Retryd__ProcessStats *first; /* its label comes from here */
+    const char *program;
+    const Retryd__ProcessStats *process; /* pid mode */
     unsigned processes;
-    uint64_t deposits, granted, ambiguous, throttled, held;
+    const Retryd__Counters *c;
 } group;
 
-static int by_program(const void *a, const void *b)
+static const char *program_name(const char *program)
 {
-    const Retryd__ProcessStats *const *x = a, *const *y = b;
-    return strcmp(program_of(*x), program_of(*y));
+    return program != NULL && program[0] != '\0' ? program
+                                                 : PROM_PROGRAM_UNKNOWN;
 }
 
 /* The groups of @p r under @p mode, in *ret (to free); their number. */
 static size_t make_groups(const Retryd__StatsReply *r, prom_per_process mode,
                           group **ret)
 {
-    size_t n = r->n_processes, ng = 0;
+    size_t n = mode == PROM_PER_PID       ? r->n_processes
+               : mode == PROM_PER_PROGRAM ? r->n_programs
+                                          : 0;
     *ret = NULL;
-    if (mode == PROM_PER_NONE || n == 0)
+    if (n == 0)
         return 0;
-    const Retryd__ProcessStats **order = malloc(n * sizeof(*order));
     group *g = calloc(n, sizeof(*g));
-    if (order == NULL || g == NULL) {
-        free(order), free(g);
+    if (g == NULL)
         return 0;
-    }
-    memcpy(order, r->processes, n * sizeof(*order));
-    if (mode == PROM_PER_PROGRAM)
-        qsort(order, n, sizeof(*order), by_program);
     for (size_t i = 0; i < n; i++) {
-        const Retryd__ProcessStats *p = order[i];
-        if (mode == PROM_PER_PID || ng == 0 ||
-            strcmp(program_of(g[ng - 1].first), program_of(p)) != 0)
-            g[ng++].first = p;
-        group *cur = &g[ng - 1];
-        cur->processes++;
-        if (p->counters == NULL)
-            continue;
-        cur->deposits += p->counters->deposits;
-        cur->granted += p->counters->retries_granted;
-        cur->ambiguous += p->counters->ambiguous;
-        cur->throttled += p->counters->throttled;
-        cur->held += p->counters->held;
+        if (mode == PROM_PER_PID) {
+            const Retryd__ProcessStats *p = r->processes[i];
+            g[i] = (group){program_name(p->program), p, 1, p->counters};
+        } else {
+            const Retryd__ProgramStats *p = r->programs[i];
+            g[i] = (group){program_name(p->program), NULL, p->processes,
+                           p->counters};
+        }
     }
-    free(order);
     *ret = g;
-    return ng;
+    return n;
 }
 
-static void group_labels(FILE *out, const group *g, prom_per_process mode)
+static void group_labels(FILE *out, const group *g)
 {
-    if (mode == PROM_PER_PID)
-        fprintf(out, "pid=\"%u\",", g->first->pid);
+    if (g->process != NULL)
+        fprintf(out, "pid=\"%u\",", g->process->pid);
     fputs("program=\"", out);
-    label(out, program_of(g->first));
+    label(out, g->program);
     putc('"', out);
 }
 
@@ -131,7 +117,14 @@ typedef struct render {
 
 /* --- upstream and process families --------------------------------------- */
 
-enum which { W_DEPOSITS, W_GRANTED, W_AMBIGUOUS, W_THROTTLED, W_HELD };
+enum which {
+    W_DEPOSITS,
+    W_GRANTED,
+    W_AMBIGUOUS,
+    W_THROTTLED,
+    W_HELD,
+    W_BORROWED
+};
 
 static uint64_t counter(const Retryd__Counters *c, enum which w)
 {
@@ -148,23 +141,8 @@ static uint64_t counter(const Retryd__Counters *c, enum which w)
         return c->throttled;
     case W_HELD:
         return c->held;
-    }
-    return 0;
-}
-
-static uint64_t group_counter(const group *g, enum which w)
-{
-    switch (w) {
-    case W_DEPOSITS:
-        return g->deposits;
-    case W_GRANTED:
-        return g->granted;
-    case W_AMBIGUOUS:
-        return g->ambiguous;
-    case W_THROTTLED:
-        return g->throttled;
-    case W_HELD:
-        return g->held;
+    case W_BORROWED:
+        return c->borrowed;
     }
     return 0;
 }
@@ -187,8 +165,8 @@ static void family(const render *x, const char *what, const char *help,
     header(x->out, name, "counter", help);
     for (size_t i = 0; i < x->n_groups; i++) {
         fprintf(x->out, "%s{", name);
-        group_labels(x->out, &x->groups[i], x->mode);
-        fprintf(x->out, "} %" PRIu64 "\n", group_counter(&x->groups[i], w));
+        group_labels(x->out, &x->groups[i]);
+        fprintf(x->out, "} %" PRIu64 "\n", counter(x->groups[i].c, w));
     }
 }
 
@@ -201,7 +179,7 @@ static void processes_gauge(const render *x)
                                    : "Attached processes, by program name.");
     for (size_t i = 0; i < x->n_groups; i++) {
         fputs("retryd_processes{", x->out);
-        group_labels(x->out, &x->groups[i], x->mode);
+        group_labels(x->out, &x->groups[i]);
         fprintf(x->out, "} %u\n", x->groups[i].processes);
     }
 }
@@ -247,6 +225,63 @@ static void labelled(const render *x, bool denied)
                     denied ? reply_at(c->denied, c->n_denied, k)
                            : reply_at(c->evidence, c->n_evidence, k));
         }
+    }
+}
+
+/* Denials by reason per program (or process): who was refused, and
+ * whether for an empty bucket or for being over its share. */
+static void group_denied(const render *x)
+{
+    static const Retryd__Counters zero = RETRYD__COUNTERS__INIT;
+    if (x->n_groups == 0)
+        return;
+    header(x->out, "retryd_process_retries_denied_total", "counter",
+           "Retries denied, by the rule's reason.");
+    for (size_t i = 0; i < x->n_groups; i++) {
+        const Retryd__Counters *c = x->groups[i].c ? x->groups[i].c : &zero;
+        for (size_t k = 1; k < RETRYD_DENIAL_COUNT; k++) {
+            fputs("retryd_process_retries_denied_total{", x->out);
+            group_labels(x->out, &x->groups[i]);
+            fprintf(x->out, ",reason=\"%s\"} %" PRIu64 "\n",
+                    retryd_denial_name((retryd_denial)k),
+                    reply_at(c->denied, c->n_denied, k));
+        }
+    }
+}
+
+/* --- fair shares (docs/budget.md#fair-shares) ----------------------------- */
+
+static void share_families(const render *x)
+{
+    header(x->out, "retryd_upstream_claimed_tokens", "gauge",
+           "Tokens of the balance owed to processes (their claims).");
+    for (size_t i = 0; i < x->r->n_upstreams; i++) {
+        fputs("retryd_upstream_claimed_tokens{upstream=\"", x->out);
+        label(x->out, x->r->upstreams[i]->name);
+        fprintf(x->out, "\"} %.6f\n",
+                reply_tokens(x->r->upstreams[i]->claimed_micro));
+    }
+    header(x->out, "retryd_upstream_shares_kept", "gauge",
+           "1 while fair shares are kept (a shortage in the last window).");
+    for (size_t i = 0; i < x->r->n_upstreams; i++) {
+        fputs("retryd_upstream_shares_kept{upstream=\"", x->out);
+        label(x->out, x->r->upstreams[i]->name);
+        fprintf(x->out, "\"} %d\n", x->r->upstreams[i]->shares_kept ? 1 : 0);
+    }
+    header(x->out, "retryd_upstream_drained_by", "gauge",
+           "The program granted the most retries on the upstream in the "
+           "daemon's recent window, and its share of them (0 to 1).");
+    for (size_t i = 0; i < x->r->n_upstreams; i++) {
+        const Retryd__UpstreamStats *u = x->r->upstreams[i];
+        const Retryd__DrainedBy *db = u->drained_by;
+        if (db == NULL || db->window_grants == 0)
+            continue;
+        fputs("retryd_upstream_drained_by{upstream=\"", x->out);
+        label(x->out, u->name);
+        fputs("\",program=\"", x->out);
+        label(x->out, program_name(db->program));
+        fprintf(x->out, "\"} %.6f\n",
+                (double)db->grants / (double)db->window_grants);
     }
 }
 
@@ -418,8 +453,14 @@ int prom_render(FILE *out, const Retryd__StatsReply *r, prom_per_process mode)
            "First attempts the host throttle kept back (not sent).",
            W_THROTTLED);
     family(&x, "held", "Attempts a host pushback held back.", W_HELD);
+    family(&x, "borrowed",
+           "Retries granted beyond the process's own claim while fair "
+           "shares were kept.",
+           W_BORROWED);
     health_families(&x);
+    share_families(&x);
     labelled(&x, true);
+    group_denied(&x);
     labelled(&x, false);
     free(x.groups);
     return ferror(out) ? -1 : 0;

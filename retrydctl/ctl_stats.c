@@ -52,6 +52,47 @@ static void print_upstream_health(const Retryd__UpstreamStats *u)
     printf("  throttled %" PRIu64 " held %" PRIu64 "\n", c->throttled, c->held);
 }
 
+/* An upstream's fair shares (docs/budget.md#fair-shares) and who drained
+ * it (the program granted most of its retries in the daemon's window). */
+static void print_upstream_shares(const Retryd__UpstreamStats *u)
+{
+    const Retryd__DrainedBy *db = u->drained_by;
+    printf("      shares: %s claimed %.2f borrowed %" PRIu64
+           " over_share %" PRIu64 "  drained by ",
+           u->shares_kept ? "KEPT" : "idle", reply_tokens(u->claimed_micro),
+           u->counters->borrowed,
+           reply_at(u->counters->denied, u->counters->n_denied,
+                    RETRYD_DENIAL_OVER_SHARE));
+    if (db == NULL || db->window_grants == 0)
+        printf("nobody (no retry in the window)\n");
+    else
+        printf("%s %.0f%% (%" PRIu64 " of %" PRIu64 " retries in %.0fs)\n",
+               db->program[0] ? db->program : "?",
+               100.0 * (double)db->grants / (double)db->window_grants,
+               db->grants, db->window_grants, (double)db->window_ms / 1000);
+}
+
+/* Per program: the live processes' counters and those of its exited
+ * ones, since the daemon started. */
+static void print_programs(const Retryd__StatsReply *r)
+{
+    if (r->n_programs == 0)
+        return;
+    printf("\n%-16s %6s %7s %10s %9s %9s %8s %10s\n", "PROGRAM", "PROCS",
+           "EXITED", "DEPOSITS", "GRANTED", "BORROWED", "DENIED", "OVER_SHARE");
+    for (size_t i = 0; i < r->n_programs; i++) {
+        const Retryd__ProgramStats *p = r->programs[i];
+        const Retryd__Counters *c = p->counters;
+        printf("%-16s %6u %7" PRIu64 " %10" PRIu64 " %9" PRIu64 " %9" PRIu64
+               " %8" PRIu64 " %10" PRIu64 "\n",
+               p->program[0] ? p->program : "?", p->processes, p->exited,
+               c->deposits, c->retries_granted, c->borrowed,
+               reply_denied_total(c),
+               reply_at(c->denied, c->n_denied, RETRYD_DENIAL_OVER_SHARE));
+        print_breakdown(c);
+    }
+}
+
 /* --- segment health ------------------------------------------------------ */
 
 static void print_health_line(const Retryd__StatsReply *r)
@@ -102,7 +143,9 @@ static void print_table(const Retryd__StatsReply *r)
                reply_at(e, ne, 3));
         print_breakdown(c);
         print_upstream_health(u);
+        print_upstream_shares(u);
     }
+    print_programs(r);
     if (r->n_processes == 0)
         return;
     printf("\n%-8s %-6s %-6s %10s %9s %8s %6s %9s %6s  %s\n", "PID", "UID",
@@ -152,9 +195,10 @@ static void json_counters(const Retryd__Counters *c)
                retryd_evidence_name((retryd_evidence)i),
                reply_at(c->evidence, c->n_evidence, i));
     printf("},\"refilled_tokens\":%.6f,\"discarded_tokens\":%.6f,"
-           "\"throttled\":%" PRIu64 ",\"held\":%" PRIu64,
+           "\"throttled\":%" PRIu64 ",\"held\":%" PRIu64
+           ",\"borrowed\":%" PRIu64,
            reply_tokens(c->refilled_micro), reply_tokens(c->discarded_micro),
-           c->throttled, c->held);
+           c->throttled, c->held, c->borrowed);
 }
 
 static const char *json_bool(bool b)
@@ -178,6 +222,40 @@ static void json_upstream_health(const Retryd__UpstreamStats *u)
            (double)h->pushback_max_ms / 1000, json_bool(h->engaged),
            h->probability, h->requests, h->accepts, h->rejecting_processes,
            (double)h->pushback_remaining_ms / 1000);
+}
+
+/* An upstream's fair-share members: its claims, whether shares are kept,
+ * and who drained it ("drained_by": null when nobody did). */
+static void json_upstream_shares(const Retryd__UpstreamStats *u)
+{
+    const Retryd__DrainedBy *db = u->drained_by;
+    printf(",\"claimed_tokens\":%.6f,\"shares_kept\":%s,\"drained_by\":",
+           reply_tokens(u->claimed_micro), json_bool(u->shares_kept));
+    if (db == NULL || db->window_grants == 0) {
+        printf("null");
+        return;
+    }
+    printf("{\"program\":");
+    json_string(db->program);
+    printf(",\"grants\":%" PRIu64 ",\"window_grants\":%" PRIu64
+           ",\"share\":%.6f,\"window_seconds\":%.3f}",
+           db->grants, db->window_grants,
+           (double)db->grants / (double)db->window_grants,
+           (double)db->window_ms / 1000);
+}
+
+static void json_programs(const Retryd__StatsReply *r)
+{
+    printf("],\"programs\":[");
+    for (size_t i = 0; i < r->n_programs; i++) {
+        const Retryd__ProgramStats *p = r->programs[i];
+        printf("%s{\"program\":", i ? "," : "");
+        json_string(p->program);
+        printf(",\"processes\":%u,\"exited\":%" PRIu64 ",", p->processes,
+               p->exited);
+        json_counters(p->counters);
+        printf("}");
+    }
 }
 
 /* The daemon object's last member, and the upstreams array's start. */
@@ -217,8 +295,10 @@ static void print_json(const Retryd__StatsReply *r)
                reply_tokens(u->params->floor_micro_per_s));
         json_counters(u->counters);
         json_upstream_health(u);
+        json_upstream_shares(u);
         printf("}");
     }
+    json_programs(r);
     printf("],\"processes\":[");
     for (size_t i = 0; i < r->n_processes; i++) {
         const Retryd__ProcessStats *p = r->processes[i];

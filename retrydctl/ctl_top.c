@@ -2,9 +2,11 @@
 /*
  * retrydctl top: a live view of the host budget, refreshed every --delay
  * seconds: the daemon, then per upstream its balance and rates (deposits,
- * retries granted, denials by reason, ambiguous outcomes), then per
+ * retries granted, denials by reason, ambiguous outcomes, borrows) and the
+ * program that drained it, then per
  * upstream its health (the host throttle, the pushback, the attempts they
- * kept back), then per program the processes' rates. Rates are counter
+ * kept back), then per program the rates of its processes, live and
+ * exited (the daemon keeps the counts of exited ones). Rates are counter
  * deltas between two stats replies over the monotonic time measured between
  * them; the first frame has none.
  *
@@ -32,10 +34,10 @@
 
 #define TOP_DASH "\u2014" /* the rate of a first frame */
 #define TOP_LINE_MAX 512
-#define TOP_GROUPS_MAX 256
 #define TOP_NAME_W 20
 #define TOP_RATE_W 8
 #define TOP_REASON_W 6
+#define TOP_PROGRAM_CELL 32 /* a program name, made printable */
 
 /* --- the frame ----------------------------------------------------------- */
 
@@ -206,7 +208,25 @@ static void upstream_title(const top_sink *o)
         cell(&b, TOP_REASON_W, ab);
     }
     cell(&b, TOP_RATE_W, "AMBIG/s");
+    cell(&b, TOP_RATE_W, "BORROW/s");
+    cell(&b, 0, "DRAINED BY (10s)"); /* the last: unpadded */
     emit(o, &b);
+}
+
+/* Who drained the upstream: the program granted most of its retries in
+ * the daemon's window, with its share of them. */
+static void drained_cell(line_buf *b, const Retryd__UpstreamStats *u)
+{
+    const Retryd__DrainedBy *db = u->drained_by;
+    char name[TOP_PROGRAM_CELL], text[64];
+    if (db == NULL || db->window_grants == 0) {
+        cell(b, 0, TOP_DASH);
+        return;
+    }
+    printable(db->program[0] ? db->program : "?", name, sizeof(name));
+    snprintf(text, sizeof(text), "%s %.0f%%", name,
+             100.0 * (double)db->grants / (double)db->window_grants);
+    cell(b, 0, text);
 }
 
 static void upstream_row(const top_sink *o, const top_frame *f,
@@ -234,6 +254,9 @@ static void upstream_row(const top_sink *o, const top_frame *f,
                   have ? reply_at(pc->denied, pc->n_denied, i) : 0, f->elapsed);
     rate_cell(&b, TOP_RATE_W, have, c->ambiguous, have ? pc->ambiguous : 0,
               f->elapsed);
+    rate_cell(&b, TOP_RATE_W, have, c->borrowed, have ? pc->borrowed : 0,
+              f->elapsed);
+    drained_cell(&b, u);
     emit(o, &b);
 }
 
@@ -299,111 +322,73 @@ static void health_row(const top_sink *o, const top_frame *f,
     emit(o, &b);
 }
 
-/* --- processes, by program ----------------------------------------------- */
+/* --- programs ------------------------------------------------------------ */
 
-/* One program's processes: counter totals now, and what they gained since
- * the previous reply. */
-typedef struct top_group {
-    char key[64];
-    unsigned processes;
-#define TOP_PROGRAM_COUNTERS 6
-    /* deposits, granted, denied, ambiguous, throttled, held */
-    uint64_t total[TOP_PROGRAM_COUNTERS];
-    uint64_t gained[TOP_PROGRAM_COUNTERS];
-} top_group;
-
+/* The rates per program: the daemon's per-program rows, which keep the
+ * counts of a program's exited processes, so a rate never goes negative
+ * when one exits. */
+#define TOP_PROGRAM_COUNTERS 8
 static void program_counters(const Retryd__Counters *c,
                              uint64_t out[TOP_PROGRAM_COUNTERS])
 {
     out[0] = c->deposits;
     out[1] = c->retries_granted;
-    out[2] = reply_denied_total(c);
-    out[3] = c->ambiguous;
-    out[4] = c->throttled;
-    out[5] = c->held;
+    out[2] = c->borrowed;
+    out[3] = reply_denied_total(c);
+    out[4] = reply_at(c->denied, c->n_denied, RETRYD_DENIAL_OVER_SHARE);
+    out[5] = c->ambiguous;
+    out[6] = c->throttled;
+    out[7] = c->held;
 }
 
-/* The same process (pid, start time, slot) in the previous reply. */
-static const Retryd__ProcessStats *prev_process(const top_frame *f,
-                                                const Retryd__ProcessStats *p)
+static const Retryd__ProgramStats *prev_program(const top_frame *f,
+                                                const char *name)
 {
     if (f->prev == NULL)
         return NULL;
-    for (size_t i = 0; i < f->prev->n_processes; i++) {
-        const Retryd__ProcessStats *q = f->prev->processes[i];
-        if (q->pid == p->pid && q->start_time == p->start_time &&
-            q->slot == p->slot)
-            return q;
-    }
+    for (size_t i = 0; i < f->prev->n_programs; i++)
+        if (strcmp(f->prev->programs[i]->program, name) == 0)
+            return f->prev->programs[i];
     return NULL;
 }
 
-static top_group *group_of(top_group *g, size_t *n,
-                           const Retryd__ProcessStats *p)
+static void program_row(const top_sink *o, const top_frame *f,
+                        const Retryd__ProgramStats *p)
 {
-    char key[64];
-    if (p->program && *p->program)
-        printable(p->program, key, sizeof(key));
-    else
-        snprintf(key, sizeof(key), "pid %u", p->pid);
-    for (size_t i = 0; i < *n; i++)
-        if (strcmp(g[i].key, key) == 0)
-            return &g[i];
-    if (*n == TOP_GROUPS_MAX)
-        return NULL;
-    memset(&g[*n], 0, sizeof(g[*n]));
-    snprintf(g[*n].key, sizeof(g[*n].key), "%s", key);
-    return &g[(*n)++];
-}
-
-/* Adds process @p p to its group: a process that attached since the
- * previous reply gained all its counters in the interval. */
-static void add_process(top_group *g, const top_frame *f,
-                        const Retryd__ProcessStats *p)
-{
-    const Retryd__ProcessStats *q = prev_process(f, p);
+    const Retryd__ProgramStats *q = prev_program(f, p->program);
     uint64_t now[TOP_PROGRAM_COUNTERS], before[TOP_PROGRAM_COUNTERS] = {0};
+    line_buf b = {.len = 0};
+    char text[64];
     program_counters(p->counters, now);
-    if (q)
+    if (q != NULL)
         program_counters(q->counters, before);
-    g->processes++;
-    for (int k = 0; k < TOP_PROGRAM_COUNTERS; k++) {
-        g->total[k] += now[k];
-        g->gained[k] += now[k] >= before[k] ? now[k] - before[k] : 0;
-    }
+    printable(p->program[0] ? p->program : "?", text, sizeof(text));
+    cell(&b, -TOP_NAME_W, text);
+    snprintf(text, sizeof(text), "%u", p->processes);
+    cell(&b, 6, text);
+    snprintf(text, sizeof(text), "%" PRIu64, now[0]);
+    cell(&b, 10, text);
+    /* A program new since the previous reply gained all its counts. */
+    for (int k = 0; k < TOP_PROGRAM_COUNTERS; k++)
+        rate_cell(&b, TOP_RATE_W, f->prev != NULL, now[k], before[k],
+                  f->elapsed);
+    emit(o, &b);
 }
 
-static void process_rows(const top_sink *o, const top_frame *f)
+static void program_rows(const top_sink *o, const top_frame *f)
 {
-    static top_group groups[TOP_GROUPS_MAX];
     static const char *const titles[TOP_PROGRAM_COUNTERS] = {
-        "DEP/s", "RETRY/s", "DENIED/s", "AMBIG/s", "THR/s", "HELD/s"};
-    size_t n = 0;
+        "DEP/s", "RETRY/s", "BORROW/s", "DENIED/s",
+        "OS/s",  "AMBIG/s", "THR/s",    "HELD/s"};
     line_buf b = {.len = 0};
-
-    for (size_t i = 0; i < f->cur->n_processes; i++) {
-        top_group *g = group_of(groups, &n, f->cur->processes[i]);
-        if (g)
-            add_process(g, f, f->cur->processes[i]);
-    }
     cell(&b, -TOP_NAME_W, "PROGRAM");
     cell(&b, 6, "PROCS");
     cell(&b, 10, "DEPOSITS");
     for (int k = 0; k < TOP_PROGRAM_COUNTERS; k++)
         cell(&b, TOP_RATE_W, titles[k]);
     emit(o, &b);
-    for (size_t i = 0; i < n; i++) {
-        char text[32];
-        cell(&b, -TOP_NAME_W, groups[i].key);
-        snprintf(text, sizeof(text), "%u", groups[i].processes);
-        cell(&b, 6, text);
-        snprintf(text, sizeof(text), "%" PRIu64, groups[i].total[0]);
-        cell(&b, 10, text);
-        for (int k = 0; k < TOP_PROGRAM_COUNTERS; k++)
-            rate_cell(&b, TOP_RATE_W, f->prev != NULL, groups[i].gained[k], 0,
-                      f->elapsed);
-        emit(o, &b);
-    }
+    for (size_t i = 0; i < f->cur->n_programs; i++)
+        program_row(o, f, f->cur->programs[i]);
 }
 
 /* The whole frame, line by line, without a blank line: in batch mode a
@@ -421,8 +406,8 @@ static void render(const top_sink *o, const top_frame *f)
         for (size_t i = 0; i < f->cur->n_upstreams; i++)
             health_row(o, f, f->cur->upstreams[i]);
     }
-    process_rows(o, f);
-    if (f->cur->n_processes == 0)
+    program_rows(o, f);
+    if (f->cur->attached_processes == 0)
         emitf(o, "(no process attached)");
 }
 
@@ -447,9 +432,11 @@ static const ctl_cmd top_cmd = {
     "top",
     "usage: retrydctl top [-b] [-n N] [-d SECONDS] [options]\n"
     "A live view of the host budget: per upstream its balance, deposits/s,\n"
-    "retries granted/s, denials/s by reason and ambiguous outcomes/s, and\n"
-    "its health (host throttle, pushback, attempts throttled and held);\n"
-    "per program the processes' rates. In a terminal, q quits.\n\n"
+    "retries granted/s, denials/s by reason, ambiguous outcomes/s, borrows/s\n"
+    "and the program that drained it (most retries in the daemon's last\n"
+    "10 s), and its health (host throttle, pushback, attempts\n"
+    "throttled and held); per program its processes' rates, live and\n"
+    "exited (OS: over_share denials). In a terminal, q quits.\n\n"
     "  -d, --delay SECONDS    between frames (0.1 to 3600; default 1)\n"
     "  -b, --batch            plain-text frames separated by a blank line,\n"
     "                         no escape codes (the default when stdout is\n"

@@ -491,6 +491,8 @@ void owner_process_release(owner *o, uint32_t slot)
     uint32_t gen = seg_ident_generation(id);
     if (seg_ident_state(id) == SEG_FREE)
         return;
+    if (o->on_released != NULL)
+        o->on_released(o->on_released_arg, slot);
     /* Hide the slot from stats readers, wait until none still sums it,
      * then move its counters into the upstreams: never counted twice. */
     atomic_store_explicit(&p->ident, seg_ident(gen, SEG_RETIRED),
@@ -548,6 +550,19 @@ void owner_process_totals(const owner *o, uint32_t slot,
     for (int e = 0; e < SEG_PROC_ENTRIES; e++)
         for (int c = 0; c < SEG_COUNTERS; c++)
             out[c] += entry_total(p, e, c);
+}
+
+uint64_t owner_entry_totals(const owner *o, uint32_t slot, int e,
+                            uint64_t out[SEG_COUNTERS])
+{
+    memset(out, 0, sizeof(uint64_t) * SEG_COUNTERS);
+    const seg_process *p = retryd__segment_process(&o->view, slot);
+    if (p == NULL || e < 0 || e >= SEG_PROC_ENTRIES)
+        return 0;
+    uint64_t key = atomic_load(&p->entry_upstream[e]);
+    for (int c = 0; key != 0 && c < SEG_COUNTERS; c++)
+        out[c] = entry_total(p, e, c);
+    return key;
 }
 
 /* --- policing ------------------------------------------------------------ */

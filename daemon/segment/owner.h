@@ -77,6 +77,11 @@ typedef struct owner {
      * registry forgets it (upstreams.c sets it). */
     void (*on_retired)(void *arg, uint32_t slot, const char *name);
     void *on_retired_arg;
+    /* Called as a process slot is released, before its counters are
+     * folded and the slot freed: the per-program ledger keeps what the
+     * process counted (the daemon sets it; stats/programs.h). */
+    void (*on_released)(void *arg, uint32_t slot);
+    void *on_released_arg;
     /* Damage found, per kind: totals for the stats thread; what the log
      * has not said yet and when it last said it, for one line per kind
      * per OWNER_DAMAGE_LOG_NS. */
@@ -152,5 +157,9 @@ unsigned owner_collect(const owner *o, uint64_t (*per_upstream)[SEG_COUNTERS]);
 /* One process slot's totals over its entries and lanes. */
 void owner_process_totals(const owner *o, uint32_t slot,
                           uint64_t out[SEG_COUNTERS]);
+/* Entry @p e of process slot @p slot: its totals over the lanes, and the
+ * upstream key it counts for (0: unused, @p out left zero). */
+uint64_t owner_entry_totals(const owner *o, uint32_t slot, int e,
+                            uint64_t out[SEG_COUNTERS]);
 
 #endif

@@ -16,6 +16,7 @@
 #include "retryd/common.h"
 #include "shared/bucket.h"
 #include "shared/health.h"
+#include "stats/programs.h"
 #include "stats/snapshot.h"
 
 static void fill_counters(Retryd__Counters *c, const uint64_t t[SEG_COUNTERS],
@@ -38,6 +39,7 @@ static void fill_counters(Retryd__Counters *c, const uint64_t t[SEG_COUNTERS],
     c->discarded_micro = t[SEG_C_DISCARDED_MICRO];
     c->throttled = t[SEG_C_THROTTLED];
     c->held = t[SEG_C_HELD];
+    c->borrowed = t[SEG_C_BORROWED];
 }
 
 #define NS_PER_MS UINT64_C(1000000)
@@ -70,6 +72,23 @@ static void fill_health(Retryd__UpstreamHealth *h, seg_upstream *s,
         ((uint64_t)retryd__health_hold(s, now_ns) + NS_PER_MS - 1) / NS_PER_MS;
 }
 
+/* Who drained upstream row @p i (slot @p slot of generation @p gen) in the
+ * ledger's window; absent when no retry was granted there. */
+static void fill_drained(stats_build *b, size_t i, uint32_t slot, uint32_t gen)
+{
+    program_drain pd;
+    Retryd__DrainedBy *db = &b->drained[i];
+    if (!programs_drained(b->d->programs, slot, gen, &pd))
+        return;
+    retryd__drained_by__init(db);
+    memcpy(b->drained_names[i], pd.name, sizeof(b->drained_names[i]));
+    db->program = b->drained_names[i];
+    db->grants = pd.grants;
+    db->window_grants = pd.window_grants;
+    db->window_ms = PROGRAMS_WINDOW_S * 1000u;
+    b->ups[i].drained_by = db;
+}
+
 static int add_upstream(const reg_entry *e, void *arg)
 {
     stats_build *b = arg;
@@ -96,6 +115,9 @@ static int add_upstream(const reg_entry *e, void *arg)
     u->balance_micro = retryd__bucket_projected_balance(s, now);
     fill_health(&b->health[i], s, now);
     u->health = &b->health[i];
+    u->claimed_micro = atomic_load(&s->claimed_micro);
+    u->shares_kept = atomic_load(&s->share_since_ns) != 0;
+    fill_drained(b, i, e->slot, e->generation);
     fill_counters(&b->counters[i], b->totals[e->slot],
                   b->numbers + i * STATS_NUMBERS);
     u->counters = &b->counters[i];
@@ -129,14 +151,44 @@ static size_t add_processes(const server *d, stats_snapshot *s)
     return n;
 }
 
+/* Every program's row: exited + live (programs.h). */
+static size_t add_programs(const server *d, stats_snapshot *s)
+{
+    size_t n = programs_read(d->programs, s->rows);
+    for (size_t i = 0; i < n; i++) {
+        Retryd__ProgramStats *ps = &s->prs[i];
+        retryd__program_stats__init(ps);
+        ps->program = s->rows[i].name;
+        ps->processes = s->rows[i].processes;
+        ps->exited = s->rows[i].exited;
+        fill_counters(&s->prc[i], s->rows[i].t, s->prnum + i * STATS_NUMBERS);
+        ps->counters = &s->prc[i];
+        s->prptr[i] = ps;
+    }
+    return n;
+}
+
 void stats_snapshot_free(stats_snapshot *s)
 {
     free(s->ps), free(s->pptr), free(s->pcs), free(s->pnum);
     free(s->programs);
     free(s->b.totals), free(s->b.ups), free(s->b.up_ptrs), free(s->b.names);
     free(s->b.params), free(s->b.counters), free(s->b.health);
-    free(s->b.numbers);
+    free(s->b.numbers), free(s->b.drained), free(s->b.drained_names);
+    free(s->rows), free(s->prs), free(s->prptr), free(s->prc), free(s->prnum);
     memset(s, 0, sizeof(*s));
+}
+
+/* The per-program rows' arrays: room for every row the ledger has. */
+static bool programs_alloc(stats_snapshot *s)
+{
+    size_t rcap = PROGRAMS_MAX + 1;
+    s->rows = calloc(rcap, sizeof(*s->rows));
+    s->prs = calloc(rcap, sizeof(*s->prs));
+    s->prptr = calloc(rcap, sizeof(*s->prptr));
+    s->prc = calloc(rcap, sizeof(*s->prc));
+    s->prnum = calloc(rcap * STATS_NUMBERS, sizeof(*s->prnum));
+    return s->rows && s->prs && s->prptr && s->prc && s->prnum;
 }
 
 static int snapshot_alloc(stats_snapshot *s, size_t ucap, size_t pcap)
@@ -154,9 +206,12 @@ static int snapshot_alloc(stats_snapshot *s, size_t ucap, size_t pcap)
     s->b.counters = calloc(ucap, sizeof(*s->b.counters));
     s->b.health = calloc(ucap, sizeof(*s->b.health));
     s->b.numbers = calloc(ucap * STATS_NUMBERS, sizeof(*s->b.numbers));
-    if (!s->ps || !s->pptr || !s->pcs || !s->pnum || !s->programs ||
-        !s->b.totals || !s->b.ups || !s->b.up_ptrs || !s->b.names ||
-        !s->b.params || !s->b.counters || !s->b.health || !s->b.numbers)
+    s->b.drained = calloc(ucap, sizeof(*s->b.drained));
+    s->b.drained_names = calloc(ucap, sizeof(*s->b.drained_names));
+    if (!programs_alloc(s) || !s->ps || !s->pptr || !s->pcs || !s->pnum ||
+        !s->programs || !s->b.totals || !s->b.ups || !s->b.up_ptrs ||
+        !s->b.names || !s->b.params || !s->b.counters || !s->b.health ||
+        !s->b.numbers || !s->b.drained || !s->b.drained_names)
         return RETRYD_ENOMEM;
     return 0;
 }
@@ -196,6 +251,7 @@ int stats_snapshot_take(server *d, bool processes, stats_snapshot *s)
     rep->attached_processes = owner_collect(&d->seg, s->b.totals);
     registry_for_each(d->reg, add_upstream, &s->b);
     rep->n_processes = processes ? add_processes(d, s) : 0;
+    rep->n_programs = add_programs(d, s);
     rd_rcu_read_unlock();
 
     rep->generation = d->seg.generation;
@@ -215,5 +271,6 @@ int stats_snapshot_take(server *d, bool processes, stats_snapshot *s)
     rep->n_upstreams = s->b.n;
     rep->upstreams = s->b.up_ptrs;
     rep->processes = s->pptr;
+    rep->programs = s->prptr;
     return 0;
 }

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "daemon.h"
+#include "stats/programs.h"
 
 /* Per Counters message: denials (index 0 unused, as the proto's
  * Counters.denied is indexed by denial reason), then evidence. */
@@ -26,6 +27,8 @@ typedef struct stats_build {
     Retryd__Counters *counters;
     Retryd__UpstreamHealth *health;
     uint64_t *numbers; /* denied and evidence arrays */
+    Retryd__DrainedBy *drained;
+    char (*drained_names)[OWNER_PROGRAM_MAX];
     size_t n, cap;
 } stats_build;
 
@@ -41,6 +44,12 @@ typedef struct stats_snapshot {
     Retryd__Counters *pcs;
     uint64_t *pnum;
     char (*programs)[OWNER_PROGRAM_MAX];
+    /* Per program (programs.h): the ledger's rows and their messages. */
+    program_row *rows;
+    Retryd__ProgramStats *prs;
+    Retryd__ProgramStats **prptr;
+    Retryd__Counters *prc;
+    uint64_t *prnum;
 } stats_snapshot;
 int stats_snapshot_take(server *d, bool processes, stats_snapshot *s);
 void stats_snapshot_free(stats_snapshot *s);

@@ -7,6 +7,8 @@
  *   open NAME [ratio floor cap]   -> ok shared=0|1 | err CODE
  *   deposit N                     -> ok
  *   withdraw N                    -> granted G denied D
+ *   take N                        -> granted G budget B share S (refused
+ *                                    for an empty bucket, for a share)
  *   balance                       -> balance TOKENS
  *   shared                        -> shared 0|1
  *   attached                      -> attached 0|1
@@ -93,6 +95,14 @@ static void run(retryd_host *h, char *line)
         for (long i = 0; i < n; i++)
             granted += retryd_upstream_withdraw(up) == 0;
         printf("granted %ld denied %ld\n", granted, n - granted);
+    } else if (sscanf(line, "take %ld", &n) == 1) {
+        /* withdraw, telling an empty bucket from a share refusal */
+        long got[3] = {0, 0, 0};
+        for (long i = 0; i < n; i++) {
+            int r = retryd_upstream_withdraw(up);
+            got[r == 0 ? 0 : r == RETRYD_ESHARE ? 2 : 1]++;
+        }
+        printf("granted %ld budget %ld share %ld\n", got[0], got[1], got[2]);
     } else if (strncmp(line, "balance", 7) == 0) {
         double b = -1;
         retryd_upstream_balance(up, &b);

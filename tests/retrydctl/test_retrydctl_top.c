@@ -3,7 +3,8 @@
  * retrydctl top --batch against a real daemon: plain-text frames separated
  * by a blank line, the first with totals and a dash for every rate, the
  * next with the deposits a real client process made between the two as a
- * rate above zero, per upstream and per program; no daemon (or a daemon
+ * rate above zero, per upstream and per program; over-share denials in a
+ * column of their own, apart from an empty bucket's; no daemon (or a daemon
  * that goes away) is exit 70 with the reason. In a terminal (a real
  * pseudo-terminal), the live ncurses screen draws the budget, quits on q,
  * and outlives a daemon that goes away, saying so.
@@ -196,6 +197,80 @@ Test(top, batch_frames_show_the_deposits_made_between_them_as_a_rate)
         return;
     }
     cr_assert_fail("in 5 runs no deposit landed between top's two samples");
+}
+
+/* Cell @p k (0: the name) of the line of @p frame that starts with
+ * @p key, into @p out. */
+static void cell_of(const char *frame, const char *key, int k, char out[32])
+{
+    const char *l = row(frame, key);
+    cr_assert(l != NULL, "no row for %s in %s", key, frame);
+    const char *end = strchr(l, '\n');
+    for (int i = 0; i <= k; i++) {
+        while (*l == ' ')
+            l++;
+        size_t n = strcspn(l, " \n");
+        cr_assert(n > 0 && (end == NULL || l < end), "no cell %d: %s", k, key);
+        if (i == k)
+            snprintf(out, 32, "%.*s", (int)n, l);
+        l += n;
+    }
+}
+
+/*
+ * Over-share denials have their own column (OS, in the legend), apart
+ * from an empty bucket's (BE), per upstream and per program. Ratio 1, no
+ * floor, cap 20: the bucket runs short once (budget_exhausted, and shares
+ * are kept from then on), one client deposits 10 and so claims them, and
+ * the other's withdrawals between two frames find only tokens owed to
+ * its neighbour. Both are the same program (the test client).
+ */
+Test(top, over_share_denials_have_their_own_column)
+{
+    child k, t;
+    char reply[64];
+    start_client(&k);
+    start_client(&t);
+    ask(&k, "open fair 1 0 20", "ok shared=1");
+    ask(&t, "open fair 1 0 20", "ok shared=1");
+    ask(&t, "take 1", "granted 0 budget 1 share 0");
+    ask(&k, "deposit 10", "ok");
+    ask(&t, "take 1", "granted 0 budget 0 share 1");
+    for (int run = 0; run < 5; run++) {
+        top_proc p;
+        top_start(&p, "0.2", "2");
+        top_wait_for(&p, "\n\n");
+        long long deadline = rd_now_ms() + 20000;
+        while (top_read(&p, 0) && rd_now_ms() < deadline)
+            cr_assert_eq(child_ask(&t, "take 5", reply, sizeof(reply), ASK_MS),
+                         0);
+        cr_assert_eq(top_finish(&p), 0, "%s", p.buf);
+        char *sep = strstr(p.buf, "\n\n");
+        cr_assert(sep != NULL);
+        sep[1] = '\0';
+        const char *f1 = p.buf, *f2 = sep + 2;
+        cr_expect(strstr(f1, " BE=budget_exhausted ") != NULL, "%s", f1);
+        cr_expect(strstr(f1, " OS=over_share") != NULL, "%s", f1);
+        /* UPSTREAM BALANCE/CAP DEPOSITS DEP/s RETRY/s MA BE BNR RAD RD D PF
+         * SNR OS AMBIG/s BORROW/s: OS is cell 13, BE cell 6. */
+        char os[32], be[32], title[32];
+        cell_of(f2, "UPSTREAM", 13, title);
+        cr_expect_str_eq(title, "OS", "%s", f2);
+        cell_of(f2, "fair", 13, os);
+        cell_of(f2, "fair", 6, be);
+        if (strcmp(os, "0.0") == 0)
+            continue; /* no withdrawal between the samples: run again */
+        cr_expect_gt(strtod(os, NULL), 0, "%s", f2);
+        cr_expect_str_eq(be, "0.0", "no empty bucket in the interval: %s", f2);
+        /* PROGRAM PROCS DEPOSITS DEP/s RETRY/s BORROW/s DENIED/s OS/s */
+        cell_of(f2, "PROGRAM", 7, title);
+        cr_expect_str_eq(title, "OS/s", "%s", f2);
+        cell_of(f2, "retryd-test-cli", 7, os);
+        cr_expect_gt(strtod(os, NULL), 0, "%s", f2);
+        child_stop(&k), child_stop(&t);
+        return;
+    }
+    cr_assert_fail("in 5 runs no withdrawal landed between top's samples");
 }
 
 Test(top, no_daemon_is_exit_70_with_the_reason)

@@ -8,7 +8,10 @@
  * 404 and 405 (GET / is the status page: tests/ops); metrics_listen refused
  * when it is not a loopback ADDRESS:PORT; IPv6; a reload that moves, keeps or
  * turns off the endpoint; nothing listening when it is not configured; an
- * upstream's health (docs/health.md) alike in /metrics, JSON, table, top.
+ * upstream's health (docs/health.md) alike in /metrics, JSON, table, top;
+ * attribution (docs/daemon.md): per-program series that never go down when
+ * a process exits, the program that drained an upstream, over_share apart
+ * from budget_exhausted.
  */
 #include <dirent.h>
 #include <math.h>
@@ -632,6 +635,69 @@ Test(metrics, a_restarted_daemon_names_the_processes_it_adopts)
     child_stop(&a);
 }
 
+static bool drained_by_shows(void *arg)
+{
+    const char *line = arg;
+    rd_http h = scrape();
+    bool yes = strstr(h.body, line) != NULL;
+    free(h.body);
+    return yes;
+}
+
+/* Until the heartbeat has checked the segment @p want times (each
+ * heartbeat samples the drained-by window too). */
+typedef struct checks_watch {
+    double want;
+} checks_watch;
+
+static bool checked_since(void *arg)
+{
+    const checks_watch *w = arg;
+    rd_http h = scrape();
+    bool yes = sample_of(h.body, "retryd_segment_checks_total") >= w->want;
+    free(h.body);
+    return yes;
+}
+
+/*
+ * A restarted daemon's drained-by window starts at its start: an adopted
+ * process's grants from before are its baseline, not "drained" (the
+ * process is named for its grants after the restart, and for those only).
+ */
+Test(metrics, a_restarted_daemon_counts_drains_from_its_start)
+{
+    child a;
+    start_named(&a, "rd-alpha", 0);
+    ask(&a, "withdraw 5", "granted 5 denied 0");
+    cr_assert(rd_wait_until(drained_by_shows,
+                            (void *)"\nretryd_upstream_drained_by{upstream="
+                                    "\"payments\",program=\"rd-alpha\"} 1",
+                            5000),
+              "not named before the restart");
+    cr_assert_eq(rd_daemon_stop(&D, SIGTERM), 0);
+    cr_assert_eq(rd_daemon_start(&D), 0, "%s", daemon_log());
+    /* Two heartbeats after the start, still nobody: the baseline holds. */
+    rd_http h = scrape();
+    checks_watch cw = {sample_of(h.body, "retryd_segment_checks_total") + 2};
+    free(h.body);
+    cr_assert(rd_wait_until(checked_since, &cw, 10000), "%s", daemon_log());
+    h = scrape();
+    cr_expect(strstr(h.body, "retryd_upstream_drained_by{") == NULL, "%s",
+              h.body);
+    free(h.body);
+    ask(&a, "withdraw 2", "granted 2 denied 0");
+    cr_assert(rd_wait_until(drained_by_shows,
+                            (void *)"\nretryd_upstream_drained_by{upstream="
+                                    "\"payments\",program=\"rd-alpha\"} 1",
+                            5000),
+              "not named after the restart");
+    stats_json();
+    const char *at = strstr(res.out, "\"drained_by\":{");
+    cr_assert(at != NULL, "%s", res.out);
+    cr_expect_eq(rd_json_number(at, NULL, "grants"), 2, "%s", at);
+    child_stop(&a);
+}
+
 Test(metrics_config, a_port_in_use_at_start_is_an_error)
 {
     int p = rd_free_port(AF_INET);
@@ -679,4 +745,216 @@ Test(metrics_config, a_reload_to_a_non_loopback_address_is_refused)
     port_probe still = {port, true};
     cr_expect(probe(&still), "the running endpoint stopped");
     cr_expect_eq(daemon_sockets_in("tcp"), 1);
+}
+
+/* --- attribution (docs/metrics.md, "Attribution") ------------------------- */
+
+/* What the polls below watch: the exposition's lowest readings of two
+ * per-program series while waiting for @p want. */
+typedef struct series_watch {
+    const char *want;      /* a whole line */
+    double low[2];         /* the lowest value seen of each */
+    const char *series[2]; /* name and labels */
+    char *last;            /* the body that had @p want */
+} series_watch;
+
+static bool scrape_shows(void *arg)
+{
+    series_watch *w = arg;
+    rd_http h = scrape();
+    for (int i = 0; i < 2; i++) {
+        double v = sample_of(h.body, w->series[i]);
+        w->low[i] = v < w->low[i] ? v : w->low[i];
+    }
+    char line[256];
+    snprintf(line, sizeof(line), "\n%s\n", w->want);
+    if (strstr(h.body, line) == NULL) {
+        free(h.body);
+        return false;
+    }
+    w->last = h.body;
+    return true;
+}
+
+/*
+ * Two processes of one program, one exits: the program's series keep
+ * what the gone one counted, on every scrape while the daemon notices the
+ * exit and after (a drop would be a counter reset to Prometheus).
+ */
+Test(metrics, per_program_series_stay_monotonic_when_a_process_exits)
+{
+    child h1, h2;
+    start_named(&h1, "hold", 20);
+    start_named(&h2, "hold", 20);
+    ask(&h1, "withdraw 3", "granted 3 denied 0");
+    ask(&h2, "withdraw 2", "granted 2 denied 0");
+    rd_http h = scrape();
+    expect_line(h.body, "retryd_processes{program=\"hold\"} 2");
+    expect_line(h.body, "retryd_process_deposits_total{program=\"hold\"} 40");
+    expect_line(h.body,
+                "retryd_process_retries_granted_total{program=\"hold\"} 5");
+    free(h.body);
+
+    cr_assert_eq(child_stop(&h2), 0);
+    series_watch w = {
+        .want = "retryd_processes{program=\"hold\"} 1",
+        .low = {INFINITY, INFINITY},
+        .series = {"retryd_process_deposits_total{program=\"hold\"}",
+                   "retryd_process_retries_granted_total{program=\"hold\"}"}};
+    cr_assert(rd_wait_until(scrape_shows, &w, 10000),
+              "the exit was not noticed in 10 s: %s", daemon_log());
+    cr_expect_eq(w.low[0], 40, "deposits went down to %f", w.low[0]);
+    cr_expect_eq(w.low[1], 5, "grants went down to %f", w.low[1]);
+    expect_line(w.last, "retryd_process_deposits_total{program=\"hold\"} 40");
+    expect_line(w.last,
+                "retryd_process_retries_granted_total{program=\"hold\"} 5");
+    free(w.last);
+
+    /* The stats socket says the same, and how many exited. */
+    stats_json();
+    cr_expect_eq(number_in_res("{\"program\":\"hold\"", "processes"), 1);
+    cr_expect_eq(number_in_res("{\"program\":\"hold\"", "exited"), 1);
+    cr_expect_eq(number_in_res("{\"program\":\"hold\"", "deposits"), 40);
+    /* Both gone: the series stay, with no process. */
+    cr_assert_eq(child_stop(&h1), 0);
+    w.want = "retryd_processes{program=\"hold\"} 0";
+    w.low[0] = w.low[1] = INFINITY;
+    cr_assert(rd_wait_until(scrape_shows, &w, 10000), "%s", daemon_log());
+    cr_expect(w.low[0] == 40 && w.low[1] == 5, "%f %f", w.low[0], w.low[1]);
+    free(w.last);
+}
+
+static bool drained_by_greedy(void *arg)
+{
+    (void)arg;
+    rd_http h = scrape();
+    bool yes = strstr(h.body,
+                      "\nretryd_upstream_drained_by{upstream="
+                      "\"payments\",program=\"rd-greedy\"} 0.800000\n") != NULL;
+    free(h.body);
+    return yes;
+}
+
+/*
+ * The program that took most of an upstream's retries is named, with its
+ * share, within a few heartbeats (the window is sampled once a second),
+ * in /metrics, the JSON, the table and top; it is the window's figure,
+ * not the totals': an exited process's grants still count in it.
+ */
+Test(metrics, drained_by_names_the_program_that_took_the_retries)
+{
+    child g, q;
+    start_named(&g, "rd-greedy", 0);
+    start_named(&q, "rd-quiet", 0);
+    ask(&g, "withdraw 8", "granted 8 denied 0");
+    ask(&q, "withdraw 2", "granted 2 denied 0");
+    cr_assert_eq(child_stop(&g), 0);
+    cr_assert(rd_wait_until(drained_by_greedy, NULL, 5000),
+              "not named within 5 s");
+
+    stats_json();
+    const char *at =
+        strstr(res.out, "\"drained_by\":{\"program\":\"rd-greedy\"");
+    cr_assert(at != NULL, "%s", res.out);
+    cr_expect_eq(rd_json_number(at, NULL, "grants"), 8);
+    cr_expect_eq(rd_json_number(at, NULL, "window_grants"), 10);
+    cr_expect_eq(rd_json_number(at, NULL, "window_seconds"), 10);
+    cr_assert_eq(rd_ctl(&D, &res, "stats", NULL), 0, "%s", res.err);
+    cr_expect(strstr(res.out, "drained by rd-greedy 80% (8 of 10 retries in "
+                              "10s)\n") != NULL,
+              "%s", res.out);
+    cr_assert_eq(rd_ctl(&D, &res, "top", "-b", "-n", "1", NULL), 0, "%s",
+                 res.err);
+    const char *row = strstr(res.out, "\npayments ");
+    cr_assert(row != NULL, "%s", res.out);
+    const char *eol = strchr(row + 1, '\n');
+    cr_expect(strstr(row, " rd-greedy 80%") != NULL &&
+                  strstr(row, " rd-greedy 80%") < eol,
+              "%s", res.out);
+    child_stop(&q);
+}
+
+/*
+ * A retry refused for being over the process's share is not an empty
+ * bucket: ratio 1, no floor, cap 20; the taker finds the bucket empty once
+ * (budget_exhausted, and shares are kept from then on), the keeper
+ * deposits 10 and so claims them, and the taker's next withdrawals find
+ * only tokens owed to the keeper (over_share). Each reason apart in the
+ * JSON, the table and /metrics, per upstream and per program.
+ */
+Test(metrics, over_share_is_told_apart_from_budget_exhausted)
+{
+    child k, t;
+    char reply[96], want[160];
+    long got, empty, refused;
+    start_named(&k, "rd-keeper", 0);
+    start_named(&t, "rd-taker", 0);
+    ask(&k, "open fair 1 0 20", "ok shared=1");
+    ask(&t, "open fair 1 0 20", "ok shared=1");
+    ask(&t, "take 1", "granted 0 budget 1 share 0");
+    ask(&k, "deposit 10", "ok");
+    /* The keeper's claim decays over the share window (seconds), so a
+     * slow run may see a token of it free again: whatever the taker got
+     * was borrowed, and at least its first try was refused. */
+    cr_assert_eq(child_ask(&t, "take 5", reply, sizeof(reply), ASK_MS), 0);
+    cr_assert_eq(sscanf(reply, "granted %ld budget %ld share %ld", &got, &empty,
+                        &refused),
+                 3, "%s", reply);
+    cr_assert(refused >= 1 && empty == 0, "%s", reply);
+
+    stats_json();
+    const char *up = strstr(res.out, "\"name\":\"fair\"");
+    cr_assert(up != NULL, "%s", res.out);
+    cr_expect_eq(rd_json_number(up, NULL, "over_share"), refused);
+    cr_expect_eq(rd_json_number(up, NULL, "budget_exhausted"), 1);
+    cr_expect_eq(rd_json_number(up, NULL, "borrowed"), got);
+    double claimed = rd_json_number(up, NULL, "claimed_tokens");
+    cr_expect(claimed > 0 && claimed <= 10, "claimed %f", claimed);
+    cr_expect(strstr(up, "\"shares_kept\":true") != NULL, "%s", up);
+    const char *pr = strstr(res.out, "{\"program\":\"rd-taker\"");
+    cr_assert(pr != NULL, "%s", res.out);
+    cr_expect_eq(rd_json_number(pr, NULL, "over_share"), refused);
+    cr_expect_eq(rd_json_number(pr, NULL, "budget_exhausted"), 1);
+
+    rd_http h = scrape();
+    cr_expect_eq(sample_of(h.body, "retryd_upstream_retries_denied_total{"
+                                   "upstream=\"fair\",reason=\"over_share\"}"),
+                 refused);
+    expect_line(h.body, "retryd_upstream_retries_denied_total{upstream="
+                        "\"fair\",reason=\"budget_exhausted\"} 1");
+    cr_expect_eq(sample_of(h.body, "retryd_process_retries_denied_total{"
+                                   "program=\"rd-taker\",reason=\"over_"
+                                   "share\"}"),
+                 refused);
+    expect_line(h.body, "retryd_process_retries_denied_total{program="
+                        "\"rd-taker\",reason=\"budget_exhausted\"} 1");
+    expect_line(h.body, "retryd_process_retries_denied_total{program="
+                        "\"rd-keeper\",reason=\"over_share\"} 0");
+    claimed = sample_of(h.body, "retryd_upstream_claimed_tokens{upstream="
+                                "\"fair\"}");
+    cr_expect(claimed > 0 && claimed <= 10, "claimed %f", claimed);
+    expect_line(h.body, "retryd_upstream_shares_kept{upstream=\"fair\"} 1");
+    cr_expect_eq(
+        sample_of(h.body, "retryd_upstream_borrowed_total{upstream=\"fair\"}"),
+        got);
+    const char *promtool = rd_promtool();
+    if (promtool != NULL) {
+        char file[256];
+        run_result r;
+        snprintf(file, sizeof(file), "%s/metrics.txt", D.dir);
+        cr_expect_eq(rd_promtool_check(promtool, file, h.body, &r), 0,
+                     "promtool check metrics failed:\n%s%s", r.out, r.err);
+    }
+    free(h.body);
+
+    cr_assert_eq(rd_ctl(&D, &res, "stats", NULL), 0, "%s", res.err);
+    snprintf(want, sizeof(want), "denied: budget_exhausted=1 over_share=%ld\n",
+             refused);
+    cr_expect(strstr(res.out, want) != NULL, "no '%s' in %s", want, res.out);
+    snprintf(want, sizeof(want), " borrowed %ld over_share %ld  drained by ",
+             got, refused);
+    const char *line = strstr(res.out, "shares: KEPT claimed ");
+    cr_expect(line != NULL && strstr(line, want) != NULL, "no '%s' in %s", want,
+              res.out);
+    child_stop(&k), child_stop(&t);
 }
