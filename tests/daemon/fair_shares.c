@@ -362,10 +362,13 @@ static void case_exits(void)
         if (!hf_wait_for(&B->exits_ready, w + EXIT_WAVE, BOUND_MS)) {
             static char log[1 << 22];
             ssize_t n = rd_daemon_read_log(&hf_daemon, log, sizeof(log));
-            CHECK(false, "wave %d: %ld of %d attached; the daemon's log "
-                         "ends: %s",
+            CHECK(false,
+                  "wave %d: %ld of %d attached; the daemon's log "
+                  "ends: %s",
                   w / EXIT_WAVE, atomic_load(&B->exits_ready) - w, EXIT_WAVE,
-                  n > 4096 ? log + n - 4096 : n > 0 ? log : "");
+                  n > 4096 ? log + n - 4096
+                  : n > 0  ? log
+                           : "");
         }
         for (int i = w; i < w + EXIT_WAVE; i++)
             CHECK(kill(pids[i], SIGKILL) == 0, "kill");
