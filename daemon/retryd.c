@@ -32,6 +32,7 @@
 #include "daemon.h"
 #include "segment/upstreams.h"
 #include "stats/stats.h"
+#include "core/fdlimit.h"
 #include "core/log.h"
 #include "notify.h"
 #include "stats/metrics.h"
@@ -45,6 +46,8 @@
  * it (notify_tick_ns()); the heartbeat itself stays at HEARTBEAT_MS. */
 static uint64_t tick_ns;
 static uint64_t last_heartbeat_ns;
+/* The descriptor limit in force, and the one inherited (fd_limit_raise). */
+static uint64_t fd_limit, fd_limit_before;
 
 /* --- the runtime directory and the sockets ------------------------------- */
 
@@ -299,6 +302,7 @@ static int setup(server *d)
     bool adopted;
 
     d->started_ns = retryd__clock_monotonic_ns();
+    fd_limit = fd_limit_raise(&fd_limit_before);
     int r;
     if ((r = prepare_runtime_dir(d->cfg)) < 0 || (r = take_lock(d)) < 0)
         return r;
@@ -335,7 +339,9 @@ static int setup(server *d)
         return d->control_fd;
     if (d->stats_fd < 0)
         return d->stats_fd;
+    struct epoll_event lev = {.events = EPOLLIN, .data.ptr = &w_listen};
     if (watch_fd(d, d->control_fd, &w_listen) < 0 ||
+        control_accept_guard(d, d->epfd, lev) < 0 ||
         watch_fd(d, d->signal_fd, &w_signal) < 0 ||
         watch_fd(d, d->timer_fd, &w_timer) < 0 || metrics_setup(d) < 0 ||
         stats_start(d) < 0)
@@ -365,6 +371,38 @@ static bool on_signal(server *d)
     return stop;
 }
 
+/*
+ * What the descriptor limit leaves room for, said once serving: every
+ * attached process holds two (its connection, its pidfd); what else can
+ * be open at once (the unattached pool, refused peers lingering, stats and
+ * /metrics readers, the guards' spares) is set apart from what is open
+ * now. A limit below what process_capacity needs is a warning: the
+ * processes over it are refused, each told why (core/fdlimit.h).
+ */
+static void say_fd_room(server *d)
+{
+    uint64_t open = fd_open_count();
+    uint64_t apart = (open > d->watched ? open - d->watched : 0) +
+                     d->cfg->connections_unattached +
+                     CONTROL_REFUSED_LINGER_MAX + STATS_CONNECTIONS_MAX +
+                     (d->cfg->has_metrics ? METRICS_CONNECTIONS_MAX : 0) + 8;
+    uint64_t room = fd_limit > apart ? (fd_limit - apart) / 2 : 0;
+    uint32_t cap = d->seg.view.process_capacity;
+    d->fd_room = room < cap ? (uint32_t)room : cap;
+    if (room >= cap) {
+        log_info("file descriptors: limit %llu (inherited %llu): room for "
+                 "all %u process slots",
+                 (unsigned long long)fd_limit,
+                 (unsigned long long)fd_limit_before, cap);
+        return;
+    }
+    log_warn("file descriptors: limit %llu (inherited %llu): room for %u "
+             "attached processes of %u process slots; raise LimitNOFILE "
+             "(ulimit -n)",
+             (unsigned long long)fd_limit, (unsigned long long)fd_limit_before,
+             d->fd_room, cap);
+}
+
 /* Tell whoever started us that the sockets accept connections: the
  * --notify-fd pipe, and the service manager (READY=1). */
 static void announce_ready(const server *d, int fd)
@@ -388,6 +426,7 @@ static void run(server *d, int notify_fd)
 
     log_info("serving: control %s, stats %s", d->cfg->control_socket,
              d->cfg->stats_socket);
+    say_fd_room(d);
     announce_ready(d, notify_fd);
     while (!stop) {
         /* Woken by the next connection deadline at the latest. */
@@ -431,6 +470,7 @@ static void teardown(server *d)
     metrics_drop_pending(d);
     if (d->procs != NULL)
         control_close_all(d);
+    accept_guard_close(&d->control_guard);
     if (d->control_fd >= 0) {
         close(d->control_fd);
         unlink(d->cfg->control_socket);
@@ -539,6 +579,7 @@ int main(int argc, char **argv)
 {
     cmdline cl = {.path = DEFAULT_CONFIG, .notify_fd = -1};
     server d = {.control_fd = -1,
+                .control_guard.spare = -1,
                 .stats_fd = -1,
                 .lock_fd = -1,
                 .epfd = -1,
