@@ -172,6 +172,7 @@ static int on_attach(server *d, conn *c, const Retryd__Attach *a)
     ar.generation = d->seg.generation;
     ar.layout_version = SEG_LAYOUT_VERSION;
     ar.segment_size = d->seg.size;
+    ar.process_ident = d->seg.procs[slot].ident;
     rep.body_case = RETRYD__CONTROL_REPLY__BODY_ATTACH;
     rep.attach = &ar;
     return conn_reply(c, &rep, d->seg.fd);
