@@ -110,7 +110,8 @@ typedef struct server {
     accept_guard control_guard; /* its spare descriptor, its pauses */
     int stats_fd;
     int lock_fd;
-    int stop_fd; /* eventfd: tells the stats thread to stop */
+    int name_lock_fd; /* the abstract-socket lock (retryd.c, take_lock) */
+    int stop_fd;      /* eventfd: tells the stats thread to stop */
     int signal_fd;
     int timer_fd;
     retryd_queue conns; /* every open control connection (conn.link) */

@@ -656,6 +656,39 @@ Test(segment_attacks, no_keeper_outlives_its_runtime_directory)
               "keeper %ld still runs", (long)keeper);
 }
 
+static bool daemon_exited(void *arg)
+{
+    (void)arg;
+    return !daemon_running();
+}
+
+/* A runtime directory removed under the daemon (issue 23): first its lock
+ * file alone, and a second daemon is still refused; then the whole
+ * directory, and the daemon says so and exits non-zero, so that the
+ * service manager starts a fresh one instead of it serving nobody. */
+Test(segment_attacks, a_removed_runtime_directory_is_noticed_and_refuses_a_twin)
+{
+    char lock[256], cmd[300];
+    snprintf(lock, sizeof(lock), "%s/retryd.lock", D.runtime);
+    cr_assert_eq(unlink(lock), 0, "%s: %s", lock, strerror(errno));
+    char *twin[] = {RETRYD_PATH, "--config", D.config, NULL};
+    cr_assert_eq(run_program(twin, 10000, &res), 0);
+    cr_expect_neq(res.exit_code, 0, "a second daemon started: %s", res.err);
+    cr_expect(strstr(res.err, "another retryd runs here") != NULL, "%s",
+              res.err);
+    cr_expect(daemon_running());
+    cr_expect(new_client_shares(NULL), "the first daemon still serves");
+
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", D.runtime);
+    cr_assert_eq(system(cmd), 0);
+    /* Noticed at the next heartbeat (1 s). */
+    cr_expect(rd_wait_until(daemon_exited, NULL, 5000),
+              "the daemon serves a removed directory");
+    cr_expect(strstr(daemon_log(), "is gone or replaced") != NULL, "%s",
+              daemon_log());
+    cr_expect_eq(rd_daemon_stop(&D, SIGTERM), 1, "exits non-zero");
+}
+
 /* --- why a client does not share ----------------------------------------- */
 
 /* A fake daemon that greets and then hands out @p seg_fd, announcing
