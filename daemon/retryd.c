@@ -31,6 +31,7 @@
 #include "shared/bucket.h"
 #include "control/control.h"
 #include "daemon.h"
+#include "segment/keeper.h"
 #include "segment/upstreams.h"
 #include "stats/stats.h"
 #include "core/fdlimit.h"
@@ -246,6 +247,7 @@ static bool on_timer(server *d)
             return true;
         }
         owner_heartbeat(&d->seg);
+        owner_check_envelope(&d->seg, d->cfg->segment_path);
         log_flush_suppressed();
     }
     notify_watchdog(now, tick_ns);
@@ -681,6 +683,7 @@ int main(int argc, char **argv)
                 .metrics_wake_fd = -1};
     control_init(&d);
     int code = parse_args(argc, argv, &cl);
+    keeper_title_area(argc, argv);
     if (code >= 0)
         return code;
     if (load_initial(cl.path, cl.explicit_path, &d.cfg) < 0)
