@@ -628,6 +628,11 @@ static void spend_orders(child *c)
     ask(c, "withdraw 5", "granted 5 denied 0");
 }
 
+static bool log_says(void *arg)
+{
+    return rd_file_lines_with(D.log, arg, NULL) > 0;
+}
+
 static bool keeper_replaced(void *arg)
 {
     char target[64] = "";
@@ -668,7 +673,9 @@ Test(segment_attacks,
     cr_assert_eq(kill(keeper, SIGKILL), 0);
     cr_expect(rd_wait_until(keeper_replaced, &keeper, 5000),
               "no new keeper: %s", daemon_log());
-    cr_expect(strstr(daemon_log(), "the segment keeper is gone") != NULL);
+    /* Said just after the new keeper published its link. */
+    cr_expect(rd_wait_until(log_says, "the segment keeper is gone", 5000), "%s",
+              daemon_log());
     expect_adopted_after_restart(&c);
     child_stop(&c);
 }
@@ -709,7 +716,7 @@ Test(segment_attacks, a_chmod_and_chown_of_the_memfd_are_put_back)
               status);
     cr_expect(rd_wait_until(envelope_restored, NULL, 5000),
               "the memfd's owner or mode stayed changed");
-    cr_expect(strstr(daemon_log(), "put back") != NULL, "%s", daemon_log());
+    cr_expect(rd_wait_until(log_says, "put back", 5000), "%s", daemon_log());
     expect_adopted_after_restart(&c);
     child_stop(&c);
 }
