@@ -5,7 +5,9 @@
  * getpid() is 1 and means nothing to the daemon, and one that also has a
  * mount namespace of its own with the runtime directory bind-mounted
  * elsewhere, attach and share the budget with a process of the host;
- * retrydctl doctor run in the namespace says it shares. Real namespaces
+ * retrydctl doctor run in the namespace says it shares; a client in a
+ * time namespace whose clock runs a day ahead refills no faster than the
+ * others and is no damage to the daemon. Real namespaces
  * made by unshare(1); skipped with the reason where the machine does not
  * permit them.
  */
@@ -23,9 +25,13 @@
 #include "harness.h"
 #include "run.h"
 
-/* Floor 0: the shared balance is exactly the deposits. */
+/* Floor 0: the shared balance is exactly the deposits. "refill" earns a
+ * token a second and nothing else: what a clock set ahead could read as a
+ * cap's worth. */
 static const char *const base_config =
-    "[upstream pot]\nratio = 1\nmin_retries_per_sec = 0\ncap = 100000\n";
+    "[upstream pot]\nratio = 1\nmin_retries_per_sec = 0\ncap = 100000\n"
+    "[upstream refill]\nratio = 0.000001\nmin_retries_per_sec = 1\n"
+    "cap = 1000\n";
 
 #include "daemon_fixture.h"
 
@@ -128,4 +134,56 @@ Test(containers, a_container_with_the_runtime_directory_bind_mounted_shares)
     child_stop(&c);
     /* The bind mount was the container's alone: the host never saw it. */
     cr_expect_neq(access(sock, F_OK), 0);
+}
+
+/* Tokens granted to @p c for 2000 withdrawals. */
+static long granted_of(child *c)
+{
+    char reply[128];
+    long g = -1, d = -1;
+    cr_assert_eq(child_ask(c, "withdraw 2000", reply, sizeof(reply), ASK_MS),
+                 0);
+    cr_assert_eq(sscanf(reply, "granted %ld denied %ld", &g, &d), 2, "%s",
+                 reply);
+    return g;
+}
+
+static double checks_at_start;
+
+static bool two_more_heartbeats(void *arg)
+{
+    (void)arg;
+    return rd_ctl(&D, &res, "stats", "--json", NULL) == 0 &&
+           rd_json_number(res.out, "\"segment_health\"", "checks") >=
+               checks_at_start + 2;
+}
+
+/* A clock a day ahead (issue 23): it read one cap's refill per stamp it
+ * met, and the daemon reset its stamps as damage every second. Both
+ * clocks now read the host's monotonic time, the namespace's offset taken
+ * away. */
+Test(containers, a_client_whose_clock_runs_ahead_refills_no_faster)
+{
+    char *probe[] = {unshare_path(), "--time",    "--monotonic", "86400",
+                     "--fork",       "/bin/true", NULL};
+    need(probe);
+    child host;
+    start_client(&host);
+    ask(&host, "open refill", "ok shared=1");
+    granted_of(&host); /* the balance drained */
+    char *argv[] = {unshare_path(), "--time",         "--monotonic", "86400",
+                    "--fork",       TEST_CLIENT_PATH, D.control,     NULL};
+    child ahead;
+    cr_assert_eq(child_start(&ahead, argv), 0);
+    ask(&ahead, "open refill", "ok shared=1");
+    stats_json();
+    checks_at_start = number_in_res("\"segment_health\"", "checks");
+    /* A token a second since the drain: a few, not the cap of 1000. */
+    long g = granted_of(&ahead);
+    cr_expect_leq(g, 10, "the process ahead was granted %ld", g);
+    cr_expect(rd_wait_until(two_more_heartbeats, NULL, 10000));
+    cr_expect_eq(rd_json_number(res.out, "\"segment_health\"", "refill_reset"),
+                 0, "its stamps taken for damage: %s", res.out);
+    child_stop(&ahead);
+    child_stop(&host);
 }
