@@ -24,7 +24,7 @@ static bool always(void *ctx)
 }
 
 static const retryd_budget_iface budget = {sizeof(retryd_budget_iface), always,
-                                           always};
+                                           always, NULL};
 
 __attribute__((noinline)) static int empty_call(const retryd_facts *f,
                                                 const retryd_decide_env *env,

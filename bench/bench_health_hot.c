@@ -136,7 +136,7 @@ static const retryd_facts retry_facts = {
 static void env_of(retryd_upstream *up, retryd_decide_env *env)
 {
     *env = (retryd_decide_env){.sz = sizeof(*env),
-                               .budget = &retryd_upstream_budget,
+                               .budget = retryd_upstream_budget_iface(),
                                .budget_ctx = up};
 }
 

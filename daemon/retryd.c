@@ -246,7 +246,7 @@ static bool on_timer(server *d)
             notify_stopping("stopping: the runtime directory is gone");
             return true;
         }
-        owner_heartbeat(&d->seg);
+        owner_heartbeat(&d->seg, d->cfg);
         owner_check_envelope(&d->seg, d->cfg->segment_path);
         log_flush_suppressed();
     }

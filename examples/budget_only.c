@@ -9,9 +9,9 @@
  *   retryd_upstream_deposit()        before the first attempt
  *   attempt                          with the service's own client
  *   classify                         what the attempt proves (see below)
- *   retryd_decide(&retryd_upstream_budget)  after an attempt that failed;
- *                                    a RETRY has already taken its token
- *   sleep decision.delay_ns, retry   only when the verdict is RETRY
+ *   retryd_decide(retryd_upstream_budget_iface())  after an attempt that
+ * failed; a RETRY has already taken its token sleep decision.delay_ns, retry
+ * only when the verdict is RETRY
  *
  * usage: budget_only METHOD URL IDEMPOTENCY
  *   IDEMPOTENCY: safe, idempotent, non_idempotent or idempotent_by_key
@@ -202,7 +202,7 @@ static int decide(const struct call *c, const struct attempt *a, uint32_t n,
 {
     const retryd_decide_env env = {
         .sz = sizeof(env),
-        .budget = &retryd_upstream_budget,
+        .budget = retryd_upstream_budget_iface(),
         .budget_ctx = c->budget,
     }; /* backoff NULL: retryd's defaults */
     int64_t left = deadline - now_ns();

@@ -50,7 +50,7 @@ typedef struct reply_health_item {
     uint64_t n;
 } reply_health_item;
 
-#define REPLY_HEALTH_KINDS 9
+#define REPLY_HEALTH_KINDS 10
 
 static inline void reply_health_items(const Retryd__StatsReply *r,
                                       reply_health_item out[REPLY_HEALTH_KINDS])
@@ -68,6 +68,7 @@ static inline void reply_health_items(const Retryd__StatsReply *r,
         {"forged_slots", h->forged_slots},
         {"process_repaired", h->process_repaired},
         {"health_repaired", h->health_repaired},
+        {"shares_repaired", h->shares_repaired},
     };
     for (size_t i = 0; i < REPLY_HEALTH_KINDS; i++)
         out[i] = items[i];

@@ -130,7 +130,8 @@ static bool header_is(const char *line, const char *name)
 /* The hop's request headers, into @p out (REQ_MAX_HEADERS + 5 slots):
  * all of them, except that a foreign hop gets no Authorization and no
  * Cookie unless --location-trusted, so that -u, -H 'Authorization: ...'
- * and -H 'Cookie: ...' never leak to a host a redirect names. */
+ * and -H 'Cookie: ...' never leak to a host a redirect names (nor -b's
+ * cookies: hop_cookie). */
 static const char **hop_headers(const req_args *a, const hop *h,
                                 const char **out)
 {
@@ -144,6 +145,15 @@ static const char **hop_headers(const req_args *a, const hop *h,
     }
     out[n] = NULL;
     return out;
+}
+
+/* -b's "name=value" cookies for the hop: not to another origin than the
+ * first URL's unless --location-trusted, as a Cookie header (curl sends
+ * them everywhere: retrydctl(1), the differences). The engine's cookies
+ * go by their own domains and paths. */
+static const char *hop_cookie(const req_args *a, const hop *h)
+{
+    return h->foreign && !a->location_trusted ? NULL : a->cookie;
 }
 
 /* The first URL: -G puts the data in its query, as curl does. */
@@ -178,6 +188,12 @@ static int make_body(const req_args *a, retryd_body **ret)
         return retryd_body_new_file(a->data_file, ret);
     if (a->data && !a->get_query)
         return retryd_body_new_bytes(a->data, a->data_len, ret);
+    if (a->n_form) {
+        const retryd_mime_part *parts[REQ_MAX_FORM];
+        for (size_t i = 0; i < a->n_form; i++)
+            parts[i] = &a->form[i];
+        return retryd_body_new_mime(parts, a->n_form, ret);
+    }
     return 0;
 }
 
@@ -201,6 +217,8 @@ static int failure_exit(retryd_failure f)
         return REQ_EXIT_DNS;
     case RETRYD_FAILURE_CONNECT:
         return REQ_EXIT_CONNECT;
+    case RETRYD_FAILURE_BODY_SOURCE:
+        return REQ_EXIT_READ;
     case RETRYD_FAILURE_TLS_HANDSHAKE:
         return REQ_EXIT_TLS;
     case RETRYD_FAILURE_TLS_CERTIFICATE:
@@ -382,6 +400,7 @@ static int execute_hop(retryd_client *client, const req_args *a, const hop *h,
         .method = h->method,
         .path = path,
         .headers = hop_headers(a, h, headers),
+        .cookie = hop_cookie(a, h),
         .body = body,
         .idempotency = a->idem,
         .idempotency_key = a->want_key,
@@ -413,6 +432,8 @@ static void verbose_request(const req_args *a, const hop *h)
                         "sends them)\n");
     for (const char **p = hop_headers(a, h, headers); *p; p++)
         fprintf(stderr, "> %s\n", *p);
+    if (hop_cookie(a, h) != NULL)
+        fprintf(stderr, "> Cookie: %s\n", hop_cookie(a, h));
 }
 
 /* Where a followed redirect goes next, or NULL: not -L, not a redirect,
@@ -493,7 +514,8 @@ static void write_out(const req_args *a, retryd_client *client, const hop *h,
 /* The first request and the redirects it is told to follow. */
 static int run_hops(retryd_client *client, const req_args *a, output *o)
 {
-    hop h = {first_url(a), a->method, a->data || a->data_file, false};
+    hop h = {first_url(a), a->method, a->data || a->data_file || a->n_form,
+             false};
     int rc = CTL_EXIT_ERROR;
     for (long n = 0; h.url != NULL; n++) {
         retryd_result *r = NULL;
@@ -586,7 +608,10 @@ int ctl_request_main(int argc, char **argv)
     const retryd_host_opts ho = {.sz = sizeof(ho),
                                  .control_socket = a.control,
                                  .client_name = "retrydctl request"};
-    const retryd_client_opts co = {.sz = sizeof(co), .host = &ho};
+    const retryd_client_opts co = {.sz = sizeof(co),
+                                   .host = &ho,
+                                   .cookie_file = a.cookie_file,
+                                   .cookie_jar = a.cookie_jar};
     int r = retryd_client_new(&co, &client);
     if (r < 0) {
         fprintf(stderr, "retrydctl request: %s\n", retryd_strerror(r));

@@ -22,6 +22,7 @@ enum {
     REQ_EXIT_MALFORMED = 3,        /* CURLE_URL_MALFORMAT */
     REQ_EXIT_DNS = 6,              /* CURLE_COULDNT_RESOLVE_HOST */
     REQ_EXIT_CONNECT = 7,          /* CURLE_COULDNT_CONNECT */
+    REQ_EXIT_READ = 26,            /* CURLE_READ_ERROR: a body's file */
     REQ_EXIT_WRITE = 23,           /* CURLE_WRITE_ERROR: stdout or -o FILE */
     REQ_EXIT_TIMEOUT = 28,         /* CURLE_OPERATION_TIMEDOUT */
     REQ_EXIT_TLS = 35,             /* CURLE_SSL_CONNECT_ERROR */
@@ -38,6 +39,7 @@ enum {
     REQ_DEFAULT_MAX_REDIRS = 10,
     REQ_MAX_OWNED = 8,
     REQ_MAX_RESOLVE = 32,
+    REQ_MAX_FORM = 64, /* -F and --form-string parts */
 };
 
 typedef struct req_args {
@@ -50,6 +52,14 @@ typedef struct req_args {
     char *data;            /* -d, --data-binary, --json, joined; or NULL */
     size_t data_len;
     char *auth; /* "Authorization: Basic ..." from -u, owned */
+    /* -b FILE and -c FILE: libcurl's cookie engine (the client's) */
+    const char *cookie_file, *cookie_jar;
+    char *cookie; /* -b 'N=V', joined with ';' as curl joins them; owned */
+    /* -F, --form-string: the MIME body's parts, pointing into form_text
+     * (each argument's copy, owned) */
+    retryd_mime_part form[REQ_MAX_FORM];
+    char *form_text[REQ_MAX_FORM];
+    size_t n_form;
     const char *headers[REQ_MAX_HEADERS + 4];
     size_t n_headers;
     retryd_idempotency idem;
@@ -84,6 +94,9 @@ void req_write_out(const char *fmt, const retryd_result *r,
  * Call req_args_free() whatever it returns. */
 #define REQ_DONE (-1)
 int req_parse(int argc, char **argv, req_args *a);
+/* -F @p arg (--form-string when @p literal) as one more part, as curl
+ * parses it (ctl_request_form.c): 0, or an exit code with a message. */
+int req_add_form(req_args *a, const char *arg, bool literal);
 void req_args_free(req_args *a);
 void req_usage(FILE *out);
 

@@ -52,6 +52,7 @@ enum {
     O_HTTP11,
     O_RESOLVE,
     O_COMPRESSED,
+    O_FORM_STRING,
 };
 
 static const struct option options[] = {
@@ -79,6 +80,9 @@ static const struct option options[] = {
     {"user-agent", required_argument, NULL, 'A'},
     {"referer", required_argument, NULL, 'e'},
     {"cookie", required_argument, NULL, 'b'},
+    {"cookie-jar", required_argument, NULL, 'c'},
+    {"form", required_argument, NULL, 'F'},
+    {"form-string", required_argument, NULL, O_FORM_STRING},
     {"remote-name", no_argument, NULL, 'O'},
     {"fail-with-body", no_argument, NULL, O_FAIL_WITH_BODY},
     {"data-urlencode", required_argument, NULL, O_DATA_URLENCODE},
@@ -113,6 +117,9 @@ static const struct option options[] = {
     {NULL, 0, NULL, 0},
 };
 
+/* The options of retryd's own, after curl's (req_usage). */
+static void usage_retryd(FILE *out);
+
 void req_usage(FILE *out)
 {
     fputs(
@@ -141,7 +148,14 @@ void req_usage(FILE *out)
         "      --location-trusted   -L, the credentials sent everywhere\n"
         "      --url URL            the URL (one per call)\n"
         "  -A, --user-agent UA      -e, --referer URL: those headers\n"
-        "  -b, --cookie 'N=V; ...'  a Cookie header (a cookie file: not yet)\n"
+        "  -b, --cookie 'N=V; ...'  a Cookie header; -b FILE: the cookies of\n"
+        "                           FILE, by libcurl's cookie engine, which\n"
+        "                           keeps those responses set (across -L)\n"
+        "  -c, --cookie-jar FILE    the engine's cookies into FILE at the end\n"
+        "  -F, --form 'N=V'         a multipart/form-data part: N=@FILE\n"
+        "                           uploads FILE, N=<FILE sends its content;\n"
+        "                           ;type=T ;filename=F (repeatable)\n"
+        "      --form-string 'N=V'  a part whose value is taken as it is\n"
         "  -O, --remote-name        the body into the URL's file name\n"
         "      --fail-with-body     as -f, and the body is written\n"
         "      --data-urlencode D   curl's forms: content, =content,\n"
@@ -162,7 +176,15 @@ void req_usage(FILE *out)
         "                           (repeatable)\n"
         "  -x, --proxy URL          through this proxy (never the\n"
         "                           environment's)\n"
-        "      --compressed         ask for a compressed response, decode it\n"
+        "      --compressed         ask for a compressed response, decode it\n",
+        out);
+    usage_retryd(out);
+}
+
+/* Apart from curl's: one string would pass the 4095 bytes C99 promises. */
+static void usage_retryd(FILE *out)
+{
+    fputs(
         "retryd's own:\n"
         "      --safe               the operation is read-only\n"
         "      --idempotent         executing it twice equals once\n"
@@ -183,8 +205,9 @@ void req_usage(FILE *out)
         "      --control-socket P   the retryd daemon to share budgets with\n"
         "  -h, --help               this help; --version: the version\n"
         "exit: 0 response, 2 ambiguous; a failure: curl's code (6 name, 7\n"
-        "      connect, 28 timeout, 35 TLS, 56 lost, 60 certificate, else 1);\n"
-        "      22 -f and a status >= 400, 23 write error, 47 too many\n"
+        "      connect, 26 a body's file, 28 timeout, 35 TLS, 56 lost, 60\n"
+        "      certificate, else 1); 22 -f and a status >= 400, 23 write\n"
+        "      error, 47 too many\n"
         "      redirects, 64 usage, 70 error (retrydctl(1): the table)\n",
         out);
 }
@@ -317,7 +340,7 @@ static char *own(req_args *a, char *str)
     return a->owned[a->n_owned++] = str;
 }
 
-/* "Name: value" as one more request header, as -A, -e and -b add it. */
+/* "Name: value" as one more request header, as -A and -e add it. */
 static int add_named_header(req_args *a, const char *name, const char *value)
 {
     size_t n = strlen(name) + strlen(value) + 3;
@@ -329,18 +352,28 @@ static int add_named_header(req_args *a, const char *name, const char *value)
     return 0;
 }
 
-/* -b: a "name=value; ..." string is the Cookie header, as in curl; a
- * cookie file would need libcurl's cookie engine in the executor. */
+/* -b: as in curl, a "name=value; ..." string joins the request's
+ * cookies (libcurl's CURLOPT_COOKIE, in one Cookie header with the
+ * engine's), and anything else (no '=') is a file for libcurl's cookie
+ * engine, which then keeps what responses set (the client's, across the
+ * redirects). */
 static int add_cookie(req_args *a, const char *arg)
 {
-    if (strchr(arg, '=') == NULL) {
-        fprintf(stderr,
-                "retrydctl request: -b '%s': cookie files are not "
-                "supported; pass the cookies as -b 'name=value'\n",
-                arg);
-        return CTL_EXIT_USAGE;
+    if (strchr(arg, '=') != NULL) {
+        size_t n = a->cookie ? strlen(a->cookie) + 1 : 0;
+        char *all = realloc(a->cookie, n + strlen(arg) + 1);
+        if (all == NULL)
+            return CTL_EXIT_ERROR;
+        if (n)
+            all[n - 1] = ';'; /* curl's separator, without a blank */
+        strcpy(all + n, arg);
+        a->cookie = all;
+        return 0;
     }
-    return add_named_header(a, "Cookie", arg);
+    if (a->cookie_file != NULL)
+        return bad("second cookie file (one per call)", arg);
+    a->cookie_file = arg;
+    return 0;
 }
 
 /* curl writes a form's space as '+', not curl_easy_escape's "%20". */
@@ -458,6 +491,8 @@ static const char **string_of(req_args *a, int opt)
         return &a->cacert;
     case 'x':
         return &a->proxy;
+    case 'c':
+        return &a->cookie_jar;
     case O_CONTROL:
         return &a->control;
     default:
@@ -536,6 +571,9 @@ static int parse_one(req_args *a, int opt, const char *arg)
         return add_named_header(a, "Referer", arg);
     case 'b':
         return add_cookie(a, arg);
+    case 'F':
+    case O_FORM_STRING:
+        return req_add_form(a, arg, opt == O_FORM_STRING);
     case O_DATA_URLENCODE:
         return add_urlencoded(a, arg);
     case O_URL:
@@ -573,7 +611,7 @@ static bool has_header(const req_args *a, const char *name)
  * credentials of -u; and the method data implies. */
 static void complete(req_args *a)
 {
-    bool body = (a->data && !a->get_query) || a->data_file;
+    bool body = (a->data && !a->get_query) || a->data_file || a->n_form;
     if (a->method == NULL)
         a->method = a->head ? "HEAD" : body ? "POST" : "GET";
     if (a->data && !a->get_query && !has_header(a, "Content-Type"))
@@ -609,6 +647,22 @@ static int remote_name(req_args *a)
     return 0;
 }
 
+/* What the options say together: bodies that exclude each other, -O's
+ * file name; then what curl adds by itself (complete). */
+static int check_args(req_args *a)
+{
+    int r;
+    if (a->data && a->data_file)
+        return bad("combination", "data with --data-file");
+    /* curl: "You can only select one HTTP request method!" */
+    if (a->n_form && (a->data || a->data_file || a->get_query || a->head))
+        return bad("combination", "-F with -d, --data-file, -G or -I");
+    if (a->remote_name && (r = remote_name(a)) != 0)
+        return r;
+    complete(a);
+    return 0;
+}
+
 int req_parse(int argc, char **argv, req_args *a)
 {
     int opt, r;
@@ -617,7 +671,7 @@ int req_parse(int argc, char **argv, req_args *a)
     a->max_redirs = REQ_DEFAULT_MAX_REDIRS;
     optind = 1;
     int index = 0;
-    while ((opt = getopt_long(argc, argv, "X:H:d:GIio:sSvfLu:khA:e:b:Ow:x:",
+    while ((opt = getopt_long(argc, argv, "X:H:d:GIio:sSvfLu:khA:e:b:c:F:Ow:x:",
                               options, &index)) != -1) {
         if (opt == O_HELP || opt == 'h' || opt == O_VERSION) {
             if (opt != O_VERSION)
@@ -641,18 +695,16 @@ int req_parse(int argc, char **argv, req_args *a)
         req_usage(stderr);
         return CTL_EXIT_USAGE;
     }
-    if (a->data && a->data_file)
-        return bad("combination", "data with --data-file");
-    if (a->remote_name && (r = remote_name(a)) != 0)
-        return r;
-    complete(a);
-    return 0;
+    return check_args(a);
 }
 
 void req_args_free(req_args *a)
 {
     for (size_t i = 0; i < a->n_owned; i++)
         free(a->owned[i]);
+    for (size_t i = 0; i < a->n_form; i++)
+        free(a->form_text[i]);
     free(a->data);
     free(a->auth);
+    free(a->cookie);
 }

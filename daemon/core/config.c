@@ -39,6 +39,7 @@ typedef struct parse_state {
     size_t bytes;    /* read so far, against CONFIG_MAX_BYTES */
     int header_line; /* of the section header being read */
     seen_lines seen_daemon, seen_defaults;
+    seen_lines seen_programs[CONFIG_MAX_PROGRAMS]; /* parallel to programs */
     seen_lines *seen_upstreams; /* parallel to cfg->upstreams */
     size_t cap_upstreams;       /* of both arrays; grown by doubling */
     size_t last_upstream;       /* the section read last: its keys follow */
@@ -63,6 +64,7 @@ typedef struct parse_state {
 #define SECTION_DAEMON "retryd"
 #define SECTION_DEFAULTS "defaults"
 #define SECTION_UPSTREAM_PREFIX "upstream "
+#define SECTION_PROGRAM_PREFIX "program "
 
 /* Record a mistake at the current line; inih goes on parsing after one,
  * so that --check-config lists them all. */
@@ -345,6 +347,48 @@ static upstream_conf *upstream_section(parse_state *st, const char *name,
     return u;
 }
 
+/* Whether @p name can be a program's label: what /proc/PID/comm holds,
+ * 1..15 printable bytes (the daemon writes any other byte as '?'). */
+static bool program_name_valid(const char *name)
+{
+    size_t n = strlen(name);
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)name[i] < 0x20 || (unsigned char)name[i] >= 0x7f)
+            return false;
+    return n >= 1 && n <= CONFIG_PROGRAM_NAME_MAX;
+}
+
+/* The [program NAME] section's struct, a new one the first time. */
+static program_conf *program_section(parse_state *st, const char *section,
+                                     const char *key, seen_lines **ret_seen)
+{
+    config *c = st->cfg;
+    const char *name = section + strlen(SECTION_PROGRAM_PREFIX);
+    if (!program_name_valid(name)) {
+        fail(st, section, key,
+             "program name '%s' must be 1..%d printable bytes, as "
+             "/proc/PID/comm gives it",
+             name, CONFIG_PROGRAM_NAME_MAX);
+        return NULL;
+    }
+    for (size_t i = 0; i < c->n_programs; i++)
+        if (strcmp(c->programs[i].name, name) == 0) {
+            *ret_seen = &st->seen_programs[i];
+            return &c->programs[i];
+        }
+    if (c->n_programs == CONFIG_MAX_PROGRAMS) {
+        fail(st, section, key, "more than %d [program] sections",
+             CONFIG_MAX_PROGRAMS);
+        return NULL;
+    }
+    size_t i = c->n_programs++;
+    *ret_seen = memset(&st->seen_programs[i], 0, sizeof(**ret_seen));
+    program_conf *pc = &c->programs[i];
+    snprintf(pc->name, sizeof(pc->name), "%s", name);
+    pc->weight_micro = CONFIG_DEFAULT_WEIGHT_MICRO;
+    return pc;
+}
+
 /*
  * The section inih calls @p section: the struct its keys fill, the lines
  * seen in it and its kind; NULL when it is no section of ours (the reason
@@ -362,6 +406,11 @@ static void *section_of(parse_state *st, const char *section, const char *key,
     if (strcmp(section, SECTION_DEFAULTS) == 0) {
         *ret_seen = &st->seen_defaults;
         return &st->cfg->defaults;
+    }
+    if (strncmp(section, SECTION_PROGRAM_PREFIX,
+                strlen(SECTION_PROGRAM_PREFIX)) == 0) {
+        *ret_kind = CONFIG_SECTION_PROGRAM;
+        return program_section(st, section, key, ret_seen);
     }
     if (strncmp(section, SECTION_UPSTREAM_PREFIX,
                 strlen(SECTION_UPSTREAM_PREFIX)) != 0) {
@@ -643,6 +692,14 @@ void config_free(config *c)
         return;
     free(c->upstreams);
     free(c);
+}
+
+uint64_t config_weight_for(const config *c, const char *name)
+{
+    for (size_t i = 0; i < c->n_programs; i++)
+        if (strcmp(c->programs[i].name, name) == 0)
+            return c->programs[i].weight_micro;
+    return CONFIG_DEFAULT_WEIGHT_MICRO;
 }
 
 const budget_params *config_params_for(const config *c, const char *name)

@@ -44,12 +44,36 @@ typedef struct budget_params {
     uint64_t pushback;                /* 0 or 1 */
     uint64_t pushback_first_attempts; /* 0 or 1 */
     uint64_t pushback_max_ns;
+    /* Fair shares (docs/budget.md#fair-shares), the daemon's alone too:
+     * the window a claim decays over, the share of the balance one
+     * request may take. */
+    uint64_t fair_shares; /* 0 or 1 */
+    uint64_t share_window_ns;
+    uint64_t request_share_micro;
 } budget_params;
+
+/* The share window a slot holds for @p p: 0 when fair shares are off. */
+static inline uint64_t budget_params_slot_window(const budget_params *p)
+{
+    return p->fair_shares ? p->share_window_ns : 0;
+}
 
 typedef struct upstream_conf {
     char name[SEG_NAME_MAX + 1];
     budget_params params;
 } upstream_conf;
+
+/* A [program NAME] section: the weight of NAME's processes in the fair
+ * shares of every budget (docs/budget.md#fair-shares). NAME as the daemon
+ * labels processes: /proc/PID/comm, 1..15 bytes. */
+#define CONFIG_PROGRAM_NAME_MAX 15
+#define CONFIG_MAX_PROGRAMS 256
+#define CONFIG_DEFAULT_WEIGHT_MICRO SEG_MICRO /* 1 */
+#define CONFIG_MAX_WEIGHT_MICRO (1000 * SEG_MICRO)
+typedef struct program_conf {
+    char name[CONFIG_PROGRAM_NAME_MAX + 1];
+    uint64_t weight_micro;
+} program_conf;
 
 typedef struct config {
     char path[PATH_MAX];
@@ -98,6 +122,8 @@ typedef struct config {
     int metrics_per_process; /* prom_per_process: program (0), pid, none */
     upstream_conf *upstreams;
     size_t n_upstreams;
+    program_conf programs[CONFIG_MAX_PROGRAMS];
+    size_t n_programs;
     struct rcu_head rcu;
 } config;
 
@@ -156,7 +182,26 @@ static inline bool budget_health_equal(const budget_params *a,
            x.pushback_max_ns == y.pushback_max_ns;
 }
 
+/* @p p's share fields from what slot @p s holds (an adopted segment); the
+ * defaults for figures out of the keys' ranges (the heartbeat then
+ * writes the configured ones). */
+static inline void budget_params_read_share(budget_params *p, seg_upstream *s)
+{
+    uint64_t w = atomic_load(&s->share_window_ns);
+    uint64_t r = atomic_load(&s->request_share_micro);
+    bool ok = (w == 0 || (w >= UINT64_C(1000000000) &&
+                          w <= 3600 * UINT64_C(1000000000))) &&
+              r >= SEG_MICRO / 100 && r <= SEG_MICRO;
+    p->fair_shares = !ok || w != 0;
+    p->share_window_ns = ok && w != 0 ? w : SEG_DEFAULT_SHARE_WINDOW_NS;
+    p->request_share_micro = ok ? r : SEG_DEFAULT_REQUEST_SHARE_MICRO;
+}
+
 /* The configured parameters of @p name, or the defaults. */
 const budget_params *config_params_for(const config *c, const char *name);
+
+/* The weight of program @p name (micro), CONFIG_DEFAULT_WEIGHT_MICRO for a
+ * program without a [program NAME] section. */
+uint64_t config_weight_for(const config *c, const char *name);
 
 #endif

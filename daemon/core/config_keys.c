@@ -398,6 +398,19 @@ const config_key config_keys[CK_COUNT] = {
     [CK_PUSHBACK_MAX] =
         PARAMS_OF("pushback_max", parse_duration_key, pushback_max_ns, 0,
                   HEALTH_MAX_PUSHBACK_NS, 60 * UINT64_C(1000000000)),
+    /* Fair shares (docs/budget.md#fair-shares). */
+    [CK_FAIR_SHARES] =
+        PARAMS_OF("fair_shares", parse_switch_key, fair_shares, 0, 1, 1),
+    [CK_SHARE_WINDOW] =
+        PARAMS_OF("share_window", parse_duration_key, share_window_ns,
+                  UINT64_C(1000000000), 3600 * UINT64_C(1000000000),
+                  SEG_DEFAULT_SHARE_WINDOW_NS),
+    [CK_REQUEST_SHARE] =
+        PARAMS("request_share", request_share_micro, SEG_MICRO / 100, SEG_MICRO,
+               SEG_DEFAULT_REQUEST_SHARE_MICRO),
+    [CK_WEIGHT] = {CONFIG_SECTION_PROGRAM, "weight", parse_tokens_key,
+                   FIELD(program_conf, weight_micro), SEG_MICRO / 1000,
+                   CONFIG_MAX_WEIGHT_MICRO, CONFIG_DEFAULT_WEIGHT_MICRO, NULL},
     /* [retryd]: the sockets and the segment are relative to runtime_dir
      * unless absolute (joined when the file is done). */
     [CK_RUNTIME_DIR] = DAEMON("runtime_dir", parse_abs_path_key, runtime_dir, 0,
@@ -471,6 +484,8 @@ void config_keys_set_defaults(config *c)
     char why[CONFIG_WHY_MAX];
     for (size_t i = 0; i < CK_COUNT; i++) {
         const config_key *k = &config_keys[i];
+        if (k->section == CONFIG_SECTION_PROGRAM)
+            continue; /* each [program NAME] is given its own */
         void *base = k->section == CONFIG_SECTION_DAEMON ? (void *)c
                                                          : (void *)&c->defaults;
         /* A default always parses: the table's own values. */

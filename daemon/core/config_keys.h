@@ -19,6 +19,7 @@
 typedef enum config_section {
     CONFIG_SECTION_DAEMON,
     CONFIG_SECTION_PARAMS,
+    CONFIG_SECTION_PROGRAM, /* [program NAME]: a program_conf */
 } config_section;
 
 /* Every row, in table order. The limits whose default depends on another
@@ -34,6 +35,10 @@ enum config_key_id {
     CK_PUSHBACK,
     CK_PUSHBACK_FIRST_ATTEMPTS,
     CK_PUSHBACK_MAX,
+    CK_FAIR_SHARES,
+    CK_SHARE_WINDOW,
+    CK_REQUEST_SHARE,
+    CK_WEIGHT,
     CK_RUNTIME_DIR,
     CK_CONTROL_SOCKET,
     CK_STATS_SOCKET,

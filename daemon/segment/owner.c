@@ -17,6 +17,7 @@
 
 #include "shared/bucket.h"
 #include "segment/keeper.h"
+#include "segment/shares.h"
 #include "core/log.h"
 #include "retryd.pb-c.h"
 #include "retryd/common.h"
@@ -221,6 +222,7 @@ static int take_copies(owner *o)
                                     .floor_micro_per_s =
                                         atomic_load(&s->floor_micro_per_s),
                                     .cap_micro = atomic_load(&s->cap_micro)};
+        budget_params_read_share(&w->params, s);
         health_params h;
         retryd__health_params_of(s, &h);
         if (!retryd__health_params_ok(&h))
@@ -307,17 +309,12 @@ void owner_close(owner *o)
     free(o->slots);
     free(o->procs);
     free(o->programs);
+    owner_shares_free(o);
     o->slots = NULL;
     o->procs = NULL;
     o->programs = NULL;
     o->map = NULL;
     o->fd = -1;
-}
-
-void owner_heartbeat(owner *o)
-{
-    stamp_heartbeat(o);
-    owner_police(o);
 }
 
 /* The memfd's owner and mode as made: put back, or said. */
@@ -386,6 +383,8 @@ static void write_params(seg_upstream *s, const budget_params *p)
     atomic_store(&s->ratio_micro, p->ratio_micro);
     atomic_store(&s->floor_micro_per_s, p->floor_micro_per_s);
     atomic_store(&s->cap_micro, cap);
+    atomic_store(&s->share_window_ns, budget_params_slot_window(p));
+    atomic_store(&s->request_share_micro, p->request_share_micro);
 }
 
 int owner_upstream_alloc(owner *o, const char *name, const budget_params *p,
@@ -409,6 +408,7 @@ int owner_upstream_alloc(owner *o, const char *name, const budget_params *p,
         uint64_t initial = p->floor_micro_per_s; /* one second of floor */
         retryd__bucket_init(s, gen, p->ratio_micro, p->floor_micro_per_s,
                             p->cap_micro, initial, retryd__clock_coarse_ns());
+        write_params(s, p);
         health_params h = budget_params_health(p);
         retryd__health_init(s, &h);
         atomic_store_explicit(&s->ident, seg_ident(gen, SEG_ACTIVE),
@@ -443,7 +443,7 @@ void owner_upstream_set_params(owner *o, uint32_t slot, const budget_params *p)
         o->slots[slot].params.cap_micro = SEG_MAX_CAP_MICRO;
     /* A lower cap binds at once: the balance above it is discarded (and
      * counted), not left for clients to spend. */
-    bucket_tally t = {s->counters, false};
+    bucket_tally t = {s->counters, false, NULL, NULL};
     (void)retryd__bucket_check(s, atomic_load(&s->ident),
                                retryd__clock_coarse_ns(), &t);
 }
@@ -545,6 +545,7 @@ void owner_process_release(owner *o, uint32_t slot)
     atomic_store_explicit(&p->ident, seg_ident(gen, SEG_RETIRED),
                           memory_order_release);
     rd_rcu_synchronize();
+    owner_shares_release(o, slot);
     for (int e = 0; e < SEG_PROC_ENTRIES; e++) {
         seg_upstream *s = entry_upstream(o, atomic_load(&p->entry_upstream[e]));
         if (s == NULL)
@@ -610,6 +611,7 @@ static const char *const damage_what[OWNER_DAMAGE_KINDS] = {
     [OWNER_D_FORGED] = "active slots the daemon never gave out undone",
     [OWNER_D_PROCESS] = "process slot idents or owners restored",
     [OWNER_D_HEALTH] = "health windows or pushback holds repaired",
+    [OWNER_D_SHARES] = "sums of fair-share claims put back",
 };
 
 static void found(owner *o, enum owner_damage kind)
@@ -670,7 +672,9 @@ static void police_header(owner *o)
 
 static bool params_differ(const seg_upstream *s, const budget_params *p)
 {
-    return atomic_load(&s->ratio_micro) != p->ratio_micro ||
+    return atomic_load(&s->share_window_ns) != budget_params_slot_window(p) ||
+           atomic_load(&s->request_share_micro) != p->request_share_micro ||
+           atomic_load(&s->ratio_micro) != p->ratio_micro ||
            atomic_load(&s->floor_micro_per_s) != p->floor_micro_per_s ||
            atomic_load(&s->cap_micro) != p->cap_micro;
 }
@@ -722,7 +726,7 @@ static void police_upstream(owner *o, uint32_t i, uint64_t now_ns)
                                     &want) != 0) {
         found(o, OWNER_D_HEALTH);
     }
-    bucket_tally t = {s->counters, false};
+    bucket_tally t = {s->counters, false, NULL, NULL};
     unsigned damage = retryd__bucket_check(s, w->ident, now_ns, &t);
     if (damage & BUCKET_BROKEN) {
         char name[SEG_NAME_MAX + 1];
@@ -782,6 +786,17 @@ void owner_police(owner *o)
     log_damage(o, retryd__clock_monotonic_ns());
 }
 
+void owner_heartbeat(owner *o, const config *c)
+{
+    stamp_heartbeat(o);
+    owner_police(o);
+    unsigned repaired = owner_shares_sweep(o, c, retryd__clock_coarse_ns());
+    for (unsigned i = 0; i < repaired; i++)
+        found(o, OWNER_D_SHARES);
+    if (repaired > 0)
+        log_damage(o, retryd__clock_monotonic_ns());
+}
+
 void owner_health_fill(const owner *o, struct Retryd__SegmentHealth *h)
 {
     owner *m = (owner *)(uintptr_t)o; /* atomics only, read-only */
@@ -796,6 +811,7 @@ void owner_health_fill(const owner *o, struct Retryd__SegmentHealth *h)
     h->forged_slots = D(OWNER_D_FORGED);
     h->process_repaired = D(OWNER_D_PROCESS);
     h->health_repaired = D(OWNER_D_HEALTH);
+    h->shares_repaired = D(OWNER_D_SHARES);
     h->last_damage_unix_ms =
         atomic_load_explicit(&m->last_damage_unix_ms, memory_order_relaxed);
 #undef D

@@ -27,6 +27,7 @@ enum owner_damage {
     OWNER_D_FORGED,     /* an ACTIVE slot the daemon never gave out, undone */
     OWNER_D_PROCESS,    /* a process slot's ident or owner restored */
     OWNER_D_HEALTH,     /* a health window word or pushback hold repaired */
+    OWNER_D_SHARES,     /* a sum of fair-share claims put back */
     OWNER_DAMAGE_KINDS
 };
 
@@ -72,9 +73,10 @@ typedef struct owner {
     uint64_t generation;
     /* The daemon's own copies (main thread only). */
     seg_header hdr_copy;
-    owner_slot *slots;       /* one per upstream slot */
-    owner_proc *procs;       /* one per process slot */
-    owner_program *programs; /* one per process slot; any thread reads */
+    owner_slot *slots;           /* one per upstream slot */
+    owner_proc *procs;           /* one per process slot */
+    owner_program *programs;     /* one per process slot; any thread reads */
+    struct owner_shares *shares; /* the fair-share sweep's (shares.c) */
     _Atomic bool draining;
     /* Called when the heartbeat retired a slot beyond repair, so the
      * registry forgets it (upstreams.c sets it). */
@@ -107,8 +109,9 @@ int owner_open(owner *o, const config *c, bool *ret_adopted, char *why,
                size_t why_len);
 void owner_close(owner *o); /* unmaps; the file stays for the next server */
 
-/* Stamp the heartbeat and police the segment (owner_police). */
-void owner_heartbeat(owner *o);
+/* Stamp the heartbeat, police the segment (owner_police) and sweep the
+ * fair shares with @p c's weights (shares.h). */
+void owner_heartbeat(owner *o, const config *c);
 /*
  * What keeps the segment across a restart, checked each heartbeat: the
  * keeper (its link at @p link_path must still lead to this memfd; when

@@ -210,6 +210,7 @@ void daemon_adopt_upstreams(server *d)
             .floor_micro_per_s = atomic_load(&s->floor_micro_per_s),
             .cap_micro = atomic_load(&s->cap_micro),
         };
+        budget_params_read_share(&e.params, s);
         health_params h;
         retryd__health_params_of(s, &h);
         if (!retryd__health_params_ok(&h))
@@ -223,7 +224,7 @@ void daemon_adopt_upstreams(server *d)
             owner_upstream_retire(&d->seg, i);
             continue;
         }
-        bucket_tally t = {s->counters, false};
+        bucket_tally t = {s->counters, false, NULL, NULL};
         unsigned damage =
             retryd__bucket_check(s, id, retryd__clock_coarse_ns(), &t);
         if (damage & BUCKET_BROKEN) {

@@ -28,7 +28,7 @@ static void fill_counters(Retryd__Counters *c, const uint64_t t[SEG_COUNTERS],
     c->denied = numbers;
     numbers[0] = 0;
     for (int i = 1; i < STATS_DENIED; i++)
-        numbers[i] = t[SEG_C_DENIED_FIRST + i - 1];
+        numbers[i] = t[seg_denied_counter(i)];
     c->ambiguous = t[SEG_C_AMBIGUOUS];
     c->n_evidence = SEG_C_EVIDENCE_COUNT;
     c->evidence = numbers + STATS_DENIED;

@@ -5,6 +5,7 @@
 #ifndef RETRYD_BODY_H
 #define RETRYD_BODY_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -37,14 +38,17 @@ typedef enum retryd_body_kind {
     RETRYD_BODY_PUBLISHER_FACTORY = 4, /**< as declared */
     RETRYD_BODY_PUBLISHER = 5,         /**< a publisher instance: ONE_SHOT */
     RETRYD_BODY_MULTIPART = 6,         /**< the weakest of its parts */
+    /** multipart/form-data by libcurl's MIME API: the weakest of its
+     * parts */
+    RETRYD_BODY_MIME = 7,
 } retryd_body_kind;
-#define RETRYD_BODY_KIND_COUNT 7
+#define RETRYD_BODY_KIND_COUNT 8
 
 /**
  * The replayability of a body kind.
  *
- * @param kind      not MULTIPART (use retryd_replayability_weakest over the
- *                  parts).
+ * @param kind      not MULTIPART or MIME (use retryd_replayability_weakest
+ *                  over the parts).
  * @param declared  what a publisher factory declares; ignored otherwise.
  * @param ret       written only on success.
  * @return 0, or RETRYD_EINVAL for MULTIPART, an unknown kind, or an unknown
@@ -131,6 +135,50 @@ RETRYD_EXPORT int retryd_body_new_multipart(retryd_body *const *parts,
                                             const char *const *content_types,
                                             size_t n, retryd_body **ret);
 
+/**
+ * One part of a MIME body (retryd_body_new_mime()): a form field whose
+ * content is in memory or in a file, as curl's -F builds one. Strings and
+ * data are copied; a file is read again by every attempt.
+ */
+typedef struct retryd_mime_part {
+    size_t sz;        /**< sizeof(retryd_mime_part) (docs/abi.md) */
+    const char *name; /**< the field's name; NULL: none */
+    /** The content in memory, @p data_len bytes (REPLAYABLE); NULL with
+     * @p file set. */
+    const void *data;
+    size_t data_len;
+    /** Or the content of this file, opened by each attempt (REOPENABLE),
+     * as curl's -F name=@file: the part announces the file's base name as
+     * its filename unless @p filename or @p no_filename says otherwise. */
+    const char *file;
+    /** The filename the part announces (curl's ;filename=); NULL: a file
+     * part's base name, none for data. */
+    const char *filename;
+    /** The part's Content-Type (curl's ;type=); NULL: libcurl's choice,
+     * from the filename's extension (application/octet-stream for a file
+     * it does not know), none for data without a filename. */
+    const char *content_type;
+    /** A file part that announces no filename: its content as a field's
+     * value, as curl's -F name=<file. */
+    bool no_filename;
+} retryd_mime_part;
+
+/**
+ * A multipart/form-data body built with libcurl's MIME API.
+ * Its @p n parts (1..1024) are encoded by curl_mime_* for each attempt: the
+ * boundary, each part's headers and its Content-Type are libcurl's, as
+ * curl -F sends them. Its
+ * replayability is the weakest part's: REPLAYABLE when every part is in
+ * memory, REOPENABLE with a file. A file that cannot be read when an
+ * attempt begins fails that attempt before anything is sent (body_source).
+ * @return 0, RETRYD_EINVAL (a part without exactly one of data and file,
+ *         a type that is not a header value, a part without its sz),
+ *         RETRYD_EOPTS (a field this library does not know is set),
+ *         RETRYD_ENOMEM.
+ */
+RETRYD_EXPORT int retryd_body_new_mime(const retryd_mime_part *const *parts,
+                                       size_t n, retryd_body **ret);
+
 /** Frees the body (and a multipart's parts); closes nothing the caller
  * still owns. Accepts NULL. */
 RETRYD_EXPORT void retryd_body_free(retryd_body *body);
@@ -139,7 +187,8 @@ RETRYD_EXPORT void retryd_body_free(retryd_body *body);
 RETRYD_EXPORT retryd_replayability
 retryd_body_replayability(const retryd_body *body);
 
-/** The Content-Type the body implies (multipart's boundary), or NULL. */
+/** The Content-Type the body implies (multipart's boundary), or NULL (a
+ * MIME body's is libcurl's, made for each attempt). */
 RETRYD_EXPORT const char *retryd_body_content_type(const retryd_body *body);
 
 /** Stable names: "replayable", "reopenable", "one_shot"; "unknown". */

@@ -155,10 +155,24 @@ RETRYD_EXPORT int retryd_upstream_open(retryd_host *host, const char *name,
 RETRYD_EXPORT int retryd_upstream_deposit(retryd_upstream *up);
 
 /**
- * Take one token for a retry, all-or-nothing.
- * @return 0, or RETRYD_EBUDGET when there is no whole token.
+ * Take one token for a retry, all-or-nothing. While the bucket is short,
+ * the host keeps fair shares (docs/budget.md#fair-shares): each process
+ * may spend what its own first attempts earned, and borrow only what no
+ * other process is owed.
+ * @return 0, RETRYD_EBUDGET when there is no whole token, or RETRYD_ESHARE
+ *         when the tokens there are owed to other processes.
  */
 RETRYD_EXPORT int retryd_upstream_withdraw(retryd_upstream *up);
+
+/**
+ * retryd_upstream_withdraw() for a request that has taken @p taken tokens
+ * already: one request may take at most the upstream's request_share
+ * (20 % unless configured) of the balance it finds, and always its first.
+ * @return 0, RETRYD_EBUDGET, RETRYD_ESHARE, or RETRYD_EREQSHARE when the
+ *         request has taken its share (nothing is taken).
+ */
+RETRYD_EXPORT int retryd_upstream_withdraw_for(retryd_upstream *up,
+                                               uint32_t taken);
 
 /** Whether at least one token is there (takes nothing). */
 RETRYD_EXPORT bool retryd_upstream_peek(retryd_upstream *up);

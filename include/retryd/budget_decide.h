@@ -85,7 +85,18 @@ RETRYD_EXPORT int retryd_upstream_health(retryd_upstream *up,
 
 /**
  * The decision engine's view of an upstream budget: pass it as
- * retryd_decide_env.budget with the retryd_upstream as budget_ctx.
+ * retryd_decide_env.budget with the retryd_upstream as budget_ctx. Its
+ * take_for() takes the token with retryd_upstream_withdraw_for(), so a
+ * refusal names its reason (budget empty, over the process's share, over
+ * the request's: docs/budget.md#fair-shares).
+ */
+RETRYD_EXPORT const retryd_budget_iface *retryd_upstream_budget_iface(void);
+
+/**
+ * The first version of the same view, without take_for(): its take()
+ * refuses a share like an empty bucket (rule budget_take_failed). Kept
+ * for programs built against it; new code uses
+ * retryd_upstream_budget_iface().
  */
 RETRYD_EXPORT extern const retryd_budget_iface retryd_upstream_budget;
 

@@ -38,12 +38,27 @@ typedef struct retryd_client_opts {
     size_t sz; /**< sizeof(retryd_client_opts) (docs/abi.md) */
     /** How to reach retryd; NULL: defaults. Read during the call. */
     const retryd_host_opts *host;
+    /** libcurl's cookie engine, one for every profile of the client (a
+     * share of CURL_LOCK_DATA_COOKIE): a cookie a response sets is sent on
+     * every later request, attempt or redirect it matches by domain, path
+     * and expiry, whichever profile or thread makes it, as curl's engine
+     * sends it. This file's cookies (libcurl's CURLOPT_COOKIEFILE: the
+     * Netscape format or Set-Cookie lines; "-" standard input) are read
+     * once, now; "" turns the engine on with none. NULL, with no
+     * cookie_jar: no engine, and no cookie is kept. */
+    const char *cookie_file;
+    /** Where the engine's cookies are written when the client is freed
+     * (libcurl's CURLOPT_COOKIEJAR, as libcurl writes it; "-" standard
+     * output); turns the engine on. A jar that cannot be written is not
+     * reported, as with libcurl. NULL: none written. */
+    const char *cookie_jar;
 } retryd_client_opts;
 
 /**
  * Create an executor. Initialises libcurl once per process (call
  * curl_global_init() yourself first if another thread may use libcurl at
- * the same time) and attaches to the host budget (or goes local).
+ * the same time), attaches to the host budget (or goes local) and reads
+ * the cookie file, if any.
  * @param opts  NULL for defaults. @return 0, RETRYD_EINVAL, RETRYD_EOPTS
  *              (a field this library does not know is set), RETRYD_ENOMEM,
  *              RETRYD_ECURL.
@@ -51,7 +66,8 @@ typedef struct retryd_client_opts {
 RETRYD_EXPORT int retryd_client_new(const retryd_client_opts *opts,
                                     retryd_client **ret);
 
-/** Free it; every profile must be freed first. Accepts NULL. */
+/** Free it (every profile must be freed first). The cookie jar, if any,
+ * is written first. Accepts NULL. */
 RETRYD_EXPORT void retryd_client_free(retryd_client *client);
 
 /** The client's host budget (owned by the client). */
@@ -169,6 +185,11 @@ typedef struct retryd_request {
     void *sink_ctx;
     retryd_refresh_fn refresh; /**< NULL: a 401 is final */
     void *refresh_ctx;
+    /** Cookies sent as they are, "name=value; ..." (libcurl's
+     * CURLOPT_COOKIE, curl's -b name=value): in one Cookie header with
+     * those the client's cookie engine sends, where a Cookie line of
+     * @p headers would go as a second header. NULL: none. */
+    const char *cookie;
 } retryd_request;
 
 /**

@@ -48,7 +48,9 @@ extern "C" {
     XX(ECURL, -4007, "libcurl failure")                                        \
     XX(EDRAINING, -4008, "runtime is draining")                                \
     XX(EOPTS, -4009, "options struct has unknown non-zero fields")             \
-    XX(ECANCELED, -ECANCELED, "canceled")
+    XX(ECANCELED, -ECANCELED, "canceled")                                      \
+    XX(ESHARE, -4010, "over this process's share of the retry budget")         \
+    XX(EREQSHARE, -4011, "over this request's share of the retry budget")
 
 typedef enum retryd_errno {
 #define RETRYD__ERR_ENUM(name, value, text) RETRYD_##name = (value),

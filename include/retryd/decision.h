@@ -105,8 +105,11 @@ typedef enum retryd_denial {
     RETRYD_DENIAL_DEADLINE = 6,
     RETRYD_DENIAL_PERMANENT_FAILURE = 7,
     RETRYD_DENIAL_STATUS_NOT_RETRYABLE = 8,
+    /** The budget had tokens, but owed to other processes, or this request
+     * had taken its share of them (docs/budget.md#fair-shares). */
+    RETRYD_DENIAL_OVER_SHARE = 9,
 } retryd_denial;
-#define RETRYD_DENIAL_COUNT 9
+#define RETRYD_DENIAL_COUNT 10
 
 /**
  * The rule that decided. Each has a stable short name (retryd_rule_name())
@@ -148,7 +151,9 @@ typedef enum retryd_denial {
     XX(BUDGET_TAKE_FAILED, 2, "budget_take_failed")                            \
     XX(RETRY_AFTER_EXCEEDS_MAX, 6, "retry_after_exceeds_max")                  \
     XX(HOST_THROTTLED, 2, "host_throttled")                                    \
-    XX(PUSHBACK_EXCEEDS_DEADLINE, 6, "pushback_exceeds_deadline")
+    XX(PUSHBACK_EXCEEDS_DEADLINE, 6, "pushback_exceeds_deadline")              \
+    XX(PROCESS_OVER_SHARE, 2, "process_over_share")                            \
+    XX(REQUEST_OVER_SHARE, 2, "request_over_share")
 
 typedef enum retryd_rule {
 #define RETRYD__RULE_ENUM(name, order, text) RETRYD_RULE_##name,
@@ -200,6 +205,13 @@ typedef struct retryd_budget_iface {
     size_t sz; /**< sizeof(retryd_budget_iface) */
     bool (*peek)(void *ctx);
     bool (*take)(void *ctx);
+    /**
+     * Optional (NULL, or a sz that ends before it: take() is used): take a
+     * token for a request that has taken @p taken already. 0, or why not:
+     * RETRYD_EBUDGET (no token), RETRYD_ESHARE (the tokens are owed to
+     * other processes), RETRYD_EREQSHARE (the request took its share).
+     */
+    int (*take_for)(void *ctx, uint32_t taken);
 } retryd_budget_iface;
 
 /** Everything besides the facts that a decision needs; caller-owned. */

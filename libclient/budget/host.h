@@ -116,4 +116,9 @@ static inline int retryd__thread_lane(void)
     return __builtin_expect(lane >= 0, 1) ? lane : retryd__thread_lane_slow();
 }
 
+/* peek() and take() of the engine's view of a budget, for both versions
+ * of it (upstream.c, upstream_budget_v1.c). */
+bool retryd__budget_peek(void *ctx);
+bool retryd__budget_take(void *ctx);
+
 #endif /* RETRYD_HOST_H */

@@ -162,12 +162,13 @@ static seg_upstream *resolve_slot(retryd_host *h, retryd_upstream *up,
  * is full. */
 static void set_lanes(binding *b)
 {
+    seg_process *p = b->att->proc;
     for (int lane = 0; lane < SEG_PROC_LANES; lane++)
         b->lanes[lane] =
-            b->entry < 0
-                ? (bucket_tally){b->slot->counters, false}
-                : (bucket_tally){b->att->proc->counters[lane][b->entry],
-                                 lane != 0};
+            b->entry < 0 ? (bucket_tally){b->slot->counters, false, NULL, NULL}
+                         : (bucket_tally){p->counters[lane][b->entry],
+                                          lane != 0, &p->claim[b->entry],
+                                          &p->share_factor[b->entry]};
 }
 
 /*
@@ -315,7 +316,7 @@ static inline bucket_tally tally_of(const binding *b)
 
 static inline bucket_tally local_tally(retryd_upstream *up)
 {
-    return (bucket_tally){up->local_counters, false};
+    return (bucket_tally){up->local_counters, false, NULL, NULL};
 }
 
 /* The budget operations, named so that one fast path and one slow path
@@ -410,6 +411,26 @@ int retryd_upstream_withdraw(retryd_upstream *up)
     return op_any(up, OP_WITHDRAW, NULL);
 }
 
+int retryd_upstream_withdraw_for(retryd_upstream *up, uint32_t taken)
+{
+    if (up == NULL)
+        return RETRYD_EINVAL;
+    if (taken > 0) {
+        binding *b = current(up);
+        seg_upstream *s = b ? b->slot : &up->local;
+        /* The balance foreseen, not claimed: the take claims the refill
+         * if it needs it. */
+        uint64_t seen =
+            retryd__bucket_projected_balance(s, retryd__clock_coarse_ns());
+        if (!retryd__share_request_ok(s, taken, seen)) {
+            bucket_tally t = b ? tally_of(b) : local_tally(up);
+            bucket_tally_add(&t, SEG_C_DENIED_OVER_SHARE, 1);
+            return RETRYD_EREQSHARE;
+        }
+    }
+    return op_any(up, OP_WITHDRAW, NULL);
+}
+
 bool retryd_upstream_peek(retryd_upstream *up)
 {
     return up != NULL && op_any(up, OP_PEEK, NULL) == 1;
@@ -445,6 +466,8 @@ const char *retryd_upstream_name(const retryd_upstream *up)
 static int denial_counter(retryd_denial reason)
 {
     switch (reason) {
+    case RETRYD_DENIAL_OVER_SHARE:
+        return SEG_C_DENIED_OVER_SHARE;
     case RETRYD_DENIAL_NONE:
         return -1;
     case RETRYD_DENIAL_MAX_ATTEMPTS:
@@ -469,7 +492,8 @@ static int denial_counter(retryd_denial reason)
 
 /* The public enums and the layout's counters agree in count; a change to
  * either is a layout decision, made in shared/segment.h. */
-_Static_assert(RETRYD_DENIAL_COUNT - 1 == SEG_C_DENIED_COUNT,
+_Static_assert(RETRYD_DENIAL_COUNT - 1 == SEG_C_DENIED_COUNT &&
+                   RETRYD_DENIAL_OVER_SHARE == 9,
                "every denial reason has a segment counter");
 _Static_assert(RETRYD_EVIDENCE_COUNT == SEG_C_EVIDENCE_COUNT,
                "every evidence value has a segment counter");
@@ -497,7 +521,9 @@ void retryd_upstream_record(retryd_upstream *up,
     /* Failed takes were counted by the withdrawal itself. */
     int denied = denial_counter(decision->reason);
     if (decision->verdict != RETRYD_VERDICT_RETRY && denied >= 0 &&
-        decision->rule != RETRYD_RULE_BUDGET_TAKE_FAILED)
+        decision->rule != RETRYD_RULE_BUDGET_TAKE_FAILED &&
+        decision->rule != RETRYD_RULE_PROCESS_OVER_SHARE &&
+        decision->rule != RETRYD_RULE_REQUEST_OVER_SHARE)
         bucket_tally_add(&t, denied, 1);
 }
 
@@ -727,15 +753,28 @@ int retryd_upstream_health(retryd_upstream *up, retryd_health *ret)
     return 0;
 }
 
-static bool budget_peek(void *ctx)
+bool retryd__budget_peek(void *ctx)
 {
     return retryd_upstream_peek(ctx);
 }
 
-static bool budget_take(void *ctx)
+bool retryd__budget_take(void *ctx)
 {
     return retryd_upstream_withdraw(ctx) == 0;
 }
 
-const retryd_budget_iface retryd_upstream_budget = {sizeof(retryd_budget_iface),
-                                                    budget_peek, budget_take};
+static int budget_take_for(void *ctx, uint32_t taken)
+{
+    return retryd_upstream_withdraw_for(ctx, taken);
+}
+
+/* The whole interface, take_for() included; retryd_upstream_budget is its
+ * first version (upstream_budget_v1.c). */
+static const retryd_budget_iface upstream_budget = {
+    sizeof(retryd_budget_iface), retryd__budget_peek, retryd__budget_take,
+    budget_take_for};
+
+const retryd_budget_iface *retryd_upstream_budget_iface(void)
+{
+    return &upstream_budget;
+}

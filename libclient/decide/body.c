@@ -26,6 +26,7 @@ int retryd_body_kind_replayability(retryd_body_kind kind,
         r = declared;
         break;
     case RETRYD_BODY_MULTIPART: /* depends on the parts: see weakest() */
+    case RETRYD_BODY_MIME:
     default:
         return RETRYD_EINVAL;
     }

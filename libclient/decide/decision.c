@@ -94,6 +94,31 @@ static bool execution_unknown(const retryd_facts *f)
     }
 }
 
+/*
+ * Take the retry's token: RETRYD_RULE_COUNT when it was won, else the rule
+ * that refused it. A budget with take_for() hears how many the request
+ * took already (its retries so far: one per attempt after the first), so
+ * it can hold one request to its share (docs/budget.md#fair-shares).
+ */
+static retryd_rule take_token(const retryd_budget_iface *b, void *ctx,
+                              const retryd_facts *f)
+{
+    if (b->sz < RETRYD_OPTS_MIN(retryd_budget_iface, take_for) ||
+        b->take_for == NULL)
+        return b->take(ctx) ? RETRYD_RULE_COUNT
+                            : RETRYD_RULE_BUDGET_TAKE_FAILED;
+    switch (b->take_for(ctx, f->attempt > 1 ? f->attempt - 1 : 0)) {
+    case 0:
+        return RETRYD_RULE_COUNT;
+    case RETRYD_ESHARE:
+        return RETRYD_RULE_PROCESS_OVER_SHARE;
+    case RETRYD_EREQSHARE:
+        return RETRYD_RULE_REQUEST_OVER_SHARE;
+    default:
+        return RETRYD_RULE_BUDGET_TAKE_FAILED;
+    }
+}
+
 static inline __attribute__((always_inline)) int stop(const retryd_facts *f,
                                                       retryd_decision *ret,
                                                       retryd_rule rule,
@@ -185,9 +210,14 @@ static int grant(const retryd_facts *f, const retryd_decide_env *env,
             return stop(f, ret, RETRYD_RULE_PUSHBACK_EXCEEDS_DEADLINE,
                         RETRYD_DENIAL_DEADLINE);
     }
-    if (env->budget && !env->budget->take(env->budget_ctx))
-        return stop(f, ret, RETRYD_RULE_BUDGET_TAKE_FAILED,
-                    RETRYD_DENIAL_BUDGET_EXHAUSTED);
+    if (env->budget) {
+        retryd_rule refused = take_token(env->budget, env->budget_ctx, f);
+        if (refused != RETRYD_RULE_COUNT)
+            return stop(f, ret, refused,
+                        refused == RETRYD_RULE_BUDGET_TAKE_FAILED
+                            ? RETRYD_DENIAL_BUDGET_EXHAUSTED
+                            : RETRYD_DENIAL_OVER_SHARE);
+    }
     *ret = (retryd_decision){.sz = sizeof(retryd_decision),
                              .verdict = RETRYD_VERDICT_RETRY,
                              .reason = RETRYD_DENIAL_NONE,

@@ -45,7 +45,8 @@ static const char *const denial_names[RETRYD_DENIAL_COUNT] = {
     "runtime_draining",
     "deadline",
     "permanent_failure",
-    "status_not_retryable"};
+    "status_not_retryable",
+    "over_share"};
 
 static const char *const rule_names[RETRYD_RULE_COUNT] = {
 #define RETRYD__RULE_TEXT(name, order, text) text,

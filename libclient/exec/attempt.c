@@ -65,17 +65,23 @@ STEP void attempt_reset(call *c)
     c->errbuf[0] = '\0';
 }
 
-STEP void open_body(call *c)
+/* A body's reader for this attempt, or a MIME body's parts as a curl_mime
+ * of handle @p h, whose files this attempt opens: both fail before the
+ * request is sent (body_source). */
+STEP void open_body(call *c, easy *h)
 {
     c->body_open = false;
+    c->mime = NULL;
     if (c->req->body == NULL)
         return;
-    if (retryd__body_open(c->req->body, &c->body) < 0) {
+    if (retryd__body_is_mime(c->req->body)
+            ? retryd__body_mime(c->req->body, h->curl, &c->mime) < 0
+            : retryd__body_open(c->req->body, &c->body) < 0) {
         c->trace.body_source_failed = true;
         snprintf(c->errbuf, sizeof(c->errbuf), "the body could not be opened");
         return;
     }
-    c->body_open = true;
+    c->body_open = c->mime == NULL; /* a reader to close */
 }
 
 STEP void describe_error(call *c, int rc)
@@ -155,9 +161,9 @@ STEP void attempt_unpermitted(call *c, int err)
     a->duration_ns = c->now - c->start;
 }
 
-STEP bool attempt_begin(call *c)
+STEP bool attempt_begin(call *c, easy *h)
 {
-    open_body(c);
+    open_body(c, h);
     return !c->trace.body_source_failed;
 }
 
@@ -166,6 +172,9 @@ STEP void attempt_end(call *c, easy *h, int rc)
     retryd_attempt *a = &retryd__attempt_current(c)->a;
     if (c->body_open)
         retryd__body_close(&c->body);
+    /* libcurl's reference to it goes with it (curl_mime_free). */
+    curl_mime_free(c->mime);
+    c->mime = NULL;
     /* A handle whose transfer failed may carry libcurl 7.88.1's stale
      * per-handle state (the retry count, the refused-stream flag): it is
      * not reused. */
@@ -448,7 +457,7 @@ STEP int call_init(call *c, retryd_profile *p, const retryd_request *req)
     c->p = p;
     c->env = (retryd_decide_env){.sz = sizeof(retryd_decide_env),
                                  .backoff = &p->backoff,
-                                 .budget = &retryd_upstream_budget,
+                                 .budget = retryd_upstream_budget_iface(),
                                  .budget_ctx = p->budget};
     c->wait = c->hold = c->held = 0;
     c->req = req;
@@ -460,6 +469,7 @@ STEP int call_init(call *c, retryd_profile *p, const retryd_request *req)
     c->deadline = retryd__add_sat(
         c->now, req->deadline_ns ? req->deadline_ns : DEFAULT_DEADLINE_NS);
     c->body_open = false;
+    c->mime = NULL;
     retryd__hdrs_init(&c->resp, c->hdr_first, sizeof(c->hdr_first),
                       c->hdr_off_first,
                       sizeof(c->hdr_off_first) / (2 * sizeof(uint32_t)));
@@ -526,7 +536,7 @@ STEP int run_blocking(call *c)
             attempt_unpermitted(c, r);
         } else {
             int rc = CURLE_OK; /* stays so when the body did not open */
-            if (attempt_begin(c))
+            if (attempt_begin(c, h))
                 rc = retryd__transfer_perform(
                     c, h, &retryd__attempt_current(c)->a, c->attempt_ns);
             attempt_end(c, h, rc);
@@ -595,9 +605,9 @@ void retryd__attempt_unpermitted(call *c, int err)
     attempt_unpermitted(c, err);
 }
 
-bool retryd__attempt_begin(call *c)
+bool retryd__attempt_begin(call *c, easy *h)
 {
-    return attempt_begin(c);
+    return attempt_begin(c, h);
 }
 
 void retryd__attempt_end(call *c, easy *h, int rc)

@@ -70,9 +70,10 @@ int retryd__attempt_open(struct call *c);
  * the attempt ends NOT_SENT, pool_timeout (io when out of memory). */
 void retryd__attempt_unpermitted(struct call *c, int err);
 
-/* With a permit and handle: open the body. True: run the transfer; false:
- * the body failed, end the attempt at once with CURLE_OK. */
-bool retryd__attempt_begin(struct call *c);
+/* With a permit and handle @p h: open the body (a MIME body as a curl_mime
+ * of h). True: run the transfer; false: the body failed, end the attempt
+ * at once with CURLE_OK. */
+bool retryd__attempt_begin(struct call *c, easy *h);
 
 /* The transfer ended with libcurl's @p rc (or never ran): the body closed,
  * the permit and @p h given back (h not reused after a failure), the

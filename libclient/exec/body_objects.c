@@ -14,12 +14,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <curl/curl.h>
+
 #include "base/macros.h"
 #include "exec/body_internal.h"
 #include "exec/headers.h"
 
 /* The first version of a reader ends after its length. */
 #define READER_MIN_SZ RETRYD_OPTS_MIN(retryd_body_reader, length)
+/* The first version of a MIME part ends after no_filename. */
+#define MIME_PART_MIN_SZ RETRYD_OPTS_MIN(retryd_mime_part, no_filename)
 
 #define MULTIPART_MAX_PARTS 1024
 /* Bytes of a part's name or content type: a part's head must fit mp_reader's
@@ -48,6 +52,9 @@ struct retryd_body {
     size_t n_parts;
     char boundary[40];
     char content_type[80];
+    /* mime: the caller's parts, copied (their strings and data in mime_text,
+     * freed with the body) */
+    retryd_mime_part *mime;
 };
 
 static int body_alloc(retryd_body_kind kind, retryd_replayability r,
@@ -310,10 +317,93 @@ fail:
     return r;
 }
 
+/* A copy of @p s (NULL stays NULL); false when out of memory. */
+static bool copy_text(const char **dst, const char *s)
+{
+    *dst = s ? strdup(s) : NULL;
+    return s == NULL || *dst != NULL;
+}
+
+static void mime_part_free(retryd_mime_part *m)
+{
+    free((void *)(uintptr_t)m->name);
+    free((void *)(uintptr_t)m->data);
+    free((void *)(uintptr_t)m->file);
+    free((void *)(uintptr_t)m->filename);
+    free((void *)(uintptr_t)m->content_type);
+}
+
+/* The caller's part @p src, checked, into @p dst with copies of its strings
+ * and data (on failure what was copied stays in dst, for mime_part_free). */
+static int mime_part_copy(retryd_mime_part *dst, const retryd_mime_part *src)
+{
+    retryd_mime_part m;
+    if (src == NULL)
+        return RETRYD_EINVAL;
+    int r = RETRYD_COPY_OPTS(&m, src, MIME_PART_MIN_SZ);
+    if (r < 0)
+        return r;
+    /* The type goes into a header line as it is (libcurl escapes the name
+     * and the filename, not the type). */
+    if ((m.data == NULL) == (m.file == NULL) ||
+        (m.content_type && !retryd__field_value_ok(m.content_type)))
+        return RETRYD_EINVAL;
+    *dst = (retryd_mime_part){.sz = sizeof(*dst),
+                              .data_len = m.data ? m.data_len : 0,
+                              .no_filename = m.no_filename};
+    if (m.data) {
+        void *d = malloc(m.data_len ? m.data_len : 1);
+        if (d == NULL)
+            return RETRYD_ENOMEM;
+        memcpy(d, m.data, m.data_len);
+        dst->data = d;
+    }
+    if (!copy_text(&dst->name, m.name) || !copy_text(&dst->file, m.file) ||
+        !copy_text(&dst->filename, m.filename) ||
+        !copy_text(&dst->content_type, m.content_type))
+        return RETRYD_ENOMEM;
+    return 0;
+}
+
+int retryd_body_new_mime(const retryd_mime_part *const *parts, size_t n,
+                         retryd_body **ret)
+{
+    retryd_body *b = NULL;
+    if (ret == NULL || parts == NULL || n == 0 || n > MULTIPART_MAX_PARTS)
+        return RETRYD_EINVAL;
+    int r = body_alloc(RETRYD_BODY_MIME, RETRYD_REPLAYABLE, &b);
+    if (r < 0)
+        return r;
+    b->mime = calloc(n, sizeof(*b->mime));
+    if (b->mime == NULL) {
+        free(b);
+        return RETRYD_ENOMEM;
+    }
+    for (; b->n_parts < n && r == 0; b->n_parts++) {
+        r = mime_part_copy(&b->mime[b->n_parts], parts[b->n_parts]);
+        /* In memory, the same bytes each time; a file is opened again. */
+        if (r == 0 && b->mime[b->n_parts].file)
+            b->replay = RETRYD_REOPENABLE;
+    }
+    if (r < 0) {
+        retryd_body_free(b);
+        return r;
+    }
+    *ret = b;
+    return 0;
+}
+
 void retryd_body_free(retryd_body *b)
 {
     if (b == NULL)
         return;
+    if (b->kind == RETRYD_BODY_MIME) {
+        for (size_t i = 0; i < b->n_parts; i++)
+            mime_part_free(&b->mime[i]);
+        free(b->mime);
+        free(b);
+        return;
+    }
     for (size_t i = 0; i < b->n_parts; i++) {
         retryd_body_free(b->parts[i]);
         free(b->names[i]);
@@ -496,7 +586,7 @@ int retryd__body_open(retryd_body *b, retryd_body_reader *ret)
         return 0;
     case RETRYD_BODY_MULTIPART:
         return open_multipart(b, ret);
-    default:
+    default: /* MIME: libcurl reads it (retryd__body_mime) */
         return RETRYD_EINVAL;
     }
 }
@@ -507,4 +597,48 @@ void retryd__body_close(retryd_body_reader *r)
         r->close(r->ctx);
     r->close = NULL;
     r->read = NULL;
+}
+
+/* --- MIME ---------------------------------------------------------------- */
+
+bool retryd__body_is_mime(const retryd_body *b)
+{
+    return b != NULL && b->kind == RETRYD_BODY_MIME;
+}
+
+/* One part into @p part, as curl's -F sets it up: a file's base name is
+ * the filename (curl_mime_filedata) unless the part says another or none. */
+static int mime_part_set(curl_mimepart *part, const retryd_mime_part *m)
+{
+    CURLcode rc = CURLE_OK;
+    if (m->name)
+        rc = curl_mime_name(part, m->name);
+    if (rc == CURLE_OK && m->data)
+        rc = curl_mime_data(part, m->data, m->data_len);
+    /* Unreadable now: curl_mime_filedata says so with CURLE_READ_ERROR. */
+    if (rc == CURLE_OK && m->file)
+        rc = curl_mime_filedata(part, m->file);
+    if (rc == CURLE_OK && (m->filename || m->no_filename))
+        rc = curl_mime_filename(part, m->no_filename ? NULL : m->filename);
+    if (rc == CURLE_OK && m->content_type)
+        rc = curl_mime_type(part, m->content_type);
+    return rc == CURLE_OK           ? 0
+           : rc == CURLE_READ_ERROR ? RETRYD_EIO
+                                    : RETRYD_ENOMEM;
+}
+
+int retryd__body_mime(const retryd_body *b, CURL *curl, curl_mime **ret)
+{
+    curl_mime *mime = curl_mime_init(curl);
+    int r = mime ? 0 : RETRYD_ENOMEM;
+    for (size_t i = 0; r == 0 && i < b->n_parts; i++) {
+        curl_mimepart *part = curl_mime_addpart(mime);
+        r = part ? mime_part_set(part, &b->mime[i]) : RETRYD_ENOMEM;
+    }
+    if (r < 0) {
+        curl_mime_free(mime);
+        return r;
+    }
+    *ret = mime;
+    return 0;
 }

@@ -49,6 +49,7 @@ typedef struct call {
     attempt_trace trace;
     retryd_body_reader body;
     bool body_open;
+    curl_mime *mime;   /* a MIME body's, for this attempt's handle; or NULL */
     header_arena resp; /* the block being read; final once final_headers */
     int pending_status;
     long pending_version; /* its status line's, as CURLINFO_HTTP_VERSION */

@@ -21,6 +21,12 @@
 
 struct retryd_client {
     retryd_host *host;
+    /* libcurl's cookie engine for every profile's handles, or NULL; its
+     * locks (CURL_LOCK_DATA_*), since profiles are shared by threads; the
+     * jar written when the client is freed, or NULL. */
+    CURLSH *share;
+    pthread_mutex_t share_locks[CURL_LOCK_DATA_LAST];
+    char *cookie_jar;
 };
 
 struct call;
@@ -41,6 +47,8 @@ typedef struct easy {
     char custom[40];
     char *url;        /* the URL libcurl has; NULL: none yet */
     bool had_headers; /* libcurl holds a header list of ours */
+    bool had_cookie;  /* libcurl holds a CURLOPT_COOKIE of ours */
+    char *cookie;     /* its copy; NULL: none (or no memory for one) */
 } easy;
 
 struct retryd_profile {

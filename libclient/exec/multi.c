@@ -89,7 +89,7 @@ static void begin_transfer(retryd_multi *m, retryd_call *k, easy *h)
 {
     int rc = CURLE_OK; /* stays so when the body did not open */
     k->h = h;
-    if (retryd__attempt_begin(&k->c) &&
+    if (retryd__attempt_begin(&k->c, h) &&
         (rc = retryd__transfer_setup(&k->c, h, 0)) == CURLE_OK) {
         if (curl_multi_add_handle(m->curl, h->curl) == CURLM_OK) {
             mstate(m, k, S_TRANSFER);

@@ -39,6 +39,7 @@ static void easy_free(easy *e)
     if (e != NULL) {
         curl_easy_cleanup(e->curl);
         free(e->url);
+        free(e->cookie);
         free(e);
     }
 }

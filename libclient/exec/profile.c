@@ -30,6 +30,85 @@ static void curl_init(void)
     curl_init_result = curl_global_init(CURL_GLOBAL_DEFAULT);
 }
 
+static void share_lock(CURL *h, curl_lock_data data, curl_lock_access access,
+                       void *ctx)
+{
+    retryd_client *c = ctx;
+    (void)h, (void)access;
+    pthread_mutex_lock(&c->share_locks[data]);
+}
+
+static void share_unlock(CURL *h, curl_lock_data data, void *ctx)
+{
+    retryd_client *c = ctx;
+    (void)h;
+    pthread_mutex_unlock(&c->share_locks[data]);
+}
+
+/* A handle of the share, for the cookie file or the jar alone: never
+ * used for a transfer. */
+static CURL *share_handle(retryd_client *c)
+{
+    CURL *h = curl_easy_init();
+    if (h != NULL)
+        curl_easy_setopt(h, CURLOPT_SHARE, c->share);
+    return h;
+}
+
+/*
+ * The cookie engine: a share that every pooled handle joins
+ * (retryd__handle_configure), so that a cookie outlives the handle that
+ * received it (a failed transfer's is not reused), the profile (retrydctl
+ * makes one per redirect) and the thread. The file is read once, here: a
+ * handle told CURLOPT_COOKIEFILE reads it at its first transfer, and a
+ * second handle's read would put the file's cookies back over those a
+ * response has replaced since.
+ */
+static int cookies_open(retryd_client *c, const retryd_client_opts *o)
+{
+    if (o->cookie_file == NULL && o->cookie_jar == NULL)
+        return 0;
+    for (int i = 0; i < CURL_LOCK_DATA_LAST; i++)
+        pthread_mutex_init(&c->share_locks[i], NULL);
+    c->share = curl_share_init();
+    if (c->share == NULL ||
+        curl_share_setopt(c->share, CURLSHOPT_LOCKFUNC, share_lock) ||
+        curl_share_setopt(c->share, CURLSHOPT_UNLOCKFUNC, share_unlock) ||
+        curl_share_setopt(c->share, CURLSHOPT_USERDATA, c) ||
+        curl_share_setopt(c->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_COOKIE))
+        return RETRYD_ECURL;
+    if (o->cookie_jar && (c->cookie_jar = strdup(o->cookie_jar)) == NULL)
+        return RETRYD_ENOMEM;
+    if (o->cookie_file == NULL || *o->cookie_file == '\0')
+        return 0;
+    CURL *h = share_handle(c);
+    if (h == NULL)
+        return RETRYD_ENOMEM;
+    curl_easy_setopt(h, CURLOPT_COOKIEFILE, o->cookie_file);
+    curl_easy_setopt(h, CURLOPT_COOKIELIST, "RELOAD"); /* read it now */
+    curl_easy_cleanup(h);
+    return 0;
+}
+
+/* The jar, as libcurl writes it when a handle that names one is cleaned
+ * up; then the share. */
+static void cookies_close(retryd_client *c)
+{
+    if (c->share == NULL)
+        return;
+    if (c->cookie_jar != NULL) {
+        CURL *h = share_handle(c);
+        if (h != NULL) {
+            curl_easy_setopt(h, CURLOPT_COOKIEJAR, c->cookie_jar);
+            curl_easy_cleanup(h);
+        }
+    }
+    curl_share_cleanup(c->share);
+    for (int i = 0; i < CURL_LOCK_DATA_LAST; i++)
+        pthread_mutex_destroy(&c->share_locks[i]);
+    free(c->cookie_jar);
+}
+
 int retryd_client_new(const retryd_client_opts *opts, retryd_client **ret)
 {
     retryd_client_opts o = {0};
@@ -49,8 +128,13 @@ int retryd_client_new(const retryd_client_opts *opts, retryd_client **ret)
     c = calloc(1, sizeof(*c));
     if (c == NULL)
         return RETRYD_ENOMEM;
-    r = retryd_host_open(o.host, &c->host);
+    r = cookies_open(c, &o);
+    if (r == 0)
+        r = retryd_host_open(o.host, &c->host);
     if (r < 0) {
+        free(c->cookie_jar); /* nothing to write */
+        c->cookie_jar = NULL;
+        cookies_close(c);
         free(c);
         return r;
     }
@@ -62,6 +146,7 @@ void retryd_client_free(retryd_client *c)
 {
     if (c == NULL)
         return;
+    cookies_close(c);
     retryd_host_close(c->host);
     free(c);
 }

@@ -262,7 +262,7 @@ HALF void fill_list(const call *c, header_list *l, size_t n, const char *add_ct)
             link_line(l, r->headers[i]);
     /* libcurl adds "Expect: 100-continue" only to uploads; its 417 path is
      * another re-send, so uploads say "Expect:" (none). */
-    if (c->body_open)
+    if (c->body_open || c->mime)
         link_line(l, "Expect:");
     if (c->key[0])
         print_line(l, "Idempotency-Key", c->key);
@@ -281,7 +281,8 @@ HALF int build_headers(call *c)
     size_t n = caller_headers(c->req, &has_ct);
     const char *add_ct = ct != NULL && !has_ct ? ct : NULL;
     c->headers = NULL;
-    if (n == 0 && !c->body_open && !c->key[0] && !add_ct && !c->auth)
+    if (n == 0 && !c->body_open && !c->mime && !c->key[0] && !add_ct &&
+        !c->auth)
         return 0;
     /* Room for the formatted lines: 16 covers a name, ": " and the
      * terminator, 60 the whole key line (a key has at most 39
@@ -335,6 +336,12 @@ void retryd__handle_configure(retryd_profile *p, easy *e)
     if (p->accept_encoding != NULL)
         curl_easy_setopt(h, CURLOPT_ACCEPT_ENCODING, p->accept_encoding);
     curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
+    /* The client's cookie engine: the share holds the cookies, and "" (no
+     * file: the client read it) turns the engine on for this handle. */
+    if (p->client->share != NULL) {
+        curl_easy_setopt(h, CURLOPT_SHARE, p->client->share);
+        curl_easy_setopt(h, CURLOPT_COOKIEFILE, "");
+    }
     if (wants_verbose(p)) {
         /* Verbose output only through the debug callback: nothing on
          * stderr. */
@@ -366,7 +373,13 @@ void retryd__handle_configure(retryd_profile *p, easy *e)
         curl_easy_setopt(h, CURLOPT_FORBID_REUSE, 1L);
 }
 
-enum method_kind { METHOD_GET, METHOD_HEAD, METHOD_POST_EMPTY, METHOD_BODY };
+enum method_kind {
+    METHOD_GET,
+    METHOD_HEAD,
+    METHOD_POST_EMPTY,
+    METHOD_BODY,
+    METHOD_MIME
+};
 
 /* The method and body, set only when they differ from what the handle was
  * last told; CUSTOMREQUEST and POSTFIELDS are set whenever the kind
@@ -377,10 +390,11 @@ HALF void set_method(call *c, easy *e)
     const char *m = c->req->method ? c->req->method : "GET";
     bool post = strcmp(m, "POST") == 0, get = strcmp(m, "GET") == 0;
     bool head = strcmp(m, "HEAD") == 0;
-    int kind = c->body_open ? METHOD_BODY
-               : head       ? METHOD_HEAD
-               : post       ? METHOD_POST_EMPTY
-                            : METHOD_GET;
+    int kind = c->mime        ? METHOD_MIME
+               : c->body_open ? METHOD_BODY
+               : head         ? METHOD_HEAD
+               : post         ? METHOD_POST_EMPTY
+                              : METHOD_GET;
     const char *custom = post || get || head ? "" : m;
 
     if (kind != e->method) {
@@ -396,10 +410,13 @@ HALF void set_method(call *c, easy *e)
             curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
         else if (kind == METHOD_POST_EMPTY)
             curl_easy_setopt(h, CURLOPT_POSTFIELDS, "");
-        else
+        else if (kind != METHOD_MIME)
             curl_easy_setopt(h, CURLOPT_HTTPGET, 1L);
         e->method = kind;
     }
+    /* A new curl_mime each attempt (attempt.c frees the last). */
+    if (kind == METHOD_MIME)
+        curl_easy_setopt(h, CURLOPT_MIMEPOST, c->mime);
     if (kind == METHOD_BODY)
         curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE,
                          (curl_off_t)c->body.length);
@@ -409,6 +426,22 @@ HALF void set_method(call *c, easy *e)
         curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, *custom ? custom : NULL);
         snprintf(e->custom, sizeof(e->custom), "%s", custom);
     }
+}
+
+/* The request's cookie string, told to libcurl only when it differs from
+ * what the handle has (a request without one, the usual case, costs a
+ * test). */
+HALF void set_cookie(call *c, easy *e)
+{
+    const char *want = c->req->cookie;
+    if (want == NULL && !e->had_cookie)
+        return;
+    if (want != NULL && e->cookie != NULL && strcmp(want, e->cookie) == 0)
+        return;
+    curl_easy_setopt(e->curl, CURLOPT_COOKIE, want);
+    free(e->cookie);
+    e->cookie = want ? strdup(want) : NULL;
+    e->had_cookie = want != NULL;
 }
 
 #define SET_IF_CHANGED(e, field, opt, value)                                   \
@@ -434,6 +467,7 @@ HALF void setup(call *c, easy *e, int64_t attempt_ns)
     if (c->headers != NULL || e->had_headers)
         curl_easy_setopt(e->curl, CURLOPT_HTTPHEADER, c->headers);
     e->had_headers = c->headers != NULL;
+    set_cookie(c, e);
     /* 0: the driver bounds the transfer itself (the multi, from its timer
      * heap), and libcurl keeps no timer of its own: a handle last used by
      * retryd_execute is told so. */

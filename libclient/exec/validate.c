@@ -60,6 +60,8 @@ int retryd__validate_request(const retryd_request *r)
         (!retryd__field_value_ok(r->idempotency_key_value) ||
          strlen(r->idempotency_key_value) >= 40 || !*r->idempotency_key_value))
         return RETRYD_EINVAL;
+    if (r->cookie && !retryd__field_value_ok(r->cookie))
+        return RETRYD_EINVAL;
     for (size_t i = 0; r->headers && r->headers[i]; i++)
         if (!header_line_ok(r->headers[i]) || i > 1000)
             return RETRYD_EINVAL;

@@ -48,11 +48,12 @@ _Thread_local const seg_upstream *retryd__bucket_full;
 
 /*
  * Add @p amount to the balance of a word of generation @p gen16, capped,
- * and count what the cap discarded. Returns 0 or RETRYD_ESTALE (the word
- * has another generation now).
+ * and count what the cap discarded; *@p landed (if not NULL) is what the
+ * cap let in. Returns 0 or RETRYD_ESTALE (the word has another generation
+ * now).
  */
-static int credit_gen(seg_upstream *s, uint32_t gen16, uint64_t amount,
-                      const bucket_tally *t)
+static int credit_landed(seg_upstream *s, uint32_t gen16, uint64_t amount,
+                         const bucket_tally *t, uint64_t *landed)
 {
     uint64_t old = atomic_load_explicit(&s->tokens, memory_order_relaxed);
     int64_t cap =
@@ -78,7 +79,15 @@ static int credit_gen(seg_upstream *s, uint32_t gen16, uint64_t amount,
     if (bal + (int64_t)amount != nb)
         bucket_tally_add(t, SEG_C_DISCARDED_MICRO,
                          (uint64_t)(bal + (int64_t)amount - nb));
+    if (landed != NULL)
+        *landed = amount - (uint64_t)(bal + (int64_t)amount - nb);
     return 0;
+}
+
+static int credit_gen(seg_upstream *s, uint32_t gen16, uint64_t amount,
+                      const bucket_tally *t)
+{
+    return credit_landed(s, gen16, amount, t, NULL);
 }
 
 static int credit(seg_upstream *s, uint64_t ident, uint64_t amount,
@@ -100,6 +109,17 @@ static uint64_t refill_due(const seg_upstream *s, uint64_t last, uint64_t now)
     return add > SEG_MAX_CAP_MICRO ? SEG_MAX_CAP_MICRO : (uint64_t)add;
 }
 
+/* Whether the daemon hands out the floor as claims now (shares kept, and
+ * it said so within the last few seconds): then it claims the refill. */
+static bool floor_by_daemon(const seg_upstream *s, uint64_t now)
+{
+    seg_upstream *m = (seg_upstream *)(uintptr_t)s; /* atomics only */
+    return atomic_load_explicit(&m->share_since_ns, memory_order_relaxed) !=
+               0 &&
+           now < atomic_load_explicit(&m->share_floor_until_ns,
+                                      memory_order_relaxed);
+}
+
 /* Claim the floor refill due since the last claim, if any. */
 static int refill(seg_upstream *s, uint64_t ident, const bucket_clock *clk,
                   const bucket_tally *t)
@@ -108,7 +128,7 @@ static int refill(seg_upstream *s, uint64_t ident, const bucket_clock *clk,
     uint64_t last =
         atomic_load_explicit(&s->last_refill_ns, memory_order_relaxed);
 
-    if (now <= last)
+    if (now <= last || floor_by_daemon(s, now))
         return 0;
     if (!atomic_compare_exchange_strong_explicit(&s->last_refill_ns, &last, now,
                                                  memory_order_acq_rel,
@@ -225,24 +245,152 @@ int retryd__bucket_deposit_over(seg_upstream *s, uint64_t ident,
     return retryd__bucket_deposit_cas(s, ident, tally, amount);
 }
 
+/* --- fair shares (docs/budget.md#fair-shares) --------------------------- */
+
+uint64_t retryd__share_claim_add(seg_upstream *s, _Atomic uint64_t *claim,
+                                 uint64_t amount)
+{
+    uint64_t cap = atomic_load_explicit(&s->cap_micro, memory_order_relaxed);
+    uint64_t c = atomic_load_explicit(claim, memory_order_relaxed), add;
+    do {
+        add = c >= cap ? 0 : cap - c < amount ? cap - c : amount;
+        if (add == 0)
+            return 0;
+    } while (!atomic_compare_exchange_weak_explicit(
+        claim, &c, c + add, memory_order_relaxed, memory_order_relaxed));
+    /* Release: a take that sees the deposit made after this sees it. */
+    atomic_fetch_add_explicit(&s->claimed_micro, add, memory_order_release);
+    return add;
+}
+
+uint64_t retryd__share_claim_sub(seg_upstream *s, _Atomic uint64_t *claim,
+                                 uint64_t amount)
+{
+    uint64_t c = atomic_load_explicit(claim, memory_order_relaxed), sub;
+    do {
+        sub = c < amount ? c : amount;
+        if (sub == 0)
+            return 0;
+    } while (!atomic_compare_exchange_weak_explicit(
+        claim, &c, c - sub, memory_order_relaxed, memory_order_relaxed));
+    atomic_fetch_sub_explicit(&s->claimed_micro, sub, memory_order_release);
+    return sub;
+}
+
+void retryd__share_note_shortage(seg_upstream *s, uint64_t now_ns)
+{
+    uint64_t since =
+        atomic_load_explicit(&s->share_since_ns, memory_order_relaxed);
+    uint64_t window =
+        atomic_load_explicit(&s->share_window_ns, memory_order_relaxed);
+    /* A few writes per window at most: the word is on the read-mostly
+     * line that every deposit reads. 0 is "not kept", so never stored; a
+     * window of 0 is fair_shares = off. */
+    if (window == 0)
+        return;
+    if (since == 0 || now_ns >= since + window / 8)
+        atomic_store_explicit(&s->share_since_ns, now_ns ? now_ns : 1,
+                              memory_order_relaxed);
+}
+
+/* The micro-tokens a deposit of @p ratio claims for a process of factor
+ * @p t (SEG_SHARE_FACTOR_ONE when it has none yet). */
+static uint64_t claim_of(const bucket_tally *t, uint64_t ratio)
+{
+    uint64_t f = atomic_load_explicit(t->factor, memory_order_relaxed);
+    if (f == 0)
+        return ratio;
+    __extension__ typedef unsigned __int128 u128;
+    u128 c = (u128)ratio * f / SEG_SHARE_FACTOR_ONE;
+    return c > SEG_MAX_CAP_MICRO ? SEG_MAX_CAP_MICRO : (uint64_t)c;
+}
+
+int retryd__bucket_deposit_claiming(seg_upstream *s, uint64_t ident,
+                                    bucket_tally tally)
+{
+    const bucket_tally *t = &tally;
+    uint64_t ratio =
+        atomic_load_explicit(&s->ratio_micro, memory_order_relaxed);
+    if (t->claim == NULL)
+        return retryd__bucket_deposit_cas(s, ident, tally, ratio);
+    /* Claim first: a take that finds the token finds the claim on it. */
+    uint64_t want = claim_of(t, ratio);
+    uint64_t claimed = retryd__share_claim_add(s, t->claim, want);
+    uint64_t landed;
+    int r = credit_landed(s, seg_ident_generation(ident), ratio, t, &landed);
+    if (r == 0)
+        bucket_tally_add(t, SEG_C_DEPOSITS, 1);
+    else
+        landed = 0;
+    /* What the cap turned away (or a retired slot took) was never in the
+     * balance: no claim on it. */
+    uint64_t keep = ratio == 0 ? 0 : claimed * landed / ratio;
+    if (claimed > keep)
+        (void)retryd__share_claim_sub(s, t->claim, claimed - keep);
+    return r;
+}
+
+/* Spend one whole token of the claim @p claim, if it holds one. */
+static bool spend_claim(seg_upstream *s, _Atomic uint64_t *claim)
+{
+    uint64_t c = atomic_load_explicit(claim, memory_order_relaxed);
+    do {
+        if (c < SEG_MICRO)
+            return false;
+    } while (!atomic_compare_exchange_weak_explicit(
+        claim, &c, c - SEG_MICRO, memory_order_relaxed, memory_order_relaxed));
+    atomic_fetch_sub_explicit(&s->claimed_micro, SEG_MICRO,
+                              memory_order_release);
+    return true;
+}
+
+/*
+ * Whether the token a take holds, from a balance of @p bal before it,
+ * is this process's to keep: nobody claims any of the balance; or the
+ * process spends its own claim; or what is left covers every other
+ * process's claim (a borrow). Counts the borrow.
+ */
+static bool may_keep(seg_upstream *s, int64_t bal, const bucket_tally *t)
+{
+    int64_t claimed =
+        (int64_t)atomic_load_explicit(&s->claimed_micro, memory_order_acquire);
+    bool kept =
+        atomic_load_explicit(&s->share_since_ns, memory_order_relaxed) != 0;
+    if (claimed > 0 && t->claim != NULL && spend_claim(s, t->claim))
+        return true; /* earned */
+    int64_t own =
+        t->claim ? (int64_t)atomic_load_explicit(t->claim, memory_order_relaxed)
+                 : 0;
+    int64_t others = claimed > own ? claimed - own : 0;
+    if (bal - (int64_t)SEG_MICRO < others)
+        return false;
+    if (kept)
+        bucket_tally_add(t, SEG_C_BORROWED, 1);
+    return true;
+}
+
 /*
  * Take one token: subtract first, then look at what was there (one atomic
  * instruction, where a load and a compare-and-swap would move the line
  * between cores twice under contention). A take that finds less than a
- * token, or another generation, gives the token back to the generation
- * it took it from; if that word was replaced meanwhile (the slot retired)
- * the debt went with it. 0, RETRYD_EBUDGET or RETRYD_ESTALE.
+ * token, another generation, or only tokens others claim gives the token
+ * back to the generation it took it from; if that word was replaced
+ * meanwhile (the slot retired) the debt went with it. 0, RETRYD_EBUDGET,
+ * RETRYD_ESHARE or RETRYD_ESTALE.
  */
 static int take_one(seg_upstream *s, uint64_t ident, const bucket_tally *t)
 {
     uint64_t old =
         atomic_fetch_sub_explicit(&s->tokens, SEG_MICRO, memory_order_acq_rel);
     bool same_gen = bucket_generation_ok(old, ident);
+    int64_t bal = seg_token_balance(old);
 
-    if (same_gen && seg_token_balance(old) >= (int64_t)SEG_MICRO)
+    if (same_gen && bal >= (int64_t)SEG_MICRO && may_keep(s, bal, t))
         return 0;
     (void)credit_gen(s, seg_token_generation(old), SEG_MICRO, t);
-    return same_gen ? RETRYD_EBUDGET : RETRYD_ESTALE;
+    if (!same_gen)
+        return RETRYD_ESTALE;
+    return bal >= (int64_t)SEG_MICRO ? RETRYD_ESHARE : RETRYD_EBUDGET;
 }
 
 int retryd__bucket_withdraw_short(seg_upstream *s, uint64_t ident,
@@ -251,18 +399,51 @@ int retryd__bucket_withdraw_short(seg_upstream *s, uint64_t ident,
 {
     const bucket_tally *t = &tally;
     bool same_gen = bucket_generation_ok(old, ident);
+    int64_t bal = seg_token_balance(old);
+    /* A whole token in hand, and claims on the balance: the shares say
+     * whether to keep it. */
+    if (same_gen && bal >= (int64_t)SEG_MICRO && may_keep(s, bal, t)) {
+        bucket_tally_add(t, SEG_C_GRANTED, 1);
+        return 0;
+    }
     (void)credit_gen(s, seg_token_generation(old), SEG_MICRO, t);
     if (!same_gen)
         return RETRYD_ESTALE;
-    /* Short of a token: claim the refill due, then try once more. */
+    /* Short of a token it may take: claim the refill due, then try once
+     * more. */
     int r = refill(s, ident, clk, t);
     if (r == 0)
         r = take_one(s, ident, t);
-    if (r == 0)
+    if (r == 0) {
         bucket_tally_add(t, SEG_C_GRANTED, 1);
-    else if (r == RETRYD_EBUDGET)
-        bucket_tally_add(t, SEG_C_DENIED_BUDGET_EXHAUSTED, 1);
+    } else if (r == RETRYD_EBUDGET || r == RETRYD_ESHARE) {
+        bucket_tally_add(t,
+                         r == RETRYD_EBUDGET ? SEG_C_DENIED_BUDGET_EXHAUSTED
+                                             : SEG_C_DENIED_OVER_SHARE,
+                         1);
+        retryd__share_note_shortage(s, clk->now(clk->ctx));
+    }
     return r;
+}
+
+uint64_t retryd__bucket_refill_at(seg_upstream *s, uint64_t ident,
+                                  uint64_t now_ns, const bucket_tally *t)
+{
+    uint64_t last =
+        atomic_load_explicit(&s->last_refill_ns, memory_order_relaxed);
+    if (!bucket_ident_ok(s, ident) || now_ns <= last ||
+        !atomic_compare_exchange_strong_explicit(&s->last_refill_ns, &last,
+                                                 now_ns, memory_order_acq_rel,
+                                                 memory_order_relaxed))
+        return 0;
+    uint64_t amount = refill_due(s, last, now_ns), landed;
+    if (amount == 0)
+        return 0;
+    bucket_tally_add(t, SEG_C_REFILLED_MICRO, amount);
+    return credit_landed(s, seg_ident_generation(ident), amount, t, &landed) ==
+                   0
+               ? landed
+               : 0;
 }
 
 int retryd__bucket_balance(seg_upstream *s, uint64_t ident,
@@ -386,6 +567,16 @@ void retryd__bucket_init(seg_upstream *s, uint32_t generation,
                           memory_order_relaxed);
     atomic_store_explicit(&s->cap_micro, cap_micro, memory_order_relaxed);
     atomic_store_explicit(&s->last_refill_ns, now_ns, memory_order_relaxed);
+    /* Shares start unkept, with the default window and request share
+     * (the daemon writes its configured ones after). */
+    atomic_store_explicit(&s->claimed_micro, 0, memory_order_relaxed);
+    atomic_store_explicit(&s->share_since_ns, 0, memory_order_relaxed);
+    atomic_store_explicit(&s->share_floor_until_ns, 0, memory_order_relaxed);
+    atomic_store_explicit(&s->share_window_ns, SEG_DEFAULT_SHARE_WINDOW_NS,
+                          memory_order_relaxed);
+    atomic_store_explicit(&s->request_share_micro,
+                          SEG_DEFAULT_REQUEST_SHARE_MICRO,
+                          memory_order_relaxed);
     atomic_store_explicit(&s->tokens, seg_token_word(generation, balance_micro),
                           memory_order_release);
 }

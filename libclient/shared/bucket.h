@@ -22,6 +22,12 @@
 typedef struct bucket_tally {
     _Atomic uint64_t *counters;
     bool exclusive;
+    /* Fair shares (docs/budget.md#fair-shares): this process's claim on
+     * the bucket and the factor its deposits claim by (its entry of the
+     * process slot); NULL where it keeps no claim (a process-local
+     * bucket, a process whose table of entries is full, the daemon). */
+    _Atomic uint64_t *claim;
+    _Atomic uint64_t *factor;
 } bucket_tally;
 
 /* A clock in nanoseconds; read only when a refill may be due. */
@@ -52,10 +58,18 @@ int retryd__bucket_deposit_over(seg_upstream *s, uint64_t ident, bucket_tally t,
 int retryd__bucket_deposit_cas(seg_upstream *s, uint64_t ident, bucket_tally t,
                                uint64_t amount);
 
+/* A deposit while fair shares are kept: the depositor's claim grows by
+ * what its deposit adds to the balance (times its factor), first, so that
+ * no other process's take can count the token as nobody's. */
+int retryd__bucket_deposit_claiming(seg_upstream *s, uint64_t ident,
+                                    bucket_tally t);
+
 /* The out-of-line rest of retryd__bucket_withdraw(), whose subtraction
- * returned @p old (no whole token, or another generation): gives that token
- * back, then claims the refill due and tries once more. Not a withdrawal on
- * its own. 0, RETRYD_EBUDGET, or RETRYD_ESTALE. */
+ * returned @p old (no whole token, another generation, or a balance some
+ * processes hold claims on): keeps the token if the shares allow, else
+ * gives it back, claims the refill due and tries once more. Not a
+ * withdrawal on its own. 0, RETRYD_EBUDGET, RETRYD_ESHARE (tokens there,
+ * owed to others) or RETRYD_ESTALE. */
 int retryd__bucket_withdraw_short(seg_upstream *s, uint64_t ident,
                                   const bucket_clock *clk, bucket_tally t,
                                   uint64_t old);
@@ -95,8 +109,14 @@ static inline int retryd__bucket_withdraw(seg_upstream *s, uint64_t ident,
         return RETRYD_ESTALE;
     uint64_t old =
         atomic_fetch_sub_explicit(&s->tokens, SEG_MICRO, memory_order_acq_rel);
+    /* Nobody's claim on the balance: the token is the first comer's. The
+     * sum of claims is on the line the subtraction just brought here, and
+     * read after it, so a claim made before a deposit this take spends
+     * is seen (the depositor claims first). */
     if (__builtin_expect(bucket_generation_ok(old, ident) &&
-                             seg_token_balance(old) >= (int64_t)SEG_MICRO,
+                             seg_token_balance(old) >= (int64_t)SEG_MICRO &&
+                             atomic_load_explicit(&s->claimed_micro,
+                                                  memory_order_acquire) == 0,
                          1)) {
         bucket_tally_add(t, SEG_C_GRANTED, 1);
         return 0;
@@ -180,6 +200,12 @@ retryd__bucket_deposit(seg_upstream *s, uint64_t ident, const bucket_tally *t)
         bucket_tally_add(t, SEG_C_DEPOSITS, 1);
         return 0;
     }
+    /* Shares kept (the bucket ran short within a window): the deposit
+     * claims what it adds. Read on the line the ratio and cap came from. */
+    if (__builtin_expect(
+            atomic_load_explicit(&s->share_since_ns, memory_order_relaxed) != 0,
+            0))
+        return retryd__bucket_deposit_claiming(s, ident, *t);
     /* The addition must never carry into the generation: it may only add
      * where a million deposits in flight above the cap still fit in the
      * balance's 47 bits. Any sane bucket does (the default cap is 10^8
@@ -196,6 +222,51 @@ retryd__bucket_deposit(seg_upstream *s, uint64_t ident, const bucket_tally *t)
         return 0;
     }
     return retryd__bucket_deposit_over(s, ident, *t, old, ratio);
+}
+
+/* --- fair shares (docs/budget.md#fair-shares) --------------------------- */
+
+/* Add up to @p amount to the claim @p claim (capped at the bucket's cap)
+ * and the same to the bucket's sum of claims; returns what was added. */
+uint64_t retryd__share_claim_add(seg_upstream *s, _Atomic uint64_t *claim,
+                                 uint64_t amount);
+
+/* Take up to @p amount off the claim @p claim and the sum; returns what
+ * was taken. The daemon decays claims with it, and empties a claim whose
+ * process is gone. */
+uint64_t retryd__share_claim_sub(seg_upstream *s, _Atomic uint64_t *claim,
+                                 uint64_t amount);
+
+/* Note that a withdrawal found no token it could take at @p now_ns: fair
+ * shares are kept from now for a window (share_since_ns). */
+void retryd__share_note_shortage(seg_upstream *s, uint64_t now_ns);
+
+/*
+ * The daemon's floor, while shares are kept: claim the refill due at
+ * @p now_ns as a client would and return what the cap let into the
+ * balance, which the daemon then hands out as claims. 0 when none was
+ * due (or the slot was retired).
+ */
+uint64_t retryd__bucket_refill_at(seg_upstream *s, uint64_t ident,
+                                  uint64_t now_ns, const bucket_tally *t);
+
+/*
+ * Whether a request that has taken @p taken retries already may take one
+ * more from a balance of @p balance_micro: while shares are kept (the
+ * bucket ran short within a window), at most request_share of the balance
+ * it finds, and always its first; any number otherwise.
+ */
+static inline bool retryd__share_request_ok(seg_upstream *s, uint32_t taken,
+                                            uint64_t balance_micro)
+{
+    uint64_t share =
+        atomic_load_explicit(&s->request_share_micro, memory_order_relaxed);
+    if (taken == 0 || share == 0 || share >= SEG_MICRO ||
+        atomic_load_explicit(&s->share_since_ns, memory_order_relaxed) == 0)
+        return true;
+    __extension__ typedef unsigned __int128 u128;
+    return (u128)(taken + 1) * SEG_MICRO * SEG_MICRO <=
+           (u128)share * balance_micro;
 }
 
 /* 1 when at least one token is there, 0 when not, or RETRYD_ESTALE. */

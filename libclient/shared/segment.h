@@ -19,7 +19,7 @@
 #include <stdint.h>
 
 #define SEG_MAGIC UINT64_C(0x4753445952544552) /* "RETRYDSG", little-endian */
-#define SEG_LAYOUT_VERSION 3u /* 3: upstream health (docs/health.md) */
+#define SEG_LAYOUT_VERSION 4u /* 4: fair shares (docs/budget.md) */
 #define SEG_LINE 64
 #define SEG_HEADER_SIZE 4096u
 
@@ -75,12 +75,28 @@ enum seg_counter {
      * kept from being sent, and attempts a host pushback held back. */
     SEG_C_THROTTLED = 17,
     SEG_C_HELD = 18,
-    SEG_COUNTERS = 20, /* 19 reserved for growth within a layout */
+    /* Fair shares (docs/budget.md#fair-shares): retries refused because
+     * the process, or the request, was over its share while others were
+     * owed tokens (the ninth denial reason, after the first eight above);
+     * and grants beyond the process's own claim while shares were kept. */
+    SEG_C_DENIED_OVER_SHARE = 19,
+    SEG_C_BORROWED = 20,
+    SEG_COUNTERS = 24, /* 21..23 reserved for growth within a layout */
 };
 
 #define SEG_C_DENIED_FIRST SEG_C_DENIED_MAX_ATTEMPTS
-#define SEG_C_DENIED_COUNT                                                     \
-    (SEG_C_DENIED_STATUS_NOT_RETRYABLE - SEG_C_DENIED_FIRST + 1)
+/* Denial reasons with a counter: retryd_denial 1..SEG_C_DENIED_COUNT. */
+#define SEG_C_DENIED_COUNT 9
+
+/* The counter of denial reason @p reason (1..SEG_C_DENIED_COUNT, the
+ * public retryd_denial), or -1: the first eight are contiguous, the ninth
+ * came with layout 4. */
+static inline int seg_denied_counter(int reason)
+{
+    if (reason >= 1 && reason <= 8)
+        return SEG_C_DENIED_FIRST + reason - 1;
+    return reason == 9 ? SEG_C_DENIED_OVER_SHARE : -1;
+}
 #define SEG_C_EVIDENCE_FIRST SEG_C_EVIDENCE_NOT_SENT
 #define SEG_C_EVIDENCE_COUNT                                                   \
     (SEG_C_EVIDENCE_PARTIAL_RESPONSE - SEG_C_EVIDENCE_FIRST + 1)
@@ -106,6 +122,12 @@ enum seg_counter {
 #define SEG_DEFAULT_RATIO_MICRO (SEG_MICRO / 10)       /* 0.1 per attempt */
 #define SEG_DEFAULT_FLOOR_MICRO_PER_S (10 * SEG_MICRO) /* 10 per second */
 #define SEG_DEFAULT_CAP_MICRO (100 * SEG_MICRO)        /* 100 tokens */
+/* Fair shares: a claim decays over this window, and one request may take
+ * at most this share of the balance (docs/budget.md#fair-shares). */
+#define SEG_DEFAULT_SHARE_WINDOW_NS (UINT64_C(10) * 1000000000u)
+#define SEG_DEFAULT_REQUEST_SHARE_MICRO (SEG_MICRO / 5) /* 20 % */
+/* A share factor of 1: the weight of a process is the mean weight. */
+#define SEG_SHARE_FACTOR_ONE (UINT64_C(1) << 20)
 
 /* Whether budget parameters could come from a configuration or a client:
  * a cap of at least one token (a retry needs a whole one), every figure
@@ -197,12 +219,29 @@ typedef struct seg_upstream {
     /* The bucket: the only line every process writes on the hot path. */
     alignas(SEG_LINE) _Atomic uint64_t tokens; /* gen16 | balance48 */
     _Atomic uint64_t last_refill_ns;
+    /* Fair shares: the sum of every process's claim (seg_process.claim),
+     * micro-tokens of the balance owed to those who earned them. On the
+     * bucket's line, so that a withdrawal reads it where its subtraction
+     * has just brought the line. */
+    _Atomic uint64_t claimed_micro;
     /* Identity and parameters: read-mostly, written by the daemon. */
     alignas(SEG_LINE) _Atomic uint64_t ident; /* generation32 << 32 | state */
     _Atomic uint64_t ratio_micro;
     _Atomic uint64_t floor_micro_per_s;
     _Atomic uint64_t cap_micro;
+    /* Fair shares are kept while this is not 0: the coarse time of the
+     * latest shortage (a withdrawal that found no token it could take),
+     * written at most a few times per window; the daemon sets it back to
+     * 0 a window after the last. On this line because every deposit
+     * reads it beside the ratio and the cap. */
+    _Atomic uint64_t share_since_ns;
     char name[SEG_NAME_MAX + 1]; /* written before ident turns ACTIVE */
+    /* Share parameters, written by the daemon; and until when the daemon
+     * hands out the floor's refill as claims, which clients then leave to
+     * it (docs/budget.md#fair-shares). */
+    alignas(SEG_LINE) _Atomic uint64_t share_window_ns;
+    _Atomic uint64_t request_share_micro;
+    _Atomic uint64_t share_floor_until_ns;
     /* Health parameters, written by the daemon like the budget's; the
      * window's probe stamp (health.h), claimed once per slot; and the
      * host pushback's deadline. Read-mostly, all of it. */
@@ -246,6 +285,14 @@ typedef struct seg_process {
     /* Which upstream each entry counts for: (slot + 1) << 32 | slot
      * generation; 0 when unused. Written only by the owning process. */
     alignas(SEG_LINE) _Atomic uint64_t entry_upstream[SEG_PROC_ENTRIES];
+    /* Fair shares, per entry: the micro-tokens of the balance this
+     * process earned and has not spent (its claim, within [0, cap],
+     * summed in the upstream's claimed_micro), written by the process and
+     * decayed by the daemon; and the factor its deposits are claimed by
+     * (its weight over the upstream's mean, SEG_SHARE_FACTOR_ONE for 1;
+     * 0 reads as 1), written by the daemon. */
+    alignas(SEG_LINE) _Atomic uint64_t claim[SEG_PROC_ENTRIES];
+    alignas(SEG_LINE) _Atomic uint64_t share_factor[SEG_PROC_ENTRIES];
     alignas(SEG_LINE) _Atomic uint64_t
         counters[SEG_PROC_LANES][SEG_PROC_ENTRIES][SEG_COUNTERS];
 } seg_process;

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -62,7 +63,8 @@ static inline retryd_upstream *hf_open(const char *name, retryd_host **ret)
     retryd_host_opts o = {.sz = sizeof(o), .control_socket = hf_daemon.control};
     retryd_upstream *up;
     CHECK(retryd_host_open(&o, ret) == 0 && retryd_host_attached(*ret),
-          "attach");
+          "attach: %s",
+          retryd_share_status_name(retryd_host_share_status(*ret)));
     CHECK(retryd_upstream_open(*ret, name, NULL, &up) == 0, "open %s", name);
     CHECK(retryd_upstream_shared(up), "%s is shared", name);
     return up;
@@ -83,6 +85,9 @@ static inline pid_t hf_fork(int (*fn)(int), int i)
     pid_t pid = fork();
     CHECK(pid >= 0, "fork");
     if (pid == 0) {
+        /* Never outlive the test, whatever stops it. */
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() == 1)
+            _exit(1);
         int rc = fn(i);
         fflush(NULL); /* _exit() does not */
         _exit(rc);

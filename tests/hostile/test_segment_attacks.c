@@ -494,6 +494,52 @@ Test(segment_attacks, scribbled_health_windows_are_cleared_and_throttle_nobody)
     munmap(m.map, m.size);
 }
 
+/*
+ * Fair shares (docs/budget.md#fair-shares): a peer adds a thousand tokens
+ * to an upstream's sum of claims, which would make every borrow fail as
+ * owed to others. A process that left 10 unclaimed tokens behind (its
+ * claims went with it) shows the harm: the next process, alone, is
+ * refused over its share. The daemon sees the same difference at two
+ * heartbeats, puts the sum back and counts it; the tokens are then
+ * granted.
+ */
+static bool sum_put_back(void *arg)
+{
+    return atomic_load(&((seg_upstream *)arg)->claimed_micro) == 0;
+}
+
+Test(segment_attacks, a_rewritten_sum_of_claims_is_put_back)
+{
+    child c, d;
+    start_client(&c);
+    ask(&c, "open orders", "ok shared=1");
+    ask(&c, "withdraw 1", "granted 0 denied 1"); /* short: shares kept */
+    ask(&c, "deposit 10", "ok");                 /* 10 claimed */
+    mapped m;
+    map_segment(&m);
+    seg_upstream *s = slot_named(&m, "orders");
+    cr_assert_eq(atomic_load(&s->claimed_micro), 10 * SEG_MICRO);
+    child_stop(&c);
+    cr_assert(rd_wait_until(sum_put_back, s, 5000),
+              "the claims of a process that exited stayed: %llu",
+              (unsigned long long)atomic_load(&s->claimed_micro));
+
+    double repaired = health("shares_repaired");
+    atomic_fetch_add(&s->claimed_micro, 1000 * SEG_MICRO);
+    start_client(&d);
+    ask(&d, "open orders", "ok shared=1");
+    ask(&d, "withdraw 1", "granted 0 denied 1"); /* owed to nobody, yet */
+    long long t0 = rd_now_ms();
+    wait_health("shares_repaired", repaired + 1);
+    cr_log_info("sum of claims put back %lld ms after the scribble",
+                rd_now_ms() - t0);
+    cr_expect_eq(atomic_load(&s->claimed_micro), 0);
+    ask(&d, "withdraw 10", "granted 10 denied 0");
+    cr_expect(daemon_running());
+    child_stop(&d);
+    munmap(m.map, m.size);
+}
+
 static bool retry_sent(void *arg)
 {
     char reply[64];

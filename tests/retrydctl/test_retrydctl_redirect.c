@@ -160,3 +160,21 @@ Test(retrydctl_redirect, verbose_says_what_was_left_out)
     cr_assert(second != NULL, "%s", res.err);
     cr_expect(strstr(second, "> Authorization") == NULL, "%s", res.err);
 }
+
+/* -b's "name=value" cookies keep the Cookie header's rule (curl sends them
+ * to every host: retrydctl(1) lists the difference); the cookie engine's
+ * go by their domains (test_retrydctl_vs_curl). */
+Test(retrydctl_redirect, cookie_option_values_stay_with_the_first_origin)
+{
+    char target[256], url[1024];
+    url_of("127.0.0.2", other_host, "/ok?id=bleak", target, sizeof(target));
+    redirect_to(target, url, sizeof(url));
+    char *argv[] = {RETRYDCTL_PATH, "request", "-L",  "--safe", "-b",
+                    "c=1",          "-b",      "d=2", url,      NULL};
+    cr_assert_eq(run_program(argv, 20000, &res), 0);
+    cr_assert_eq(res.exit_code, 0, "%s", res.err);
+    cr_expect_eq(srv_log_count(first, "from", "cookie: c=1%3Bd=2"), 1,
+                 "joined as curl joins them, in one header");
+    cr_expect_eq(testsrv_count(other_host, "bleak"), 1, "reached");
+    cr_expect_eq(srv_log_count(other_host, "bleak", "cookie:"), 0);
+}

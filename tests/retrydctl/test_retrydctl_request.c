@@ -448,9 +448,17 @@ Test(retrydctl_request, refusals_name_the_equivalent)
     REQUEST("--retry-all-errors", at("/ok?id=rf"));
     cr_expect_eq(res.exit_code, 64);
     cr_expect(strstr(res.err, "--max-attempts") != NULL, "%s", res.err);
-    REQUEST("-b", "cookies.txt", at("/ok?id=rf"));
+    /* What curl's -F can do beyond fields and files, in one line. */
+    REQUEST("-F", "a=@-", at("/ok?id=rf"));
     cr_expect_eq(res.exit_code, 64);
-    cr_expect(strstr(res.err, "-b 'name=value'") != NULL, "%s", res.err);
+    cr_expect(strstr(res.err, "name a file") != NULL, "%s", res.err);
+    cr_expect_eq(strchr(res.err, '\n'), res.err + strlen(res.err) - 1,
+                 "one line: %s", res.err);
+    REQUEST("-F", "a=1;headers=X-A: 1", at("/ok?id=rf"));
+    cr_expect_eq(res.exit_code, 64);
+    cr_expect(strstr(res.err, "headers=") != NULL, "%s", res.err);
+    REQUEST("-F", "a=1", "-d", "b=2", at("/ok?id=rf"));
+    cr_expect_eq(res.exit_code, 64);
     REQUEST("--safe", at("/ok?id=rf"), "http://127.0.0.1:1/");
     cr_expect_eq(res.exit_code, 64);
     cr_expect(strstr(res.err, "one per call") != NULL, "%s", res.err);

@@ -9,7 +9,17 @@
  * hides a difference; the differences kept on purpose are listed in
  * retrydctl(1), "DIFFERENCES FROM CURL", and compared here only where
  * they agree (NO_STDOUT: the status line of -i and -I). h1, TLS h2, h2c.
+ *
+ * Cookies (-b FILE, -c JAR) go through libcurl's cookie engine in both, so
+ * a cookie file's cookies for 127.0.0.2 reach only the second server (a
+ * faultsrv bound there), a Set-Cookie of a redirect's first hop reaches
+ * the second when it matches, and the two jars must be the same file.
+ * -F goes through libcurl's MIME API in both: the parts' boundaries differ
+ * by run, so a MULTIPART case compares stdout (the echoed body) with the
+ * boundary replaced, and the server's LOG without its body checksum (the
+ * body's length stays compared).
  */
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,13 +30,41 @@
 #include "run.h"
 #include "testsrv.h"
 
-static testsrv *srv, *tls, *h2c;
+static testsrv *srv, *tls, *h2c, *second;
 static run_result curl_res, ctl_res;
+/* The files an invocation names: a cookie file (cookies for 127.0.0.1 and
+ * for 127.0.0.2), a file to upload, and each program's cookie jar. */
+static char dir[64], cookies[96], upload[96], jar[2][96];
+
+static void write_file(const char *path, const char *text)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    cr_assert(fd >= 0 && write(fd, text, strlen(text)) == (ssize_t)strlen(text),
+              "%s", path);
+    close(fd);
+}
+
+static void files(void)
+{
+    snprintf(dir, sizeof(dir), "/tmp/retryd-vs-curl-XXXXXX");
+    cr_assert_not_null(mkdtemp(dir));
+    snprintf(cookies, sizeof(cookies), "%s/cookies.txt", dir);
+    snprintf(upload, sizeof(upload), "%s/upload.txt", dir);
+    snprintf(jar[0], sizeof(jar[0]), "%s/jar-curl.txt", dir);
+    snprintf(jar[1], sizeof(jar[1]), "%s/jar-retrydctl.txt", dir);
+    write_file(cookies, "127.0.0.1\tFALSE\t/\tFALSE\t0\tone\t1\n"
+                        "127.0.0.1\tFALSE\t/other\tFALSE\t0\tpath\tp\n"
+                        "127.0.0.2\tFALSE\t/\tFALSE\t0\ttwo\t2\n");
+    write_file(upload, "uploaded\r\nbytes\n");
+}
 
 static void setup(void)
 {
     char *argv_tls[] = {"--tls", NULL};
+    char *bind2[] = {"--bind=127.0.0.2", NULL};
+    files();
     cr_assert_eq(testsrv_start(FAULTSRV_PATH, NULL, &srv), 0);
+    cr_assert_eq(testsrv_start(FAULTSRV_PATH, bind2, &second), 0);
     char *argv_h2c[] = {"--h2c", NULL};
     cr_assert_eq(testsrv_start(H2SRV_PATH, argv_tls, &tls), 0);
     cr_assert_eq(testsrv_start(H2SRV_PATH, argv_h2c, &h2c), 0);
@@ -37,6 +75,12 @@ static void teardown(void)
     testsrv_stop(srv);
     testsrv_stop(tls);
     testsrv_stop(h2c);
+    testsrv_stop(second);
+    unlink(cookies);
+    unlink(upload);
+    unlink(jar[0]);
+    unlink(jar[1]);
+    rmdir(dir);
 }
 
 TestSuite(retrydctl_vs_curl, .init = setup, .fini = teardown, .timeout = 120);
@@ -44,19 +88,27 @@ TestSuite(retrydctl_vs_curl, .init = setup, .fini = teardown, .timeout = 120);
 /* H2C: the cleartext HTTP/2 server, which curl reaches with
  * --http2-prior-knowledge and retrydctl with --h2c. */
 /* NAMED: the URL names the host retryd.test (at the plain server's port),
- * which only --resolve or a proxy can reach. */
+ * which only --resolve or a proxy can reach. MULTIPART: -F's boundary is
+ * replaced in stdout, the body checksum left out of the LOG. JAR: the two
+ * cookie jars ({jar}) must be the same. */
 enum {
     NO_STDOUT = 1,
     TLS_SERVER = 2,
     REFUSED = 4,
     NOWHERE = 8,
     H2C = 16,
-    NAMED = 32
+    NAMED = 32,
+    MULTIPART = 64,
+    JAR = 128,
 };
 
 typedef struct invocation {
-    char *args[8];    /* before the URL; "{port}": the plain server's */
-    const char *path; /* "{id}" becomes the run's request id */
+    /* Before the URL; "{port}": the plain server's, "{cookies}" the cookie
+     * file, "{upload}" the file to upload, "{jar}" the program's jar. */
+    char *args[8];
+    /* "{id}" becomes the run's request id, "{port2}" the port of the
+     * server at 127.0.0.2. */
+    const char *path;
     int flags;
 } invocation;
 
@@ -154,19 +206,73 @@ static const invocation cases[] = {
     {A("-s", "-d", "a=1"), "/echo?id={id}", H2C},
     {A("-s", "-f"), "/status?code=404&id={id}", H2C},
     {A("-s", "-u", "a:b"), "/ok?id={id}", H2C},
+    {A("-s", "-b", "{cookies}"), "/ok?id={id}", 0},
+    {A("-s", "-b", "c=1", "-b", "d=2"), "/ok?id={id}", 0},
+    {A("-s", "-b", "c=1", "-b", "{cookies}"), "/ok?id={id}", 0},
+    {A("-s", "-b", "{cookies}"), "/other/x?id={id}", 0},
+    {A("-s", "-c", "{jar}"), "/cookie?set=sc%3D1%3B%20Path%3D%2F&id={id}", JAR},
+    {A("-s", "-b", "{cookies}", "-c", "{jar}"), "/cookie?set=one%3Dnew&id={id}",
+     JAR},
+    {A("-s", "-L", "-b", "{cookies}"),
+     "/redirect?to=http%3A%2F%2F127.0.0.2%3A{port2}%2Fok%3Fid%3D{id}-t&id={id}",
+     0},
+    {A("-s", "-L", "-b", "{cookies}"),
+     "/cookie?set=hop%3D1&to=%2Fok%3Fid%3D{id}-t&id={id}", 0},
+    {A("-s", "-L", "-c", "{jar}"),
+     "/cookie?set=hop%3D1&to=http%3A%2F%2F127.0.0.2%3A{port2}%2Fcookie%3Fid%"
+     "3D{id}-t%26set%3Dtwo%253D2&id={id}",
+     JAR},
+    {A("-s", "-F", "a=1"), "/echo?id={id}", MULTIPART},
+    {A("-s", "-F", "a=1", "-F", "b= two words ;type=text/x-y"), "/echo?id={id}",
+     MULTIPART},
+    {A("-s", "-F", "f=@{upload}"), "/echo?id={id}", MULTIPART},
+    {A("-s", "-F", "f=@{upload};type=text/x-t;filename=other.bin", "-F", "n=2"),
+     "/echo?id={id}", MULTIPART},
+    {A("-s", "-F", "g=<{upload}"), "/echo?id={id}", MULTIPART},
+    {A("-s", "-F", "q=\"a;b\";filename=\"x y.txt\""), "/echo?id={id}",
+     MULTIPART},
+    {A("-s", "--form-string", "s=@not-a-file;type=x"), "/echo?id={id}",
+     MULTIPART},
+    {A("-s", "-X", "PUT", "-F", "a=1"), "/echo?id={id}", MULTIPART},
+    {A("-s", "-L", "-F", "a=1"), "/redirect?to=%2Fecho%3Fid%3D{id}-t&id={id}",
+     MULTIPART},
+    {A("-s", "-L", "-F", "f=@{upload}"),
+     "/redirect?code=307&to=%2Fecho%3Fid%3D{id}-t&id={id}", MULTIPART},
+    {A("-s", "-L", "-F", "a=1"),
+     "/redirect?code=308&to=%2Fecho%3Fid%3D{id}-t&id={id}", MULTIPART},
+    {A("-s", "-L", "-F", "a=1"),
+     "/redirect?code=303&to=%2Fecho%3Fid%3D{id}-t&id={id}", MULTIPART},
+    {A("-s", "-F", "f=@/nonexistent/retryd-upload"), "/echo?id={id}", 0},
+    {A("-s", "-k", "-F", "f=@{upload}"), "/echo?id={id}",
+     TLS_SERVER | MULTIPART},
+    {A("-s", "-F", "a=1"), "/echo?id={id}", H2C | MULTIPART},
 };
 
-/* @p tmpl with each "{id}" replaced by @p id. */
-static void fill(const char *tmpl, const char *id, char *out, size_t len)
+/* @p tmpl with each "{id}" replaced by @p id, and "{port}", "{port2}",
+ * "{cookies}", "{upload}", "{jar}" (the jar of curl, or of retrydctl when
+ * @p ctl) by theirs. */
+static void fill(const char *tmpl, const char *id, bool ctl, char *out,
+                 size_t len)
 {
+    char port[16], port2[16];
+    snprintf(port, sizeof(port), "%d", testsrv_port(srv));
+    snprintf(port2, sizeof(port2), "%d", testsrv_port(second));
+    const struct {
+        const char *name, *value;
+    } vars[] = {{"{id}", id},         {"{port}", port},
+                {"{port2}", port2},   {"{cookies}", cookies},
+                {"{upload}", upload}, {"{jar}", jar[ctl]}};
     size_t n = 0;
     for (const char *p = tmpl; *p && n + 1 < len;) {
-        if (strncmp(p, "{id}", 4) == 0) {
-            n += (size_t)snprintf(out + n, len - n, "%s", id);
-            p += 4;
-        } else {
+        size_t v = 0, k = sizeof(vars) / sizeof(vars[0]);
+        while (v < k && strncmp(p, vars[v].name, strlen(vars[v].name)) != 0)
+            v++;
+        if (v == k) {
             out[n++] = *p++;
+            continue;
         }
+        n += (size_t)snprintf(out + n, len - n, "%s", vars[v].value);
+        p += strlen(vars[v].name);
     }
     out[n < len ? n : len - 1] = '\0';
 }
@@ -174,7 +280,7 @@ static void fill(const char *tmpl, const char *id, char *out, size_t len)
 static void url_for(const invocation *c, const char *id, char *out, size_t len)
 {
     char path[512];
-    fill(c->path, id, path, sizeof(path));
+    fill(c->path, id, false, path, sizeof(path));
     if (c->flags & NOWHERE)
         snprintf(out, len, "http://no-such-host.invalid%s", path);
     else if (c->flags & TLS_SERVER && c->flags & REFUSED)
@@ -209,17 +315,9 @@ static void run_one(bool ctl, const invocation *c, const char *id,
     }
     if (c->flags & H2C)
         argv[n++] = ctl ? "--h2c" : "--http2-prior-knowledge";
-    static char filled[8][128];
-    char port[16];
-    snprintf(port, sizeof(port), "%d", testsrv_port(srv));
+    static char filled[8][256];
     for (size_t i = 0; c->args[i]; i++) {
-        const char *at = strstr(c->args[i], "{port}");
-        if (at == NULL) {
-            argv[n++] = c->args[i];
-            continue;
-        }
-        snprintf(filled[i], sizeof(filled[i]), "%.*s%s%s",
-                 (int)(at - c->args[i]), c->args[i], port, at + 6);
+        fill(c->args[i], id, ctl, filled[i], sizeof(filled[i]));
         argv[n++] = filled[i];
     }
     argv[n++] = url;
@@ -235,6 +333,34 @@ static void log_of(testsrv *s, const char *id, char *out, size_t len)
     cr_assert_eq(testsrv_command(s, cmd, out, len), 0);
 }
 
+/* A LOG without each execution's body checksum (its fourth field): a
+ * multipart body's boundary differs by run. */
+static void without_checksums(char *log)
+{
+    for (char *e = log; e != NULL && *e;) {
+        char *p = e;
+        for (int field = 0; field < 3 && p; field++)
+            p = strchr(p, ' ') ? strchr(p, ' ') + 1 : NULL;
+        char *end = p ? strchr(p, ' ') : NULL;
+        if (end == NULL)
+            break;
+        memmove(p, end + 1, strlen(end + 1) + 1);
+        e = strstr(p, " ; ");
+        e = e ? e + 3 : NULL;
+    }
+}
+
+static void log_pair(testsrv *s, const invocation *c, const char *cid,
+                     const char *rid, char *a, char *b, size_t len)
+{
+    log_of(s, cid, a, len);
+    log_of(s, rid, b, len);
+    if (c->flags & MULTIPART) {
+        without_checksums(a);
+        without_checksums(b);
+    }
+}
+
 static void compare_logs(const invocation *c, const char *cid, const char *rid,
                          size_t i)
 {
@@ -242,16 +368,67 @@ static void compare_logs(const invocation *c, const char *cid, const char *rid,
                  : c->flags & TLS_SERVER && !(c->flags & REFUSED) ? tls
                                                                   : srv;
     char a[2048], b[2048], ct[64], rt[64];
-    log_of(s, cid, a, sizeof(a));
-    log_of(s, rid, b, sizeof(b));
+    log_pair(s, c, cid, rid, a, b, sizeof(a));
     cr_expect_str_eq(b, a, "case %zu (%s): the request the server saw", i,
                      c->path);
     snprintf(ct, sizeof(ct), "%s-t", cid);
     snprintf(rt, sizeof(rt), "%s-t", rid);
-    log_of(s, ct, a, sizeof(a));
-    log_of(s, rt, b, sizeof(b));
+    log_pair(s, c, ct, rt, a, b, sizeof(a));
     cr_expect_str_eq(b, a, "case %zu (%s): the redirect's target saw", i,
                      c->path);
+    /* A redirect to the server at 127.0.0.2. */
+    log_pair(second, c, ct, rt, a, b, sizeof(a));
+    cr_expect_str_eq(b, a, "case %zu (%s): 127.0.0.2 saw", i, c->path);
+}
+
+/* Each occurrence of the multipart boundary in @p res's output (the first
+ * line of an echoed body, less its leading "--") as "BOUNDARY". */
+static void normalise_boundary(run_result *res)
+{
+    char *nl = memchr(res->out, '\r', res->out_len);
+    if (res->out_len < 4 || strncmp(res->out, "--", 2) != 0 || nl == NULL)
+        return;
+    char boundary[128];
+    size_t blen = (size_t)(nl - res->out) - 2;
+    if (blen == 0 || blen >= sizeof(boundary))
+        return;
+    memcpy(boundary, res->out + 2, blen);
+    boundary[blen] = '\0';
+    size_t w = 0;
+    for (size_t r = 0; r < res->out_len;) {
+        if (r + blen <= res->out_len &&
+            memcmp(res->out + r, boundary, blen) == 0) {
+            memcpy(res->out + w, "BOUNDARY", 8);
+            w += 8;
+            r += blen;
+        } else {
+            res->out[w++] = res->out[r++];
+        }
+    }
+    res->out_len = w;
+    res->out[w] = '\0';
+}
+
+/* A file's whole text into @p out ("" when it cannot be read). */
+static void read_text(const char *path, char *out, size_t len)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd >= 0 ? read(fd, out, len - 1) : 0;
+    out[n > 0 ? n : 0] = '\0';
+    if (fd >= 0)
+        close(fd);
+}
+
+static void compare_jars(size_t i, const invocation *c)
+{
+    char a[4096], b[4096];
+    read_text(jar[0], a, sizeof(a));
+    read_text(jar[1], b, sizeof(b));
+    cr_expect(strstr(a, "Netscape HTTP Cookie File") != NULL,
+              "case %zu (%s): curl wrote its jar: [%s]", i, c->path, a);
+    cr_expect_str_eq(b, a, "case %zu (%s): the cookie jar", i, c->path);
+    unlink(jar[0]);
+    unlink(jar[1]);
 }
 
 Test(retrydctl_vs_curl, same_exit_stdout_and_request_as_curl)
@@ -267,6 +444,12 @@ Test(retrydctl_vs_curl, same_exit_stdout_and_request_as_curl)
         snprintf(rid, sizeof(rid), "r%zu", i);
         run_one(false, c, cid, &curl_res);
         run_one(true, c, rid, &ctl_res);
+        if (c->flags & MULTIPART) {
+            normalise_boundary(&curl_res);
+            normalise_boundary(&ctl_res);
+        }
+        if (c->flags & JAR)
+            compare_jars(i, c);
         cr_expect_eq(ctl_res.exit_code, curl_res.exit_code,
                      "case %zu (%s %s): exit: curl %d, retrydctl %d: %s", i,
                      c->args[0], c->path, curl_res.exit_code, ctl_res.exit_code,

@@ -31,7 +31,10 @@
  *                          FLIP set (an upstream that fails and heals)
  *   /reason?text=T         200 "ok" whose status line's reason phrase is
  *                          T, decoded and sent as it is (no CR, LF)
- *   /redirect?to=U         302 with "Location: U" (U decoded)
+ *   /redirect?to=U[&code=N]  302 (or N, 300-399) with "Location: U" (U
+ *                          decoded)
+ *   /cookie?set=C[&to=U][&code=N]  200 "ok" with "Set-Cookie: C", or a
+ *                          302 to U with it (both decoded); N: the status
  *   /once425               per id: first execution 425, later 200
  *   /headers               "102 Processing" with a field, then 200 with
  *                          padded, empty, repeated and colon-holding

@@ -391,11 +391,40 @@ static enum srv_next mode_redirect(struct srv_conn *c, struct request *r)
 {
     char to[SRV_PARAM_MAX], extra[SRV_PARAM_MAX + 32];
     int rc = srv_query_get(r->base.query, "to", to, sizeof to);
+    long code;
 
     if (rc <= 0 || !srv_header_safe(to))
         return bad_param(c, r, "to");
+    if (srv_query_long(r->base.query, "code", 302, 300, 399, &code) < 0)
+        return bad_param(c, r, "code");
     snprintf(extra, sizeof extra, "Location: %s\r\n", to);
-    return respond_text(c, r, 302, extra, "redirect\n");
+    return respond_text(c, r, (int)code, extra, "redirect\n");
+}
+
+/* A response that sets a cookie: "Set-Cookie: <set>" on 200 "ok", or on a
+ * 302 to <to> when given, or with the status <code> (a cookie engine's
+ * test: what a later request, attempt or the redirect's target is sent
+ * back). */
+static enum srv_next mode_cookie(struct srv_conn *c, struct request *r)
+{
+    char set[SRV_PARAM_MAX], to[SRV_PARAM_MAX];
+    char extra[2 * SRV_PARAM_MAX + 64];
+    int rs = srv_query_get(r->base.query, "set", set, sizeof set);
+    int rt = srv_query_get(r->base.query, "to", to, sizeof to);
+
+    if (rs <= 0 || !srv_header_safe(set))
+        return bad_param(c, r, "set");
+    long code;
+
+    if (rt < 0 || (rt > 0 && !srv_header_safe(to)))
+        return bad_param(c, r, "to");
+    if (srv_query_long(r->base.query, "code", rt > 0 ? 302 : 200, 200, 599,
+                       &code) < 0)
+        return bad_param(c, r, "code");
+    int n = snprintf(extra, sizeof extra, "Set-Cookie: %s\r\n", set);
+    if (rt > 0)
+        snprintf(extra + n, sizeof extra - (size_t)n, "Location: %s\r\n", to);
+    return respond_text(c, r, (int)code, extra, rt > 0 ? "redirect\n" : "ok");
 }
 
 /* Header fields a parser can get wrong, for the result's header accessors:
@@ -550,6 +579,7 @@ static const struct mode {
     {"/flip", mode_flip, true},
     {"/reason", mode_reason, true},
     {"/redirect", mode_redirect, true},
+    {"/cookie", mode_cookie, true},
     {"/once425", mode_once425, true},
     {"/headers", mode_headers, true},
     {"/auth", mode_auth, false},

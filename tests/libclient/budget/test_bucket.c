@@ -27,7 +27,7 @@ static const bucket_clock clk = {fake_clock, NULL};
 
 static seg_upstream slot;
 static _Atomic uint64_t counters[SEG_COUNTERS];
-static const bucket_tally tally = {counters, false};
+static const bucket_tally tally = {counters, false, NULL, NULL};
 static uint64_t ident;
 
 /* ratio 0.1, floor 10/s, cap 100, starting with @p balance tokens. */
@@ -264,7 +264,7 @@ Test(bucket, token_word_generation_alone_stops_a_racing_handle)
 Test(bucket, exclusive_tally_counts_like_the_shared_one)
 {
     _Atomic uint64_t mine[SEG_COUNTERS] = {0};
-    bucket_tally own = {mine, true};
+    bucket_tally own = {mine, true, NULL, NULL};
     setup_with(3);
     for (int i = 0; i < 5; i++)
         retryd__bucket_withdraw(&slot, ident, &clk, &own);

@@ -42,7 +42,7 @@ static bool tb_take(void *ctx)
 }
 
 static const retryd_budget_iface tb_iface = {sizeof(retryd_budget_iface),
-                                             tb_peek, tb_take};
+                                             tb_peek, tb_take, NULL};
 
 /* Always the middle of the range, so waits are predictable. */
 static uint64_t half_random(void *ctx)
@@ -543,6 +543,73 @@ Test(decision, losing_the_last_token_to_another_process_is_budget_exhausted)
            RETRYD_RULE_BUDGET_TAKE_FAILED);
     cr_expect_eq(budget.take_calls, 1);
     cr_expect_eq(budget.tokens, 5);
+}
+
+/* A budget that keeps fair shares: take_for() says why it refused, and
+ * hears how many tokens the request took before. */
+typedef struct share_budget {
+    int answer;         /* take_for's return */
+    uint32_t taken;     /* what take_for heard */
+    int take_for_calls; /* take() must never be called beside it */
+    int take_calls;
+} share_budget;
+
+static bool sb_peek(void *ctx)
+{
+    (void)ctx;
+    return true;
+}
+
+static bool sb_take(void *ctx)
+{
+    ((share_budget *)ctx)->take_calls++;
+    return true;
+}
+
+static int sb_take_for(void *ctx, uint32_t taken)
+{
+    share_budget *b = ctx;
+    b->take_for_calls++;
+    b->taken = taken;
+    return b->answer;
+}
+
+static const retryd_budget_iface sb_iface = {sizeof(retryd_budget_iface),
+                                             sb_peek, sb_take, sb_take_for};
+
+static retryd_decision decide_shared(const retryd_facts *f, share_budget *b)
+{
+    retryd_decide_env env = {.sz = sizeof(env),
+                             .random = half_random,
+                             .budget = &sb_iface,
+                             .budget_ctx = b};
+    retryd_decision d = {.sz = sizeof(d)};
+    cr_assert_eq(retryd_decide(f, &env, &d), 0);
+    return d;
+}
+
+Test(decision, shares_refuse_a_token_with_their_own_rules)
+{
+    retryd_facts f = baseline();
+    f.attempt = 2;
+    share_budget b = {.answer = RETRYD_ESHARE};
+    expect(decide_shared(&f, &b), RETRYD_VERDICT_DENIED,
+           RETRYD_DENIAL_OVER_SHARE, RETRYD_RULE_PROCESS_OVER_SHARE);
+    cr_expect_eq(b.taken, 1, "the request's one retry so far");
+    b.answer = RETRYD_EREQSHARE;
+    expect(decide_shared(&f, &b), RETRYD_VERDICT_DENIED,
+           RETRYD_DENIAL_OVER_SHARE, RETRYD_RULE_REQUEST_OVER_SHARE);
+    b.answer = RETRYD_EBUDGET;
+    expect(decide_shared(&f, &b), RETRYD_VERDICT_DENIED,
+           RETRYD_DENIAL_BUDGET_EXHAUSTED, RETRYD_RULE_BUDGET_TAKE_FAILED);
+    f.attempt = 1;
+    b.answer = 0;
+    cr_expect_eq(decide_shared(&f, &b).verdict, RETRYD_VERDICT_RETRY);
+    cr_expect_eq(b.taken, 0, "a first attempt took nothing before");
+    cr_expect_eq(b.take_for_calls, 4);
+    cr_expect_eq(b.take_calls, 0, "take_for() replaces take()");
+    cr_expect_str_eq(retryd_denial_name(RETRYD_DENIAL_OVER_SHARE),
+                     "over_share");
 }
 
 Test(decision, denial_after_the_budget_check_takes_no_token)

@@ -41,7 +41,7 @@ static bool cb_take(void *ctx)
 }
 
 static const retryd_budget_iface cb_iface = {sizeof(retryd_budget_iface),
-                                             cb_peek, cb_take};
+                                             cb_peek, cb_take, NULL};
 
 static const int response_statuses[] = {200, 204, 302, 401, 403, 404, 408, 425,
                                         429, 500, 501, 502, 503, 504, 505};
@@ -322,11 +322,14 @@ Test(decision_space, every_point_obeys_order_table_and_budget)
                               (long)N_RETRY_AFTER * (long)N_PUSHBACK * 128);
     cr_assert_eq(failures, 0, "%ld of %ld points wrong; first: %s", failures,
                  checked, failure_text);
-    /* The space reaches every rule except the lost token race, which needs
-     * a racing budget and is tested in test_decision.c, and the host
-     * throttle, which is an admission's (retryd_admit), never a decision's. */
+    /* The space reaches every rule except the lost token race and the two
+     * shares, which need a budget that refuses a take after a peek said
+     * yes and are tested in test_decision.c, and the host throttle, which
+     * is an admission's (retryd_admit), never a decision's. */
     for (int r = 0; r < RETRYD_RULE_COUNT; r++)
         if (r != RETRYD_RULE_BUDGET_TAKE_FAILED &&
+            r != RETRYD_RULE_PROCESS_OVER_SHARE &&
+            r != RETRYD_RULE_REQUEST_OVER_SHARE &&
             r != RETRYD_RULE_HOST_THROTTLED)
             cr_expect(seen[r], "rule %s never decided", retryd_rule_name(r));
 }

@@ -93,7 +93,8 @@ static void run_phase(const worker *w, const phase_conf *ph, thread_result *r)
     uint64_t ident = atomic_load(&s->ident);
     seg_process *p = &sh->view.processes[w->proc];
     /* Lane thread+1: owned by this thread alone, plain stores. */
-    bucket_tally t = {p->counters[w->thread + 1][ph->slot], true};
+    bucket_tally t = {p->counters[w->thread + 1][ph->slot], true,
+                      &p->claim[ph->slot], &p->share_factor[ph->slot]};
     bucket_clock clk = {shared_clock, NULL};
     unsigned seed = (unsigned)(w->proc * 31 + w->thread * 7 + 1);
     /* Below zero only by the takes in flight, above the cap only by the
@@ -174,7 +175,7 @@ static void check_books(int ph, uint64_t elapsed)
     const phase_conf *c = &phases[ph];
     seg_upstream *s = &sh->view.upstreams[c->slot];
     _Atomic uint64_t parent_counters[SEG_COUNTERS] = {0};
-    bucket_tally pt = {parent_counters, false};
+    bucket_tally pt = {parent_counters, false, NULL, NULL};
     bucket_clock clk = {shared_clock, NULL};
     uint64_t final;
     CHECK(retryd__bucket_balance(s, atomic_load(&s->ident), &clk, &pt,
@@ -202,8 +203,27 @@ static void check_books(int ph, uint64_t elapsed)
           c->name);
     CHECK(lane_sum(c->slot, SEG_C_GRANTED) == sum.granted, "%s: grants",
           c->name);
-    CHECK(lane_sum(c->slot, SEG_C_DENIED_BUDGET_EXHAUSTED) == sum.denied,
+    CHECK(lane_sum(c->slot, SEG_C_DENIED_BUDGET_EXHAUSTED) +
+                  lane_sum(c->slot, SEG_C_DENIED_OVER_SHARE) ==
+              sum.denied,
           "%s: denials", c->name);
+    /* Fair shares: every claim is in the sum, to the micro-token, and a
+     * borrow is a grant. */
+    uint64_t claims = 0;
+    for (int p = 0; p < PROCS; p++)
+        claims += atomic_load(&sh->view.processes[p].claim[c->slot]);
+    CHECK(claims == atomic_load(&s->claimed_micro),
+          "%s: claims sum to %llu, the bucket's sum says %llu", c->name,
+          (unsigned long long)claims,
+          (unsigned long long)atomic_load(&s->claimed_micro));
+    CHECK(lane_sum(c->slot, SEG_C_BORROWED) <= sum.granted, "%s: borrows",
+          c->name);
+    printf("budget_conservation, %s: shares kept: %s, %llu grants borrowed, "
+           "%llu refused over share, %.3f tokens claimed at the end\n",
+           c->name, atomic_load(&s->share_since_ns) ? "yes" : "no",
+           (unsigned long long)lane_sum(c->slot, SEG_C_BORROWED),
+           (unsigned long long)lane_sum(c->slot, SEG_C_DENIED_OVER_SHARE),
+           (double)claims / M);
 
     /* The floor refilled exactly floor x elapsed, claimed once each ns. */
     uint64_t refilled = lane_sum(c->slot, SEG_C_REFILLED_MICRO) +
