@@ -22,6 +22,7 @@
 
 #include "base/queue.h"
 #include "core/config.h"
+#include "core/fdlimit.h"
 #include "segment/owner.h"
 #include "segment/registry.h"
 #include "retryd.pb-c.h"
@@ -99,11 +100,18 @@ typedef struct server {
     owner seg;
     registry *reg;
     proc_track *procs; /* one per process slot */
+    uint32_t watched;  /* of them, with a pidfd open */
+    /* Processes the descriptor limit leaves room for (each holds its
+     * connection and its pidfd), the rest set apart for what else may be
+     * open (core/fdlimit.h); an attach beyond it is refused, told why. */
+    uint32_t fd_room;
     int epfd;
     int control_fd;
+    accept_guard control_guard; /* its spare descriptor, its pauses */
     int stats_fd;
     int lock_fd;
-    int stop_fd; /* eventfd: tells the stats thread to stop */
+    int name_lock_fd; /* the abstract-socket lock (retryd.c, take_lock) */
+    int stop_fd;      /* eventfd: tells the stats thread to stop */
     int signal_fd;
     int timer_fd;
     retryd_queue conns; /* every open control connection (conn.link) */

@@ -11,6 +11,7 @@
 #include <getopt.h>
 #include <poll.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,8 +31,10 @@
 #include "shared/bucket.h"
 #include "control/control.h"
 #include "daemon.h"
+#include "segment/keeper.h"
 #include "segment/upstreams.h"
 #include "stats/stats.h"
+#include "core/fdlimit.h"
 #include "core/log.h"
 #include "notify.h"
 #include "stats/metrics.h"
@@ -46,8 +49,14 @@
  * it (notify_tick_ns()); the heartbeat itself stays at HEARTBEAT_MS. */
 static uint64_t tick_ns;
 static uint64_t last_heartbeat_ns;
+/* The descriptor limit in force, and the one inherited (fd_limit_raise). */
+static uint64_t fd_limit, fd_limit_before;
 
 /* --- the runtime directory and the sockets ------------------------------- */
+
+/* What the runtime directory's paths named when the daemon made them:
+ * the heartbeat checks they still do (runtime_dir_lost()). */
+static struct stat control_st, stats_st;
 
 static int prepare_runtime_dir(const config *c)
 {
@@ -77,6 +86,43 @@ static int prepare_runtime_dir(const config *c)
     return 0;
 }
 
+/*
+ * The runtime directory's second lock: a name in the abstract socket
+ * namespace, made of the directory's path, which no file operation can
+ * remove. The lock file goes with a removed directory, and a second
+ * daemon would take a fresh one beside the first; this name stays bound
+ * until the daemon's descriptor closes (the keeper closes every inherited
+ * one). A path too long for the name is replaced by its FNV-1a hash.
+ */
+static int take_name_lock(server *d)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    const char *dir = d->cfg->runtime_dir;
+    int n = snprintf(sa.sun_path + 1, sizeof(sa.sun_path) - 1,
+                     "retryd-runtime-dir:%s", dir);
+    if (n < 0 || (size_t)n >= sizeof(sa.sun_path) - 1) {
+        uint64_t h = 0xcbf29ce484222325ull;
+        for (const char *p = dir; *p; p++)
+            h = (h ^ (unsigned char)*p) * 0x100000001b3ull;
+        n = snprintf(sa.sun_path + 1, sizeof(sa.sun_path) - 1,
+                     "retryd-runtime-dir-hash:%016llx", (unsigned long long)h);
+    }
+    d->name_lock_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    socklen_t len =
+        (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
+    if (d->name_lock_fd < 0 ||
+        bind(d->name_lock_fd, (struct sockaddr *)&sa, len) < 0) {
+        int err = -errno;
+        log_err("%s: %s", dir,
+                err == -EADDRINUSE
+                    ? "another retryd runs here (its lock file may have "
+                      "been removed with the directory)"
+                    : strerror(-err));
+        return err;
+    }
+    return 0;
+}
+
 /* One daemon per runtime directory: the lock file says who owns it. */
 static int take_lock(server *d)
 {
@@ -88,10 +134,12 @@ static int take_lock(server *d)
                                     : strerror(-err));
         return err;
     }
-    return 0;
+    return take_name_lock(d);
 }
 
-static int listen_at(const char *path, bool has_group, gid_t group)
+/* A listening socket at @p path; *ret_st is what the path names then. */
+static int listen_at(const char *path, bool has_group, gid_t group,
+                     struct stat *ret_st)
 {
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -106,13 +154,44 @@ static int listen_at(const char *path, bool has_group, gid_t group)
     int r = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
     umask(old);
     if (r < 0 || (has_group && chown(path, (uid_t)-1, group) < 0) ||
-        chmod(path, 0660) < 0 || listen(fd, SOMAXCONN) < 0) {
+        chmod(path, 0660) < 0 || listen(fd, SOMAXCONN) < 0 ||
+        stat(path, ret_st) < 0) {
         int err = -errno;
         log_err("cannot listen on %s: %s", path, strerror(-err));
         close(fd);
         return err;
     }
     return fd;
+}
+
+static bool same_file(const char *path, const struct stat *was)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && st.st_dev == was->st_dev &&
+           st.st_ino == was->st_ino;
+}
+
+/*
+ * Whether the runtime directory or a socket in it is gone (removed,
+ * replaced): then no new process can reach the daemon, and a second
+ * daemon could start there. Said once, as an error; the daemon exits
+ * non-zero, so the service manager (Restart=on-failure) starts a fresh
+ * one, which makes the directory and sockets again.
+ */
+static bool runtime_dir_lost(const server *d)
+{
+    const config *c = d->cfg;
+    const char *gone =
+        !same_file(c->control_socket, &control_st) ? c->control_socket
+        : !same_file(c->stats_socket, &stats_st)   ? c->stats_socket
+                                                   : NULL;
+    if (gone == NULL)
+        return false;
+    log_err("%s is gone or replaced (was the runtime directory %s "
+            "removed?): no process can reach this daemon; exiting so that "
+            "the service manager starts a fresh one",
+            gone, c->runtime_dir);
+    return true;
 }
 
 /* --- processes ----------------------------------------------------------- */
@@ -155,7 +234,7 @@ static void adopt_processes(server *d)
  * pidfd (adopt_processes() frees a slot it cannot watch, attach_slot() one
  * it could not start watching), and the kernel reports each exit through
  * it. */
-static void on_timer(server *d)
+static bool on_timer(server *d)
 {
     uint64_t expirations;
     if (read(d->timer_fd, &expirations, sizeof(expirations)) < 0 &&
@@ -164,11 +243,17 @@ static void on_timer(server *d)
     uint64_t now = retryd__clock_monotonic_ns();
     if (now - last_heartbeat_ns + tick_ns / 2 >= HEARTBEAT_MS * 1000000ull) {
         last_heartbeat_ns = now;
+        if (runtime_dir_lost(d)) {
+            notify_stopping("stopping: the runtime directory is gone");
+            return true;
+        }
         owner_heartbeat(&d->seg, d->cfg);
         programs_sample(d->programs);
+        owner_check_envelope(&d->seg, d->cfg->segment_path);
         log_flush_suppressed();
     }
     notify_watchdog(now, tick_ns);
+    return false;
 }
 
 static void on_pid_exit(server *d, uint32_t slot)
@@ -301,6 +386,7 @@ static int setup(server *d)
     bool adopted;
 
     d->started_ns = retryd__clock_monotonic_ns();
+    fd_limit = fd_limit_raise(&fd_limit_before);
     int r;
     if ((r = prepare_runtime_dir(d->cfg)) < 0 || (r = take_lock(d)) < 0)
         return r;
@@ -336,15 +422,18 @@ static int setup(server *d)
     /* The drained-by window's baseline, before any client can attach: what
      * adopted processes were granted before this daemon is not in it. */
     programs_sample(d->programs);
-    d->control_fd =
-        listen_at(d->cfg->control_socket, d->cfg->has_group, d->cfg->group);
+    d->control_fd = listen_at(d->cfg->control_socket, d->cfg->has_group,
+                              d->cfg->group, &control_st);
     d->stats_fd = listen_at(d->cfg->stats_socket, d->cfg->has_stats_group,
-                            d->cfg->stats_group);
+                            d->cfg->stats_group, &stats_st);
     if (d->control_fd < 0)
         return d->control_fd;
     if (d->stats_fd < 0)
         return d->stats_fd;
+
+    struct epoll_event lev = {.events = EPOLLIN, .data.ptr = &w_listen};
     if (watch_fd(d, d->control_fd, &w_listen) < 0 ||
+        control_accept_guard(d, d->epfd, lev) < 0 ||
         watch_fd(d, d->signal_fd, &w_signal) < 0 ||
         watch_fd(d, d->timer_fd, &w_timer) < 0 || metrics_setup(d) < 0 ||
         stats_start(d) < 0)
@@ -374,6 +463,38 @@ static bool on_signal(server *d)
     return stop;
 }
 
+/*
+ * What the descriptor limit leaves room for, said once serving: every
+ * attached process holds two (its connection, its pidfd); what else can
+ * be open at once (the unattached pool, refused peers lingering, stats and
+ * /metrics readers, the guards' spares) is set apart from what is open
+ * now. A limit below what process_capacity needs is a warning: the
+ * processes over it are refused, each told why (core/fdlimit.h).
+ */
+static void say_fd_room(server *d)
+{
+    uint64_t open = fd_open_count();
+    uint64_t apart = (open > d->watched ? open - d->watched : 0) +
+                     d->cfg->connections_unattached +
+                     CONTROL_REFUSED_LINGER_MAX + STATS_CONNECTIONS_MAX +
+                     (d->cfg->has_metrics ? METRICS_CONNECTIONS_MAX : 0) + 8;
+    uint64_t room = fd_limit > apart ? (fd_limit - apart) / 2 : 0;
+    uint32_t cap = d->seg.view.process_capacity;
+    d->fd_room = room < cap ? (uint32_t)room : cap;
+    if (room >= cap) {
+        log_info("file descriptors: limit %llu (inherited %llu): room for "
+                 "all %u process slots",
+                 (unsigned long long)fd_limit,
+                 (unsigned long long)fd_limit_before, cap);
+        return;
+    }
+    log_warn("file descriptors: limit %llu (inherited %llu): room for %u "
+             "attached processes of %u process slots; raise LimitNOFILE "
+             "(ulimit -n)",
+             (unsigned long long)fd_limit, (unsigned long long)fd_limit_before,
+             d->fd_room, cap);
+}
+
 /* Tell whoever started us that the sockets accept connections: the
  * --notify-fd pipe, and the service manager (READY=1). */
 static void announce_ready(const server *d, int fd)
@@ -390,13 +511,16 @@ static void announce_ready(const server *d, int fd)
     close(fd);
 }
 
-static void run(server *d, int notify_fd)
+/* Serve until a signal stops it (0) or it cannot go on (1: the service
+ * manager restarts it). */
+static int run(server *d, int notify_fd)
 {
     struct epoll_event evs[64];
-    bool stop = false;
+    bool stop = false, failed = false;
 
     log_info("serving: control %s, stats %s", d->cfg->control_socket,
              d->cfg->stats_socket);
+    say_fd_room(d);
     announce_ready(d, notify_fd);
     while (!stop) {
         /* Woken by the next connection deadline at the latest. */
@@ -406,7 +530,7 @@ static void run(server *d, int notify_fd)
         if (n < 0) {
             log_err("epoll_wait: %s", strerror(errno));
             notify_stopping("stopping: the event loop failed");
-            break;
+            return 1;
         }
         for (int i = 0; i < n && !stop; i++) {
             watch *w = evs[i].data.ptr;
@@ -425,13 +549,14 @@ static void run(server *d, int notify_fd)
                 stop = on_signal(d);
                 break;
             case WATCH_TIMER:
-                on_timer(d);
+                stop = failed = on_timer(d);
                 break;
             }
         }
         control_expire(d);
         control_reap(d);
     }
+    return failed ? 1 : 0;
 }
 
 static void teardown(server *d)
@@ -440,14 +565,21 @@ static void teardown(server *d)
     metrics_drop_pending(d);
     if (d->procs != NULL)
         control_close_all(d);
+    accept_guard_close(&d->control_guard);
+    /* Only what is still ours: a path removed and made again by someone
+     * else stays theirs. */
     if (d->control_fd >= 0) {
         close(d->control_fd);
-        unlink(d->cfg->control_socket);
+        if (same_file(d->cfg->control_socket, &control_st))
+            unlink(d->cfg->control_socket);
     }
     if (d->stats_fd >= 0) {
         close(d->stats_fd);
-        unlink(d->cfg->stats_socket);
+        if (same_file(d->cfg->stats_socket, &stats_st))
+            unlink(d->cfg->stats_socket);
     }
+    if (d->name_lock_fd >= 0)
+        close(d->name_lock_fd);
     if (d->reg != NULL)
         registry_free(d->reg);
     owner_close(&d->seg);
@@ -549,8 +681,10 @@ int main(int argc, char **argv)
 {
     cmdline cl = {.path = DEFAULT_CONFIG, .notify_fd = -1};
     server d = {.control_fd = -1,
+                .control_guard.spare = -1,
                 .stats_fd = -1,
                 .lock_fd = -1,
+                .name_lock_fd = -1,
                 .epfd = -1,
                 .signal_fd = -1,
                 .timer_fd = -1,
@@ -559,6 +693,7 @@ int main(int argc, char **argv)
                 .metrics_wake_fd = -1};
     control_init(&d);
     int code = parse_args(argc, argv, &cl);
+    keeper_title_area(argc, argv);
     if (code >= 0)
         return code;
     if (load_initial(cl.path, cl.explicit_path, &d.cfg) < 0)
@@ -583,7 +718,7 @@ int main(int argc, char **argv)
     notify_init();
     int rc = setup(&d) == 0 ? 0 : 1;
     if (rc == 0)
-        run(&d, cl.notify_fd);
+        rc = run(&d, cl.notify_fd);
     teardown(&d);
     urcu_memb_unregister_thread();
     return rc;

@@ -241,12 +241,13 @@ static bool check_attach(doctor *d)
     case RETRYD_SHARE_NO_PROCESS_SLOT:
         ok("segment accepted (sealed, size, header and layout version)");
         fail(d, "no free process slot",
-             "no free process slot: every one is taken, or this user "
-             "holds its quota",
+             "no free process slot: every one is taken, this user holds "
+             "its quota, or the daemon is out of file descriptors",
              "raise process_capacity (every slot taken) or "
              "process_slots_per_uid (this user's quota) in retryd.conf's "
-             "[retryd] section, then restart the daemon: sudo systemctl "
-             "restart retryd");
+             "[retryd] section, or LimitNOFILE in its unit (the daemon's "
+             "log says \"file descriptors\"), then restart the daemon: "
+             "sudo systemctl restart retryd");
         return false;
     default:
         snprintf(line, sizeof(line), "attach: %s",

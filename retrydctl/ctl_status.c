@@ -40,8 +40,10 @@ const char *ctl_share_advice(retryd_share_status s)
         return "the daemon's segment layout differs from this library's: "
                "upgrade one of them";
     case RETRYD_SHARE_NO_PROCESS_SLOT:
-        return "no process slot: every one is taken, or this user holds "
-               "its quota (raise process_capacity or process_slots_per_uid)";
+        return "no process slot: every one is taken, this user holds its "
+               "quota, or the daemon is out of file descriptors (raise "
+               "process_capacity, process_slots_per_uid or LimitNOFILE; the "
+               "daemon's log says which)";
     default:
         return "the daemon answered something else (another protocol "
                "version?)";

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "control/conn.h"
+#include "core/fdlimit.h"
 #include "core/log.h"
 #include "core/peer.h"
 #include "retryd.pb-c.h"
@@ -174,18 +175,13 @@ static void refused_close_oldest(server *d)
     d->refused_n--;
 }
 
-/*
- * An unauthorised peer: tell it so at once (one non-blocking send into an
- * empty socket), stop sending, and never read it. It is not counted
- * against anyone. The descriptor lingers briefly, half-closed: closed at
- * once, the peer's hello (often in flight) would fail on a dead socket
- * before it could read why.
- */
-static void refuse(server *d, int fd, const char *why)
+/* One error reply into the peer's empty socket (one non-blocking send),
+ * and no more from us. */
+static void send_refusal(int fd, int code, const char *why)
 {
     Retryd__ControlReply rep;
     retryd__control_reply__init(&rep);
-    rep.error = RETRYD_EPERM;
+    rep.error = code;
     rep.message = (char *)(uintptr_t)why;
     uint8_t buf[256];
     size_t n = protobuf_c_message_get_packed_size(&rep.base);
@@ -195,6 +191,17 @@ static void refuse(server *d, int fd, const char *why)
                     MSG_NOSIGNAL | MSG_DONTWAIT);
     }
     shutdown(fd, SHUT_WR);
+}
+
+/*
+ * An unauthorised peer: tell it so at once, stop sending, and never read
+ * it. It is not counted against anyone. The descriptor lingers briefly,
+ * half-closed: closed at once, the peer's hello (often in flight) would
+ * fail on a dead socket before it could read why.
+ */
+static void refuse(server *d, int fd, const char *why)
+{
+    send_refusal(fd, RETRYD_EPERM, why);
     if (d->refused_n == CONTROL_REFUSED_LINGER_MAX)
         refused_close_oldest(d);
     unsigned i = (d->refused_first + d->refused_n) % CONTROL_REFUSED_LINGER_MAX;
@@ -202,6 +209,29 @@ static void refuse(server *d, int fd, const char *why)
     d->refused_due_ns[i] =
         conn_now_ns() + CONTROL_REFUSED_LINGER_MS * 1000000ull;
     d->refused_n++;
+}
+
+/*
+ * A connection taken on the spare descriptor while the daemon is out of
+ * them (core/fdlimit.h): it cannot linger, so the reply goes before the
+ * close; the library reads a reply queued before a hang-up even when its
+ * hello then fails to send. RETRYD_EFULL: to the library, the daemon has
+ * no room for another process, which is what a process slot needs.
+ */
+static void refuse_exhausted(int fd, void *arg)
+{
+    (void)arg;
+    send_refusal(fd, RETRYD_EFULL,
+                 "the daemon is out of file descriptors (raise its "
+                 "LimitNOFILE)");
+}
+
+int control_accept_guard(server *d, int epfd, struct epoll_event ev)
+{
+    int r = accept_guard_init(&d->control_guard, "control", d->control_fd, epfd,
+                              ev);
+    d->control_guard.refuse = refuse_exhausted;
+    return r;
 }
 
 static void accept_one(server *d, int fd)
@@ -235,10 +265,11 @@ static void accept_one(server *d, int fd)
 int control_accept(server *d)
 {
     for (int i = 0; i < CONTROL_ACCEPT_BATCH; i++) {
-        int fd =
-            accept4(d->control_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        int fd = accept_guarded(&d->control_guard, NULL, NULL);
+        if (fd == -EMFILE)
+            continue; /* refused on the spare: the next may be too */
         if (fd < 0)
-            return errno == EAGAIN || errno == EINTR ? 0 : -errno;
+            return fd == -EAGAIN ? 0 : fd;
         accept_one(d, fd);
     }
     return 0; /* the rest next turn: epoll is level-triggered */
@@ -254,6 +285,8 @@ int control_next_timeout_ms(const server *d)
     }
     if (d->refused_n > 0 && d->refused_due_ns[d->refused_first] < due)
         due = d->refused_due_ns[d->refused_first];
+    if (d->control_guard.resume_ns != 0 && d->control_guard.resume_ns < due)
+        due = d->control_guard.resume_ns;
     if (due == UINT64_MAX)
         return -1;
     if (due <= now)
@@ -268,6 +301,7 @@ void control_expire(server *d)
     uint64_t now = conn_now_ns();
     while (d->refused_n > 0 && d->refused_due_ns[d->refused_first] <= now)
         refused_close_oldest(d);
+    accept_guard_timeout_ms(&d->control_guard); /* a pause over: resume */
     for (int k = 0; k < CONN_TIMERS; k++) {
         conn *c;
         while ((c = conn_timer_first(d, (enum conn_timer)k)) != NULL &&

@@ -277,6 +277,7 @@ int daemon_watch_process(server *d, uint32_t slot, int pidfd)
     if (epoll_ctl(d->epfd, EPOLL_CTL_ADD, pidfd, &ev) < 0)
         return -errno;
     t->pidfd = pidfd;
+    d->watched++;
     return 0;
 }
 
@@ -287,6 +288,7 @@ void daemon_release_process(server *d, uint32_t slot)
         epoll_ctl(d->epfd, EPOLL_CTL_DEL, t->pidfd, NULL);
         close(t->pidfd);
         t->pidfd = -1;
+        d->watched--;
     }
     if (t->conn != NULL) {
         conn *c = t->conn;

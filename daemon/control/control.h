@@ -8,12 +8,17 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/epoll.h>
 
 #include "daemon.h"
 
 /* Set up the server's connection lists and deadline queues: before any
  * other control_* call. */
 void control_init(server *d);
+/* Guard the control socket, watched in @p epfd as @p ev says, against
+ * running out of descriptors (core/fdlimit.h): after it is watched,
+ * before the loop. 0, or a negated errno. */
+int control_accept_guard(server *d, int epfd, struct epoll_event ev);
 int control_accept(server *d);
 void control_ready(server *d, conn *c, uint32_t events);
 void control_close_all(server *d);

@@ -79,15 +79,21 @@ static int attach_slot(server *d, conn *c, const Retryd__Attach *a,
         *ret_quota = true;
         return RETRYD_EFULL;
     }
+    /* The reserve (core/fdlimit.h): refused before the table runs out,
+     * so stats, retrydctl and the others' hellos still get descriptors. */
+    if (d->watched >= d->fd_room)
+        return -EMFILE;
     int r = owner_process_alloc(&d->seg, c->pid, start, c->uid, ret);
     if (r < 0)
         return r;
     int pidfd = pidfd_open(c->pid, 0);
+    /* Out of descriptors, the slot cannot be watched: said as such. */
+    r = pidfd < 0 && (errno == EMFILE || errno == ENFILE) ? -errno : RETRYD_EIO;
     if (pidfd < 0 || daemon_watch_process(d, *ret, pidfd) < 0) {
         if (pidfd >= 0)
             close(pidfd);
         owner_process_release(&d->seg, *ret);
-        return RETRYD_EIO;
+        return r;
     }
     return 0;
 }
@@ -122,6 +128,19 @@ static int attach_refused(server *d, conn *c, int r, bool quota)
         return conn_reply_error(
             c, r, "no free process slot (raise process_capacity)");
     }
+    if (r == -EMFILE || r == -ENFILE) {
+        atomic_fetch_add_explicit(&d->slots_refused_capacity, 1,
+                                  memory_order_relaxed);
+        log_limited(LOG_ERR,
+                    "pid %d uid %u (%s) refused a process slot: the daemon's "
+                    "file descriptors are taken (%u processes attached, room "
+                    "for %u: %s); raise LimitNOFILE",
+                    (int)c->pid, (unsigned)c->uid, who, d->watched, d->fd_room,
+                    strerror(-r));
+        return conn_reply_error(c, RETRYD_EFULL,
+                                "the daemon is out of file descriptors "
+                                "(raise its LimitNOFILE)");
+    }
     log_limited(LOG_WARN, "pid %d uid %u (%s) cannot attach: %s", (int)c->pid,
                 (unsigned)c->uid, who, retryd_strerror(r));
     return conn_reply_error(c, r, "cannot attach this process");
@@ -153,6 +172,7 @@ static int on_attach(server *d, conn *c, const Retryd__Attach *a)
     ar.generation = d->seg.generation;
     ar.layout_version = SEG_LAYOUT_VERSION;
     ar.segment_size = d->seg.size;
+    ar.process_ident = d->seg.procs[slot].ident;
     rep.body_case = RETRYD__CONTROL_REPLY__BODY_ATTACH;
     rep.attach = &ar;
     return conn_reply(c, &rep, d->seg.fd);

@@ -116,6 +116,22 @@ static const char *ini_scan(const char *s, const char *stop)
     return s;
 }
 
+static upstream_conf *upstream_section(parse_state *st, const char *name,
+                                       seen_lines **ret_seen);
+
+/* An [upstream NAME] header registers NAME even when no key follows (inih
+ * calls the handler per key only): an empty section is an upstream of
+ * [defaults], not one silently dropped. A bad name or one too many is
+ * reported at its first key, as before; an empty one of those is not. */
+static void note_upstream_header(parse_state *st)
+{
+    seen_lines *seen;
+    size_t n = strlen(SECTION_UPSTREAM_PREFIX);
+    if (strncmp(st->section, SECTION_UPSTREAM_PREFIX, n) == 0 &&
+        seg_name_valid(st->section + n))
+        (void)upstream_section(st, st->section + n, &seen);
+}
+
 /*
  * Keep the whole name of a section header, read as inih reads the line
  * (after a BOM and white space; an indented line after a key continues
@@ -155,6 +171,7 @@ static void note_section(parse_state *st, const char *line)
     st->section[n] = '\0';
     st->after_key = false;
     st->header_line = st->line;
+    note_upstream_header(st);
 }
 
 /* The whole name of the section inih calls @p section. */

@@ -55,8 +55,36 @@ static const char *level_name(int level)
     }
 }
 
-static void emit(int level, const char *line)
+size_t log_escape(char *dst, size_t cap, const char *src)
 {
+    static const char hex[] = "0123456789abcdef";
+    size_t n = 0;
+    if (cap == 0)
+        return 0;
+    for (; *src != '\0'; src++) {
+        unsigned char ch = (unsigned char)*src;
+        bool plain = ch >= 0x20 && ch < 0x7f && ch != '\\';
+        size_t need = plain ? 1 : 4;
+        if (n + need >= cap)
+            break; /* a cut line, never a cut escape */
+        if (plain) {
+            dst[n++] = (char)ch;
+            continue;
+        }
+        dst[n++] = '\\', dst[n++] = 'x';
+        dst[n++] = hex[ch >> 4], dst[n++] = hex[ch & 15];
+    }
+    dst[n] = '\0';
+    return n;
+}
+
+static void emit(int level, const char *raw)
+{
+    /* Every line escaped here, whatever it holds: a peer's string (a
+     * client name, a path) cannot end it and start a forged one, nor give
+     * journald a priority of its own choosing. */
+    char line[4 * LOG_LINE_MAX];
+    log_escape(line, sizeof(line), raw);
     /* One write per line, so lines from two threads never interleave. */
     if (getenv("JOURNAL_STREAM") != NULL)
         fprintf(stderr, "<%d>%s\n", level, line);
@@ -66,7 +94,7 @@ static void emit(int level, const char *line)
 
 void log_msg(int level, const char *fmt, ...)
 {
-    char line[1024];
+    char line[LOG_LINE_MAX];
     va_list ap;
 
     if (level > atomic_load(&max_level))
@@ -89,7 +117,7 @@ static log_limit *limits; /* every site that has logged */
 static void window_roll(log_limit *l, uint64_t now)
 {
     if (l->suppressed > 0 && l->level <= atomic_load(&max_level)) {
-        char line[1024];
+        char line[LOG_LINE_MAX];
         snprintf(line, sizeof(line),
                  "suppressed %u similar lines in %llu s (\"%s\")",
                  l->suppressed,
@@ -104,7 +132,7 @@ static void window_roll(log_limit *l, uint64_t now)
 
 void log_limited_msg(log_limit *l, int level, const char *fmt, ...)
 {
-    char line[1024];
+    char line[LOG_LINE_MAX];
     va_list ap;
     uint64_t now = retryd__clock_monotonic_ns();
 

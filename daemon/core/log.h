@@ -20,6 +20,7 @@
 #ifndef RETRYD_LOG_H
 #define RETRYD_LOG_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 enum log_level { LOG_ERR = 3, LOG_WARN = 4, LOG_INFO = 6, LOG_DEBUG = 7 };
@@ -40,6 +41,19 @@ typedef struct log_limit {
     unsigned suppressed; /* counted in this window */
     struct log_limit *next;
 } log_limit;
+
+/* A line's bytes before escaping; more are cut. */
+#define LOG_LINE_MAX 1024
+
+/*
+ * @p src into @p dst (at most @p cap bytes with the NUL) with every byte
+ * outside printable ASCII, and the backslash, written as \xNN: what every
+ * log line goes through (log_msg(), log_limited_msg()), so nothing a peer
+ * sends (a client name, an upstream name, a path) can end a line and
+ * forge the next, or start one with a journald priority ("<2>"). Cut
+ * between escapes when too long. Returns the bytes written.
+ */
+size_t log_escape(char *dst, size_t cap, const char *src);
 
 void log_set_level(int level);
 /* The rate limit: @p lines per call site in each @p window_ms (> 0). A

@@ -57,15 +57,37 @@ static bool still_named(const char *link_path, const char *target, size_t len)
     return n == (ssize_t)len && memcmp(buf, target, len) == 0;
 }
 
+#define KEEPER_NAME "rd-seg-keeper"
+
+/* The daemon's argument strings: contiguous, from argv[0] to the end of
+ * the last (the kernel lays them out so). */
+static char *title_area;
+static size_t title_len;
+
+void keeper_title_area(int argc, char **argv)
+{
+    if (argc < 1 || argv[0] == NULL)
+        return;
+    char *end = argv[argc - 1] + strlen(argv[argc - 1]) + 1;
+    title_area = argv[0];
+    title_len = (size_t)(end - argv[0]);
+}
+
 /* The keeper itself: publish the link, report, then wait to be dropped. */
 static _Noreturn void keeper_main(const char *link_path, const char *tmp_path)
 {
     char target[64];
     size_t len = link_target(target, getpid());
     struct timespec nap = {0, KEEPER_POLL_NS};
-    /* Not "retryd": `pkill retryd` stopping the daemon must not take the
-     * balances with it. */
-    (void)prctl(PR_SET_NAME, "rd-seg-keeper", 0, 0, 0);
+    /* Not "retryd", in its name nor its command line: `pkill retryd` or
+     * `pkill -f retryd` stopping the daemon must not take the balances
+     * with it. memset and memcpy: async-signal-safe. */
+    (void)prctl(PR_SET_NAME, KEEPER_NAME, 0, 0, 0);
+    if (title_len > 1) {
+        size_t n = sizeof(KEEPER_NAME) - 1;
+        memset(title_area, 0, title_len);
+        memcpy(title_area, KEEPER_NAME, n < title_len ? n : title_len - 1);
+    }
 
     (void)unlink(tmp_path);
     if (symlink(target, tmp_path) < 0 || rename(tmp_path, link_path) < 0) {

@@ -19,4 +19,15 @@
  */
 int keeper_start(const char *link_path, int memfd, char *why, size_t why_len);
 
+/*
+ * The daemon's argument strings (main()'s @p argc and @p argv), which a
+ * keeper, forked from it, overwrites with its own name: its command line
+ * (/proc/PID/cmdline, what `ps` shows and `pkill -f` matches) then reads
+ * "rd-seg-keeper", not the daemon's. So `pkill -f retryd`, like `pkill
+ * retryd`, stops the daemon and leaves the keeper, and with it the
+ * balances, for the next daemon; stopping the keeper is stopping the
+ * balances, and takes its own name. Call once, before any keeper starts.
+ */
+void keeper_title_area(int argc, char **argv);
+
 #endif

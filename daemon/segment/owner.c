@@ -35,9 +35,15 @@ static uint64_t realtime_ms(void)
 
 static int map_fd(owner *o, int fd, size_t size)
 {
+    struct stat st;
+    if (fstat(fd, &st) < 0)
+        return RETRYD_EIO;
     void *m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (m == MAP_FAILED)
         return RETRYD_EIO;
+    o->fd_mode = st.st_mode & 07777;
+    o->fd_dev = st.st_dev;
+    o->fd_ino = st.st_ino;
     o->fd = fd;
     o->map = m;
     o->size = size;
@@ -309,6 +315,49 @@ void owner_close(owner *o)
     o->programs = NULL;
     o->map = NULL;
     o->fd = -1;
+}
+
+/* The memfd's owner and mode as made: put back, or said. */
+static void check_fd_owner(owner *o)
+{
+    struct stat st;
+    uid_t me = geteuid();
+    if (fstat(o->fd, &st) < 0 ||
+        (st.st_uid == me && (st.st_mode & 07777) == o->fd_mode))
+        return;
+    bool fixed = (st.st_uid == me || fchown(o->fd, me, (gid_t)-1) == 0) &&
+                 fchmod(o->fd, o->fd_mode) == 0;
+    log_limited(fixed ? LOG_WARN : LOG_ERR,
+                "the segment's descriptor was given uid %u mode %04o (an "
+                "attached process with the privilege ran fchown or fchmod "
+                "on it): %s",
+                (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777),
+                fixed ? "put back"
+                      : "cannot put it back: a restart will not adopt the "
+                        "segment, and the balances will start afresh");
+}
+
+/* The keeper's link still leads to our memfd; else a new keeper. */
+static void check_keeper(owner *o, const char *link_path)
+{
+    struct stat st;
+    if (stat(link_path, &st) == 0 && st.st_dev == o->fd_dev &&
+        st.st_ino == o->fd_ino)
+        return;
+    char why[256];
+    int r = keeper_start(link_path, o->fd, why, sizeof(why));
+    log_limited(r == 0 ? LOG_WARN : LOG_ERR,
+                "the segment keeper is gone (killed, or its link %s "
+                "removed): %s",
+                link_path, r == 0 ? "a new one holds the segment" : why);
+}
+
+void owner_check_envelope(owner *o, const char *link_path)
+{
+    if (o->fd < 0)
+        return;
+    check_fd_owner(o);
+    check_keeper(o, link_path);
 }
 
 void owner_set_draining(owner *o, bool on)

@@ -62,6 +62,11 @@ typedef struct owner_program {
 
 typedef struct owner {
     int fd; /* the sealed memfd, passed to clients */
+    /* Its mode as made or adopted, and its inode: the heartbeat checks
+     * both (owner_check_envelope()). */
+    mode_t fd_mode;
+    dev_t fd_dev;
+    ino_t fd_ino;
     void *map;
     size_t size;
     seg_view view;
@@ -112,6 +117,17 @@ void owner_close(owner *o); /* unmaps; the file stays for the next server */
 /* Stamp the heartbeat, police the segment (owner_police) and sweep the
  * fair shares with @p c's weights (shares.h). */
 void owner_heartbeat(owner *o, const config *c);
+/*
+ * What keeps the segment across a restart, checked each heartbeat: the
+ * keeper (its link at @p link_path must still lead to this memfd; when
+ * the keeper died or the link went, a new keeper is started while the
+ * daemon still holds the segment, so the next daemon adopts it instead of
+ * starting afresh), and the memfd's owner and mode (a client holding the
+ * descriptor with the privilege to fchown or fchmod it would make the next
+ * daemon refuse it; put back when the daemon may, else said as an error).
+ * Each finding is logged, rate-limited.
+ */
+void owner_check_envelope(owner *o, const char *link_path);
 /*
  * Validate the header and every slot against the daemon's own copies;
  * repair what can be (header, idents, names, parameters, a balance above

@@ -33,6 +33,7 @@
 
 #include "stats/evict.h"
 #include "stats/snapshot.h"
+#include "core/fdlimit.h"
 #include "core/log.h"
 #include "prom.h"
 #include "core/rcu.h"
@@ -71,6 +72,7 @@ typedef struct ip_share {
 struct metrics {
     struct server *d;
     int listen_fd;
+    accept_guard guard; /* listen_fd's, out of descriptors (fdlimit.h) */
     struct MHD_Daemon *mhd;
     char where[64];
     mconn *conns[METRICS_CONNECTIONS_MAX]; /* NULL: a free place */
@@ -252,8 +254,9 @@ void metrics_accept(metrics *m)
     for (int n = 0; n < METRICS_ACCEPT_BATCH; n++) {
         struct sockaddr_storage peer;
         socklen_t len = sizeof(peer);
-        int fd = accept4(m->listen_fd, (struct sockaddr *)&peer, &len,
-                         SOCK_NONBLOCK | SOCK_CLOEXEC);
+        int fd = accept_guarded(&m->guard, (struct sockaddr *)&peer, &len);
+        if (fd == -EMFILE)
+            continue; /* refused on the spare: the next may be too */
         if (fd < 0)
             return;
         admit(m, fd, &peer, len);
@@ -458,6 +461,9 @@ int metrics_timeout_ms(metrics *m)
     if (MHD_get_timeout(m->mhd, &mhd_ms) == MHD_YES &&
         (next == UINT64_MAX || now + ms_ns(mhd_ms) < next))
         next = now + ms_ns(mhd_ms);
+    int paused_ms = accept_guard_timeout_ms(&m->guard);
+    if (paused_ms >= 0 && now + ms_ns((uint64_t)paused_ms) < next)
+        next = now + ms_ns((uint64_t)paused_ms);
     if (next == UINT64_MAX)
         return -1;
     return next <= now ? 0 : (int)((next - now + 999999) / 1000000);
@@ -489,6 +495,8 @@ static int listen_tcp(const config *c)
 static metrics *metrics_open(server *d, const config *c)
 {
     metrics *m = calloc(1, sizeof(*m));
+    if (m != NULL)
+        m->guard.spare = -1; /* reserved once watched (metrics_take) */
     if (m == NULL)
         return NULL;
     m->d = d;
@@ -530,6 +538,7 @@ void metrics_close(metrics *m)
     /* The listener first: a peer is refused from now on, rather than
      * accepted by the kernel and then cut off. */
     close(m->listen_fd);
+    accept_guard_close(&m->guard);
     MHD_stop_daemon(m->mhd); /* closes and notifies every connection */
     for (int i = 0; i < METRICS_CONNECTIONS_MAX; i++)
         free(m->conns[i]); /* none left: on_notify freed them */
@@ -618,7 +627,8 @@ void metrics_take(server *d, metrics **cur, int epfd, uint64_t listen_tag,
     struct epoll_event lev = {.events = EPOLLIN, .data.u64 = listen_tag};
     struct epoll_event mev = {.events = EPOLLIN, .data.u64 = mhd_tag};
     if (di == NULL || epoll_ctl(epfd, EPOLL_CTL_ADD, m->listen_fd, &lev) < 0 ||
-        epoll_ctl(epfd, EPOLL_CTL_ADD, di->epoll_fd, &mev) < 0) {
+        epoll_ctl(epfd, EPOLL_CTL_ADD, di->epoll_fd, &mev) < 0 ||
+        accept_guard_init(&m->guard, "metrics", m->listen_fd, epfd, lev) < 0) {
         log_err("metrics: cannot watch %s: %s", m->where, strerror(errno));
         metrics_close(m);
         *cur = NULL;

@@ -21,6 +21,7 @@
 
 #include "base/clock.h"
 #include "base/heap.h"
+#include "core/fdlimit.h"
 #include "core/frame_io.h"
 #include "core/log.h"
 #include "core/peer.h"
@@ -66,6 +67,7 @@ struct stats_loop {
     retryd_heap evict, due; /* the open ones, by_evict and by_due */
     size_t pending;         /* reply bytes queued, all readers together */
     metrics *metrics;       /* the /metrics endpoint, NULL when off */
+    accept_guard guard;     /* the stats socket's, out of descriptors */
 };
 /* Queue @p msg as the reply, behind its frame header. RETRYD_EFULL when
  * the replies waiting would go over STATS_OUTPUT_TOTAL_MAX. */
@@ -305,8 +307,9 @@ static int free_place(stats_loop *l)
 static void on_accept(stats_loop *l)
 {
     for (int n = 0; n < STATS_ACCEPT_BATCH; n++) {
-        int fd =
-            accept4(l->d->stats_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        int fd = accept_guarded(&l->guard, NULL, NULL);
+        if (fd == -EMFILE)
+            continue; /* refused on the spare: the next may be too */
         if (fd < 0)
             return;
         stats_conn *c = calloc(1, sizeof(*c));
@@ -367,13 +370,14 @@ static int sooner(int a, int b)
 
 static int loop_timeout(stats_loop *l)
 {
-    int t = expire(l);
+    int t = sooner(expire(l), accept_guard_timeout_ms(&l->guard));
     return l->metrics ? sooner(t, metrics_timeout_ms(l->metrics)) : t;
 }
 
 static int loop_open(stats_loop *l, server *d)
 {
-    *l = (stats_loop){.d = d, .epfd = epoll_create1(EPOLL_CLOEXEC)};
+    *l = (stats_loop){
+        .d = d, .epfd = epoll_create1(EPOLL_CLOEXEC), .guard.spare = -1};
     struct epoll_event lev = {.events = EPOLLIN, .data.u64 = STATS_TAG_LISTEN};
     struct epoll_event sev = {.events = EPOLLIN, .data.u64 = STATS_TAG_STOP};
     struct epoll_event mev = {.events = EPOLLIN,
@@ -381,7 +385,8 @@ static int loop_open(stats_loop *l, server *d)
     if (l->epfd < 0 ||
         epoll_ctl(l->epfd, EPOLL_CTL_ADD, d->stats_fd, &lev) < 0 ||
         epoll_ctl(l->epfd, EPOLL_CTL_ADD, d->stop_fd, &sev) < 0 ||
-        epoll_ctl(l->epfd, EPOLL_CTL_ADD, d->metrics_wake_fd, &mev) < 0) {
+        epoll_ctl(l->epfd, EPOLL_CTL_ADD, d->metrics_wake_fd, &mev) < 0 ||
+        accept_guard_init(&l->guard, "stats", d->stats_fd, l->epfd, lev) < 0) {
         int err = -errno;
         log_err("stats: cannot watch the socket: %s", strerror(-err));
         return err;
@@ -397,6 +402,7 @@ static void loop_close(stats_loop *l)
             conn_close(l->conns[i]);
     metrics_close(l->metrics);
     l->metrics = NULL;
+    accept_guard_close(&l->guard);
     if (l->epfd >= 0)
         close(l->epfd);
 }

@@ -2,6 +2,13 @@
 /*
  * The library's and the daemon's clocks, in nanoseconds. Both are vDSO
  * reads of a few nanoseconds; neither enters the kernel.
+ *
+ * Both read the host's monotonic time, whatever time namespace the process
+ * is in: a namespace's monotonic offset (a container's clock set ahead or
+ * behind, time_namespaces(7)) is taken away. Refill stamps and the
+ * daemon's heartbeat in the segment are compared across processes; a
+ * process ahead of the others read one cap's refill per stamp, and the
+ * daemon reset its "future" stamps as damage every second.
  */
 #ifndef RETRYD_CLOCK_H
 #define RETRYD_CLOCK_H
@@ -9,13 +16,19 @@
 #include <stdint.h>
 #include <time.h>
 
+/* This process's time namespace's CLOCK_MONOTONIC offset against the
+ * host's (/proc/self/timens_offsets, read once when the library or the
+ * daemon is loaded; 0 in the host's namespace or without the file). */
+extern int64_t retryd__clock_offset_ns;
+
 /* CLOCK_MONOTONIC_COARSE: ticking every 1-4 ms, far finer than any
  * budget floor needs, and what bucket refills are stamped with. */
 static inline uint64_t retryd__clock_coarse_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-    return (uint64_t)ts.tv_sec * UINT64_C(1000000000) + (uint64_t)ts.tv_nsec;
+    return (uint64_t)ts.tv_sec * UINT64_C(1000000000) + (uint64_t)ts.tv_nsec -
+           (uint64_t)retryd__clock_offset_ns;
 }
 
 /* CLOCK_MONOTONIC: for deadlines and timeouts, which need better than the
@@ -24,7 +37,8 @@ static inline uint64_t retryd__clock_monotonic_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * UINT64_C(1000000000) + (uint64_t)ts.tv_nsec;
+    return (uint64_t)ts.tv_sec * UINT64_C(1000000000) + (uint64_t)ts.tv_nsec -
+           (uint64_t)retryd__clock_offset_ns;
 }
 
 /* The same, signed: the executor's deadlines, where a time left may go

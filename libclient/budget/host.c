@@ -283,7 +283,11 @@ static int check_segment_fd(int seg_fd, uint64_t size, int *why)
     return 0;
 }
 
-/* Our process slot in view @p v, as the reply names it, or NULL. */
+/* Our process slot in view @p v, as the reply names it, or NULL. The
+ * slot is ours when it holds the ident the daemon gave it: the pid it
+ * wrote there is the one its own PID namespace sees, which a process in a
+ * container's does not know (only a daemon that sends no ident is checked
+ * by pid, as before). */
 static seg_process *our_slot(const seg_view *v, const Retryd__AttachReply *ar,
                              uint64_t *ret_ident)
 {
@@ -291,11 +295,14 @@ static seg_process *our_slot(const seg_view *v, const Retryd__AttachReply *ar,
     if (v->hdr->generation != ar->generation || p == NULL)
         return NULL;
     *ret_ident = atomic_load_explicit(&p->ident, memory_order_acquire);
-    if (seg_ident_state(*ret_ident) != SEG_ACTIVE ||
-        atomic_load_explicit(&p->pid, memory_order_relaxed) !=
-            (uint64_t)getpid())
+    if (seg_ident_state(*ret_ident) != SEG_ACTIVE)
         return NULL;
-    return p;
+    if (ar->process_ident != 0)
+        return *ret_ident == ar->process_ident ? p : NULL;
+    return atomic_load_explicit(&p->pid, memory_order_relaxed) ==
+                   (uint64_t)getpid()
+               ? p
+               : NULL;
 }
 
 /* Map the passed segment and check everything the reply claims about it;
@@ -316,8 +323,12 @@ static int map_attachment(const Retryd__AttachReply *ar, int seg_fd,
     r = retryd__segment_view(map, ar->segment_size, &v);
     *why = r == RETRYD_EVERSION ? RETRYD_SHARE_SEGMENT_BAD_VERSION
                                 : RETRYD_SHARE_SEGMENT_BAD_HEADER;
-    if (r == 0 && (p = our_slot(&v, ar, &ident)) == NULL)
+    /* A header that passed and a slot that is not what the reply says:
+     * not the header's fault (retrydctl doctor must not blame it). */
+    if (r == 0 && (p = our_slot(&v, ar, &ident)) == NULL) {
         r = RETRYD_ECORRUPT;
+        *why = RETRYD_SHARE_PROTOCOL;
+    }
     attachment *a = r == 0 ? calloc(1, sizeof(*a)) : NULL;
     if (r == 0 && a == NULL)
         r = RETRYD_ENOMEM;

@@ -239,7 +239,10 @@ int retryd__control_exchange(int fd, const Retryd__ControlRequest *req,
     uint8_t *body;
     size_t len;
     int r = retryd__frame_send(fd, &req->base, -1, timeout_ms);
-    if (r == 0)
+    /* A daemon that cannot keep the connection (out of descriptors)
+     * replies at once and hangs up, perhaps before the request was sent:
+     * the reply waits in the socket, and says why. */
+    if (r == 0 || r == RETRYD_ENOTCONN)
         r = retryd__frame_recv(fd, RETRYD_FRAME_REPLY_MAX, timeout_ms, &body,
                                &len, ret_fd);
     if (r < 0)

@@ -282,3 +282,38 @@ Test(config_attacks, socket_and_log_limits_are_strict_keys)
     cr_expect_eq(res.exit_code, 0, "every key at an end of its range: %s",
                  res.err);
 }
+
+/* An [upstream NAME] section without keys is an upstream of [defaults]
+ * (issue 23: it was silently dropped), first, between others and last;
+ * one with a key still takes it. */
+Test(config_attacks, empty_upstream_sections_are_registered_with_defaults)
+{
+    const char *text = "[retryd]\n[defaults]\ncap = 42\n"
+                       "[upstream first]\n"
+                       "[upstream keyed]\ncap = 7\n"
+                       "; a comment is no key\n[upstream between]\n"
+                       "[upstream last]\n";
+    check_config(write_file("empty.conf", text));
+    cr_expect_eq(res.exit_code, 0, "%s", res.err);
+    cr_expect(strstr(res.out, "(4 upstreams configured)") != NULL, "%s",
+              res.out);
+
+    cr_assert_eq(rd_daemon_init(&D, "[defaults]\ncap = 42\n"
+                                    "[upstream first]\n"
+                                    "[upstream keyed]\ncap = 7\n"
+                                    "[upstream between]\n"
+                                    "[upstream last]\n"),
+                 0);
+    cr_assert_eq(rd_daemon_start(&D), 0, "see %s", D.log);
+    cr_assert_eq(rd_ctl(&D, &res, "stats", "--json", NULL), 0);
+    const char *names[] = {"first", "between", "last"};
+    for (size_t i = 0; i < 3; i++) {
+        char anchor[64];
+        snprintf(anchor, sizeof(anchor), "\"name\":\"%s\"", names[i]);
+        cr_expect_eq(rd_json_number(res.out, anchor, "cap"), 42, "%s: %s",
+                     names[i], res.out);
+    }
+    cr_expect_eq(rd_json_number(res.out, "\"name\":\"keyed\"", "cap"), 7, "%s",
+                 res.out);
+    rd_daemon_cleanup(&D);
+}

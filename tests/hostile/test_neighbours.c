@@ -4,8 +4,9 @@
  * the operator reads about it, with real processes (another user by setuid
  * in a forked child) against a real retryd (docs/reliability.md): a user's
  * quota of process slots, a client meeting a full listen backlog, the
- * socket limits as configuration keys of a running daemon, and log levels
- * that mean something, with repetitive lines rate-limited.
+ * socket limits as configuration keys of a running daemon, log levels
+ * that mean something, with repetitive lines rate-limited, and no line a
+ * peer's string can forge.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -455,4 +456,76 @@ Test(neighbours, register_and_retire_churn_is_rate_limited)
     cr_expect(retired >= 1 && retired <= 5 * windows, "%ld retire lines",
               retired);
     cr_expect_geq(rd_file_lines_with(D.log, "suppressed", "registered"), 1);
+}
+
+/* --- forged log lines ---------------------------------------------------- */
+
+/* A client name that, logged raw, would end the daemon's line and forge
+ * two: an error in the daemon's own words, and under journald a line of
+ * priority 2 (critical). */
+#define FORGED_NAME "evil\nretryd: error: forged\n<2>forged critical\r\x1b[2J"
+#define FORGED_ESCAPED                                                         \
+    "evil\\x0aretryd: error: forged\\x0a<2>forged critical\\x0d\\x1b[2J"
+
+static void hello_as_forger(void)
+{
+    retryd_host_opts o = {.sz = sizeof(o),
+                          .control_socket = D.control,
+                          .client_name = FORGED_NAME};
+    retryd_host *h;
+    cr_assert_eq(retryd_host_open(&o, &h), 0);
+    cr_assert_eq(retryd_host_share_status(h), RETRYD_SHARE_SHARED);
+    retryd_host_close(h);
+}
+
+/* Lines of the daemon's log that begin with @p prefix. */
+static long lines_starting(const char *prefix)
+{
+    FILE *f = fopen(D.log, "re");
+    cr_assert(f != NULL);
+    char line[4096];
+    long n = 0;
+    while (fgets(line, sizeof(line), f) != NULL)
+        n += strncmp(line, prefix, strlen(prefix)) == 0;
+    fclose(f);
+    return n;
+}
+
+/* Whether every line of the log begins with one of the daemon's own
+ * journald priorities (err, warning, info, debug). */
+static bool every_line_a_daemon_priority(void)
+{
+    FILE *f = fopen(D.log, "re");
+    cr_assert(f != NULL);
+    char line[4096];
+    bool ok = true;
+    while (fgets(line, sizeof(line), f) != NULL)
+        ok &= line[0] == '<' && strchr("3467", line[1]) != NULL &&
+              line[1] != '\0' && line[2] == '>';
+    fclose(f);
+    return ok;
+}
+
+/* The hello and the attach lines (debug) name the client; both are
+ * written before their replies, so they are in the log once the attach
+ * returns. */
+Test(neighbours, a_hostile_client_name_forges_no_log_line)
+{
+    hello_as_forger();
+    cr_expect_eq(rd_file_lines_with(D.log, FORGED_ESCAPED, "said hello"), 1);
+    cr_expect_eq(rd_file_lines_with(D.log, FORGED_ESCAPED, "attached"), 1);
+    cr_expect_eq(lines_starting("retryd: error: forged"), 0);
+    cr_expect_eq(lines_starting("<2>"), 0);
+    cr_expect_eq(rd_file_lines_with(D.log, "\x1b", NULL), 0);
+
+    /* Under journald every line begins with its priority: still only the
+     * daemon's own. */
+    cr_assert_eq(rd_daemon_stop(&D, SIGTERM), 0);
+    cr_assert_eq(truncate(D.log, 0), 0);
+    setenv("JOURNAL_STREAM", "8:1", 1); /* this test's process only */
+    cr_assert_eq(rd_daemon_start(&D), 0, "daemon did not start; see %s", D.log);
+    hello_as_forger();
+    cr_expect_eq(rd_file_lines_with(D.log, FORGED_ESCAPED, "said hello"), 1);
+    cr_expect_eq(lines_starting("<2>"), 0);
+    cr_expect(every_line_a_daemon_priority(), "%s", daemon_log());
 }

@@ -653,6 +653,120 @@ Test(segment_attacks, kill_9_under_load_keeps_the_balances)
     child_stop(&c);
 }
 
+/* The balance of "orders" after 37 deposits and 5 grants, then a restart
+ * (SIGTERM): whether the next daemon adopted the segment (the same
+ * balance) or started afresh. */
+static void expect_adopted_after_restart(child *c)
+{
+    cr_assert_eq(rd_daemon_stop(&D, SIGTERM), 0);
+    cr_assert_eq(rd_daemon_start(&D), 0, "see %s", D.log);
+    cr_expect(strstr(daemon_log(), "adopted segment") != NULL, "%s",
+              daemon_log());
+    cr_expect_eq(stat_of("orders", "balance"), 32, "the balances kept");
+    ask(c, "withdraw 1", "granted 1 denied 0");
+}
+
+static void spend_orders(child *c)
+{
+    start_client(c);
+    ask(c, "open orders", "ok shared=1");
+    ask(c, "deposit 37", "ok"); /* ratio 1: 37 tokens, no floor */
+    ask(c, "withdraw 5", "granted 5 denied 0");
+}
+
+static bool log_says(void *arg)
+{
+    return rd_file_lines_with(D.log, arg, NULL) > 0;
+}
+
+static bool keeper_replaced(void *arg)
+{
+    char target[64] = "";
+    ssize_t n = readlink(D.segment, target, sizeof(target) - 1);
+    long pid = 0;
+    if (n <= 0)
+        return false;
+    target[n] = '\0';
+    if (sscanf(target, "/proc/%ld/fd/3", &pid) != 1 ||
+        pid == (long)*(pid_t *)arg)
+        return false;
+    pid_t p = (pid_t)pid;
+    return !process_gone(&p);
+}
+
+/* A killed keeper is noticed at the next heartbeat and a new one made
+ * while the daemon still holds the segment, so the next restart keeps the
+ * balances (issue 23: it went unnoticed, and the restart discarded them);
+ * its command line is its own, so `pkill -f retryd` leaves it. */
+Test(segment_attacks,
+     a_killed_keeper_is_replaced_and_its_command_line_is_its_own)
+{
+    child c;
+    spend_orders(&c);
+    pid_t keeper = keeper_pid();
+    char path[64], cmdline[256] = "";
+    snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)keeper);
+    FILE *f = fopen(path, "re");
+    cr_assert(f != NULL);
+    size_t n = fread(cmdline, 1, sizeof(cmdline) - 1, f);
+    fclose(f);
+    for (size_t i = 0; i < n; i++)
+        if (cmdline[i] == '\0')
+            cmdline[i] = ' '; /* as pkill -f reads it */
+    cr_expect(strstr(cmdline, "rd-seg-keeper") == cmdline, "%s", cmdline);
+    cr_expect(strstr(cmdline, "retryd") == NULL, "%s", cmdline);
+
+    cr_assert_eq(kill(keeper, SIGKILL), 0);
+    cr_expect(rd_wait_until(keeper_replaced, &keeper, 5000),
+              "no new keeper: %s", daemon_log());
+    /* Said just after the new keeper published its link. */
+    cr_expect(rd_wait_until(log_says, "the segment keeper is gone", 5000), "%s",
+              daemon_log());
+    expect_adopted_after_restart(&c);
+    child_stop(&c);
+}
+
+/* 0 when the handed descriptor's mode and owner could be changed (root:
+ * the test runs as root, or skips). */
+static int envelope_attack(void)
+{
+    uint64_t size = 0;
+    int fd = attach_for_fd(D.control, &size);
+    if (fd < 0)
+        return 1;
+    if (fchmod(fd, 0) < 0 || fchown(fd, 65534, 65534) < 0)
+        return 2;
+    return 0;
+}
+
+static bool envelope_restored(void *arg)
+{
+    (void)arg;
+    struct stat st;
+    return stat(D.segment, &st) == 0 && st.st_uid == geteuid() &&
+           (st.st_mode & 0777) != 0;
+}
+
+/* A root client's fchmod and fchown of the memfd are put back at the next
+ * heartbeat, so the next daemon still adopts it (issue 23: they cost the
+ * balances at the next restart). */
+Test(segment_attacks, a_chmod_and_chown_of_the_memfd_are_put_back)
+{
+    if (geteuid() != 0)
+        cr_skip_test("fchown of the memfd needs root");
+    child c;
+    spend_orders(&c);
+    int status;
+    run_forked(envelope_attack, &status);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "status %d",
+              status);
+    cr_expect(rd_wait_until(envelope_restored, NULL, 5000),
+              "the memfd's owner or mode stayed changed");
+    cr_expect(rd_wait_until(log_says, "put back", 5000), "%s", daemon_log());
+    expect_adopted_after_restart(&c);
+    child_stop(&c);
+}
+
 /* Run the daemon with RLIMIT_FSIZE too small for the segment; its exit
  * status, its log in @p log. */
 static int start_with_fsize(rlim_t limit, char *log, size_t len)
@@ -700,6 +814,39 @@ Test(segment_attacks, no_keeper_outlives_its_runtime_directory)
     rd_daemon_cleanup(&D);
     cr_expect(rd_wait_until(process_gone, &keeper, 3000),
               "keeper %ld still runs", (long)keeper);
+}
+
+static bool daemon_exited(void *arg)
+{
+    (void)arg;
+    return !daemon_running();
+}
+
+/* A runtime directory removed under the daemon (issue 23): first its lock
+ * file alone, and a second daemon is still refused; then the whole
+ * directory, and the daemon says so and exits non-zero, so that the
+ * service manager starts a fresh one instead of it serving nobody. */
+Test(segment_attacks, a_removed_runtime_directory_is_noticed_and_refuses_a_twin)
+{
+    char lock[256], cmd[300];
+    snprintf(lock, sizeof(lock), "%s/retryd.lock", D.runtime);
+    cr_assert_eq(unlink(lock), 0, "%s: %s", lock, strerror(errno));
+    char *twin[] = {RETRYD_PATH, "--config", D.config, NULL};
+    cr_assert_eq(run_program(twin, 10000, &res), 0);
+    cr_expect_neq(res.exit_code, 0, "a second daemon started: %s", res.err);
+    cr_expect(strstr(res.err, "another retryd runs here") != NULL, "%s",
+              res.err);
+    cr_expect(daemon_running());
+    cr_expect(new_client_shares(NULL), "the first daemon still serves");
+
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", D.runtime);
+    cr_assert_eq(system(cmd), 0);
+    /* Noticed at the next heartbeat (1 s). */
+    cr_expect(rd_wait_until(daemon_exited, NULL, 5000),
+              "the daemon serves a removed directory");
+    cr_expect(strstr(daemon_log(), "is gone or replaced") != NULL, "%s",
+              daemon_log());
+    cr_expect_eq(rd_daemon_stop(&D, SIGTERM), 1, "exits non-zero");
 }
 
 /* --- why a client does not share ----------------------------------------- */

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -63,6 +64,10 @@ int rd_daemon_start(rd_daemon *d)
             dup2(log, 1);
             dup2(log, 2);
         }
+        struct rlimit nofile = {.rlim_cur = d->nofile_soft,
+                                .rlim_max = d->nofile_hard};
+        if (d->nofile_hard > 0 && setrlimit(RLIMIT_NOFILE, &nofile) < 0)
+            _exit(127);
         int wfd = dup(p[1]); /* without O_CLOEXEC: it survives exec */
         snprintf(fdarg, sizeof(fdarg), "%d", wfd);
         execl(RETRYD_PATH, "retryd", "--config", d->config, "--notify-fd",

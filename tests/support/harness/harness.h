@@ -22,6 +22,9 @@ typedef struct rd_daemon {
     char segment[192];
     char log[192]; /* the daemon's stderr */
     pid_t pid;     /* 0 when not running */
+    /* RLIMIT_NOFILE the daemon starts with (set before exec): both 0 for
+     * the test's own. */
+    unsigned long nofile_soft, nofile_hard;
 } rd_daemon;
 
 /*
