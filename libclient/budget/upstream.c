@@ -358,8 +358,11 @@ op_fast(retryd_upstream *up, enum bucket_op op, uint64_t *micro)
     binding *b = current(up);
     if (__builtin_expect(b == NULL, 0))
         return RETRYD_ESTALE;
-    bucket_tally t = tally_of(b);
-    return on_bucket(op, b->slot, b->ident, &t, micro);
+    /* The lane's tally in the binding itself, by pointer: a copy on the
+     * stack would give the call a frame, and its slow paths (which take
+     * the tally whole) a reason to build one before the fast one is done. */
+    return on_bucket(op, b->slot, b->ident, &b->lanes[retryd__thread_lane()],
+                     micro);
 }
 
 /*

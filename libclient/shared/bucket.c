@@ -143,9 +143,8 @@ static int refill(seg_upstream *s, uint64_t ident, const bucket_clock *clk,
 }
 
 int retryd__bucket_deposit_cas(seg_upstream *s, uint64_t ident,
-                               bucket_tally tally, uint64_t amount)
+                               const bucket_tally *t, uint64_t amount)
 {
-    const bucket_tally *t = &tally;
     int r = credit(s, ident, amount, t);
     if (r == 0)
         bucket_tally_add(t, SEG_C_DEPOSITS, 1);
@@ -220,10 +219,9 @@ static void undo_add(seg_upstream *s, uint64_t old, uint64_t amount)
 }
 
 int retryd__bucket_deposit_over(seg_upstream *s, uint64_t ident,
-                                bucket_tally tally, uint64_t old,
+                                const bucket_tally *t, uint64_t old,
                                 uint64_t amount)
 {
-    const bucket_tally *t = &tally;
     uint64_t landed = old + amount;
 
     if (bucket_generation_ok(old, ident) &&
@@ -242,7 +240,7 @@ int retryd__bucket_deposit_over(seg_upstream *s, uint64_t ident,
         return RETRYD_ESTALE; /* the slot was retired after the ident check */
     /* The addition carried: this bucket is too near the top of the field
      * for additions, so the compare-and-swap, which never overshoots. */
-    return retryd__bucket_deposit_cas(s, ident, tally, amount);
+    return retryd__bucket_deposit_cas(s, ident, t, amount);
 }
 
 /* --- fair shares (docs/budget.md#fair-shares) --------------------------- */
@@ -306,13 +304,12 @@ static uint64_t claim_of(const bucket_tally *t, uint64_t ratio)
 }
 
 int retryd__bucket_deposit_claiming(seg_upstream *s, uint64_t ident,
-                                    bucket_tally tally)
+                                    const bucket_tally *t)
 {
-    const bucket_tally *t = &tally;
     uint64_t ratio =
         atomic_load_explicit(&s->ratio_micro, memory_order_relaxed);
     if (t->claim == NULL)
-        return retryd__bucket_deposit_cas(s, ident, tally, ratio);
+        return retryd__bucket_deposit_cas(s, ident, t, ratio);
     /* Claim first: a take that finds the token finds the claim on it. */
     uint64_t want = claim_of(t, ratio);
     uint64_t claimed = retryd__share_claim_add(s, t->claim, want);
@@ -394,10 +391,9 @@ static int take_one(seg_upstream *s, uint64_t ident, const bucket_tally *t)
 }
 
 int retryd__bucket_withdraw_short(seg_upstream *s, uint64_t ident,
-                                  const bucket_clock *clk, bucket_tally tally,
-                                  uint64_t old)
+                                  const bucket_clock *clk,
+                                  const bucket_tally *t, uint64_t old)
 {
-    const bucket_tally *t = &tally;
     bool same_gen = bucket_generation_ok(old, ident);
     int64_t bal = seg_token_balance(old);
     /* A whole token in hand, and claims on the balance: the shares say

@@ -50,19 +50,20 @@ extern const bucket_clock retryd__coarse_clock;
  * @p amount returned @p old and did not leave a balance within the cap of
  * its generation: brings the balance back to the cap, or takes the
  * addition back from another generation. 0 or RETRYD_ESTALE. */
-int retryd__bucket_deposit_over(seg_upstream *s, uint64_t ident, bucket_tally t,
-                                uint64_t old, uint64_t amount);
+int retryd__bucket_deposit_over(seg_upstream *s, uint64_t ident,
+                                const bucket_tally *t, uint64_t old,
+                                uint64_t amount);
 
 /* A deposit by compare-and-swap, for the buckets too near the top of the
  * balance field for retryd__bucket_deposit()'s addition. */
-int retryd__bucket_deposit_cas(seg_upstream *s, uint64_t ident, bucket_tally t,
-                               uint64_t amount);
+int retryd__bucket_deposit_cas(seg_upstream *s, uint64_t ident,
+                               const bucket_tally *t, uint64_t amount);
 
 /* A deposit while fair shares are kept: the depositor's claim grows by
  * what its deposit adds to the balance (times its factor), first, so that
  * no other process's take can count the token as nobody's. */
 int retryd__bucket_deposit_claiming(seg_upstream *s, uint64_t ident,
-                                    bucket_tally t);
+                                    const bucket_tally *t);
 
 /* The out-of-line rest of retryd__bucket_withdraw(), whose subtraction
  * returned @p old (no whole token, another generation, or a balance some
@@ -71,8 +72,8 @@ int retryd__bucket_deposit_claiming(seg_upstream *s, uint64_t ident,
  * withdrawal on its own. 0, RETRYD_EBUDGET, RETRYD_ESHARE (tokens there,
  * owed to others) or RETRYD_ESTALE. */
 int retryd__bucket_withdraw_short(seg_upstream *s, uint64_t ident,
-                                  const bucket_clock *clk, bucket_tally t,
-                                  uint64_t old);
+                                  const bucket_clock *clk,
+                                  const bucket_tally *t, uint64_t old);
 
 static inline void bucket_tally_add(const bucket_tally *t, int i, uint64_t n)
 {
@@ -121,7 +122,7 @@ static inline int retryd__bucket_withdraw(seg_upstream *s, uint64_t ident,
         bucket_tally_add(t, SEG_C_GRANTED, 1);
         return 0;
     }
-    return retryd__bucket_withdraw_short(s, ident, clk, *t, old);
+    return retryd__bucket_withdraw_short(s, ident, clk, t, old);
 }
 
 /*
@@ -205,7 +206,7 @@ retryd__bucket_deposit(seg_upstream *s, uint64_t ident, const bucket_tally *t)
     if (__builtin_expect(
             atomic_load_explicit(&s->share_since_ns, memory_order_relaxed) != 0,
             0))
-        return retryd__bucket_deposit_claiming(s, ident, *t);
+        return retryd__bucket_deposit_claiming(s, ident, t);
     /* The addition must never carry into the generation: it may only add
      * where a million deposits in flight above the cap still fit in the
      * balance's 47 bits. Any sane bucket does (the default cap is 10^8
@@ -214,14 +215,14 @@ retryd__bucket_deposit(seg_upstream *s, uint64_t ident, const bucket_tally *t)
     if (__builtin_expect(ratio > (SEG_MAX_CAP_MICRO - cap) >>
                              BUCKET_DEPOSITS_IN_FLIGHT_BITS,
                          0))
-        return retryd__bucket_deposit_cas(s, ident, *t, ratio);
+        return retryd__bucket_deposit_cas(s, ident, t, ratio);
     uint64_t old =
         atomic_fetch_add_explicit(&s->tokens, ratio, memory_order_acq_rel);
     if (__builtin_expect(bucket_added_within_cap(old, ratio, ident, cap), 1)) {
         bucket_tally_add(t, SEG_C_DEPOSITS, 1);
         return 0;
     }
-    return retryd__bucket_deposit_over(s, ident, *t, old, ratio);
+    return retryd__bucket_deposit_over(s, ident, t, old, ratio);
 }
 
 /* --- fair shares (docs/budget.md#fair-shares) --------------------------- */
