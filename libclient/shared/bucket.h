@@ -86,6 +86,14 @@ static inline void bucket_tally_add(const bucket_tally *t, int i, uint64_t n)
         atomic_fetch_add_explicit(c, n, memory_order_relaxed);
 }
 
+/* The counting part of @p t as a value: the fast paths count through it,
+ * so that their stores to the counters (which may alias anything) do not
+ * make the compiler read the tally again after each. */
+static inline bucket_tally bucket_tally_hot(const bucket_tally *t)
+{
+    return (bucket_tally){t->counters, t->exclusive, NULL, NULL};
+}
+
 static inline bool bucket_generation_ok(uint64_t word, uint64_t ident)
 {
     return (uint16_t)seg_token_generation(word) ==
@@ -119,7 +127,8 @@ static inline int retryd__bucket_withdraw(seg_upstream *s, uint64_t ident,
                              atomic_load_explicit(&s->claimed_micro,
                                                   memory_order_acquire) == 0,
                          1)) {
-        bucket_tally_add(t, SEG_C_GRANTED, 1);
+        bucket_tally hot = bucket_tally_hot(t);
+        bucket_tally_add(&hot, SEG_C_GRANTED, 1);
         return 0;
     }
     return retryd__bucket_withdraw_short(s, ident, clk, t, old);
@@ -197,8 +206,9 @@ retryd__bucket_deposit(seg_upstream *s, uint64_t ident, const bucket_tally *t)
         atomic_load_explicit(&s->ratio_micro, memory_order_relaxed);
     uint64_t cap = atomic_load_explicit(&s->cap_micro, memory_order_relaxed);
     if (retryd__bucket_full == s && bucket_still_full(s, ident, cap)) {
-        bucket_tally_add(t, SEG_C_DISCARDED_MICRO, ratio);
-        bucket_tally_add(t, SEG_C_DEPOSITS, 1);
+        bucket_tally hot = bucket_tally_hot(t);
+        bucket_tally_add(&hot, SEG_C_DISCARDED_MICRO, ratio);
+        bucket_tally_add(&hot, SEG_C_DEPOSITS, 1);
         return 0;
     }
     /* Shares kept (the bucket ran short within a window): the deposit
@@ -219,7 +229,8 @@ retryd__bucket_deposit(seg_upstream *s, uint64_t ident, const bucket_tally *t)
     uint64_t old =
         atomic_fetch_add_explicit(&s->tokens, ratio, memory_order_acq_rel);
     if (__builtin_expect(bucket_added_within_cap(old, ratio, ident, cap), 1)) {
-        bucket_tally_add(t, SEG_C_DEPOSITS, 1);
+        bucket_tally hot = bucket_tally_hot(t);
+        bucket_tally_add(&hot, SEG_C_DEPOSITS, 1);
         return 0;
     }
     return retryd__bucket_deposit_over(s, ident, t, old, ratio);
