@@ -522,7 +522,7 @@ static seg_upstream *entry_upstream(const owner *o, uint64_t key)
                : NULL;
 }
 
-static uint64_t entry_total(const seg_process *p, int e, int c)
+uint64_t owner_entry_sum(const seg_process *p, int e, int c)
 {
     uint64_t sum = 0;
     for (int lane = 0; lane < SEG_PROC_LANES; lane++)
@@ -553,7 +553,7 @@ void owner_process_release(owner *o, uint32_t slot)
         if (s == NULL)
             continue;
         for (int c = 0; c < SEG_COUNTERS; c++)
-            atomic_fetch_add(&s->counters[c], entry_total(p, e, c));
+            atomic_fetch_add(&s->counters[c], owner_entry_sum(p, e, c));
     }
     memset((char *)p + sizeof(p->ident), 0, sizeof(*p) - sizeof(p->ident));
     atomic_store_explicit(&p->ident, seg_ident(gen, SEG_FREE),
@@ -583,7 +583,7 @@ unsigned owner_collect(const owner *o, uint64_t (*per_upstream)[SEG_COUNTERS])
                 continue;
             uint32_t u = (uint32_t)(key >> 32) - 1;
             for (int c = 0; c < SEG_COUNTERS; c++)
-                per_upstream[u][c] += entry_total(p, e, c);
+                per_upstream[u][c] += owner_entry_sum(p, e, c);
         }
     }
     return active;
@@ -598,7 +598,7 @@ void owner_process_totals(const owner *o, uint32_t slot,
         return;
     for (int e = 0; e < SEG_PROC_ENTRIES; e++)
         for (int c = 0; c < SEG_COUNTERS; c++)
-            out[c] += entry_total(p, e, c);
+            out[c] += owner_entry_sum(p, e, c);
 }
 
 uint64_t owner_entry_totals(const owner *o, uint32_t slot, int e,
@@ -610,7 +610,7 @@ uint64_t owner_entry_totals(const owner *o, uint32_t slot, int e,
         return 0;
     uint64_t key = atomic_load(&p->entry_upstream[e]);
     for (int c = 0; key != 0 && c < SEG_COUNTERS; c++)
-        out[c] = entry_total(p, e, c);
+        out[c] = owner_entry_sum(p, e, c);
     return key;
 }
 

@@ -173,6 +173,8 @@ unsigned owner_collect(const owner *o, uint64_t (*per_upstream)[SEG_COUNTERS]);
 /* One process slot's totals over its entries and lanes. */
 void owner_process_totals(const owner *o, uint32_t slot,
                           uint64_t out[SEG_COUNTERS]);
+/* Counter @p c of entry @p e of process slot @p p, its lanes summed. */
+uint64_t owner_entry_sum(const seg_process *p, int e, int c);
 /* Entry @p e of process slot @p slot: its totals over the lanes, and the
  * upstream key it counts for (0: unused, @p out left zero). */
 uint64_t owner_entry_totals(const owner *o, uint32_t slot, int e,

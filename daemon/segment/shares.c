@@ -51,20 +51,12 @@ struct owner_shares {
     uint64_t last_ns;
 };
 
-static uint64_t entry_sum(const seg_process *p, int e, int c)
-{
-    uint64_t sum = 0;
-    for (int lane = 0; lane < SEG_PROC_LANES; lane++)
-        sum += atomic_load_explicit(&p->counters[lane][e][c],
-                                    memory_order_relaxed);
-    return sum;
-}
-
 static uint64_t entry_activity(const seg_process *p, int e)
 {
-    return entry_sum(p, e, SEG_C_DEPOSITS) + entry_sum(p, e, SEG_C_GRANTED) +
-           entry_sum(p, e, SEG_C_DENIED_BUDGET_EXHAUSTED) +
-           entry_sum(p, e, SEG_C_DENIED_OVER_SHARE);
+    return owner_entry_sum(p, e, SEG_C_DEPOSITS) +
+           owner_entry_sum(p, e, SEG_C_GRANTED) +
+           owner_entry_sum(p, e, SEG_C_DENIED_BUDGET_EXHAUSTED) +
+           owner_entry_sum(p, e, SEG_C_DENIED_OVER_SHARE);
 }
 
 /* The active upstream slot index of entry key @p key, or -1. */
@@ -123,7 +115,7 @@ static void note_entry(owner *o, struct owner_shares *sh, uint32_t i, int e,
         return;
     seg_upstream *s = &o->view.upstreams[u];
     share_row *r = &sh->rows[(size_t)i * SEG_PROC_ENTRIES + (size_t)e];
-    uint64_t dep = entry_sum(p, e, SEG_C_DEPOSITS);
+    uint64_t dep = owner_entry_sum(p, e, SEG_C_DEPOSITS);
     uint64_t act = entry_activity(p, e);
     if (r->proc_ident != o->procs[i].ident || r->key != key)
         *r = (share_row){o->procs[i].ident, key, dep, act, now, weight};
