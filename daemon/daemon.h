@@ -125,6 +125,7 @@ typedef struct server {
     /* Attaches refused a process slot, by why (written by the main
      * thread, read by the stats thread). */
     _Atomic uint64_t slots_refused_capacity, slots_refused_quota;
+    _Atomic uint64_t upstreams_refused_quota;
     pthread_t stats_thread;
     bool stats_running;
     /* The /metrics endpoint (metrics.h): opened by the main thread, handed

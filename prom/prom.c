@@ -427,6 +427,12 @@ static void daemon_families(const render *x)
             "retryd_slot_refusals_total{reason=\"capacity\"} %" PRIu64
             "\nretryd_slot_refusals_total{reason=\"quota\"} %" PRIu64 "\n",
             r->slots_refused_capacity, r->slots_refused_quota);
+    header(x->out, "retryd_upstream_refusals_total", "counter",
+           "Registrations of new upstreams refused: the user at "
+           "upstreams_per_uid (quota).");
+    fprintf(x->out,
+            "retryd_upstream_refusals_total{reason=\"quota\"} %" PRIu64 "\n",
+            r->upstreams_refused_quota);
     health(x);
     descriptor_families(x);
 }

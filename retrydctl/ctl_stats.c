@@ -277,11 +277,12 @@ static void print_json(const Retryd__StatsReply *r)
     printf(",\"generation\":\"%016" PRIx64 "\",\"uptime_seconds\":%.3f,"
            "\"attached_processes\":%u,\"draining\":%s,\"upstream_capacity\":"
            "%u,\"process_capacity\":%u,\"slots_refused\":{\"capacity\":%" PRIu64
-           ",\"quota\":%" PRIu64 "},",
+           ",\"quota\":%" PRIu64 "},\"upstreams_refused\":{\"quota\":%" PRIu64
+           "},",
            r->generation, (double)r->uptime_ms / 1000, r->attached_processes,
            r->draining ? "true" : "false", r->upstream_capacity,
            r->process_capacity, r->slots_refused_capacity,
-           r->slots_refused_quota);
+           r->slots_refused_quota, r->upstreams_refused_quota);
     print_json_health(r);
     for (size_t i = 0; i < r->n_upstreams; i++) {
         const Retryd__UpstreamStats *u = r->upstreams[i];

@@ -212,8 +212,13 @@ static int on_register(server *d, conn *c, const Retryd__Register *rg)
 
     if (rg->params != NULL && params_from_wire(rg->params, &given) < 0)
         return conn_reply_error(c, RETRYD_EINVAL, "parameters out of range");
-    int r = daemon_register(d, rg->name ? rg->name : "",
-                            rg->params ? &given : NULL, &e);
+    bool quota;
+    int r = daemon_register_for(d, c->uid, rg->name ? rg->name : "",
+                                rg->params ? &given : NULL, &e, &quota);
+    if (quota)
+        return conn_reply_error(c, r,
+                                "this user registered its quota of upstreams "
+                                "(upstreams_per_uid)");
     if (r == RETRYD_EINVAL)
         return conn_reply_error(c, r,
                                 "an upstream name is 1..95 printable bytes");

@@ -287,8 +287,11 @@ static int limits_finish(config *c, const parse_state *st, char *err,
                          size_t err_len)
 {
     uint32_t half = c->process_capacity / 2;
+    uint32_t quarter = c->upstream_capacity / 4;
     if (limit_within(c, st, CK_PROCESS_SLOTS_PER_UID, CK_PROCESS_CAPACITY,
                      half > 16 ? half : 16, err, err_len) < 0 ||
+        limit_within(c, st, CK_UPSTREAMS_PER_UID, CK_UPSTREAM_CAPACITY,
+                     quarter > 16 ? quarter : 16, err, err_len) < 0 ||
         limit_within(c, st, CK_CONNECTIONS_PER_UID, CK_CONNECTIONS_UNATTACHED,
                      c->connections_unattached / 2, err, err_len) < 0 ||
         limit_within(c, st, CK_CONNECTIONS_PER_PROCESS, CK_CONNECTIONS_PER_UID,

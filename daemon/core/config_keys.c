@@ -443,6 +443,7 @@ const config_key config_keys[CK_COUNT] = {
                metrics_per_process, 0, 0, PROM_PER_PROGRAM, NULL),
     [CK_PROCESS_SLOTS_PER_UID] =
         LIMIT(process_slots_per_uid, 1, SEG_MAX_PROCESSES, 0),
+    [CK_UPSTREAMS_PER_UID] = LIMIT(upstreams_per_uid, 1, SEG_MAX_UPSTREAMS, 0),
     [CK_CONNECTIONS_UNATTACHED] =
         LIMIT(connections_unattached, 2, CONFIG_UNATTACHED_MAX, 64),
     [CK_CONNECTIONS_PER_UID] =

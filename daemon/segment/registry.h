@@ -23,6 +23,9 @@ typedef struct reg_entry {
     uint32_t slot;
     uint32_t generation;
     budget_params params;
+    /* The user whose process registered it, against upstreams_per_uid;
+     * -1 for the configuration's and an adopted segment's. */
+    int64_t owner_uid;
 } reg_entry;
 
 typedef struct registry registry;

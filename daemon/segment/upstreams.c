@@ -56,10 +56,56 @@ static void log_conflict(const char *name, const budget_params *offered,
         (double)holds->floor_micro_per_s / 1e6, (double)holds->cap_micro / 1e6);
 }
 
+static int register_as(server *d, int64_t uid, const char *name,
+                       const budget_params *given, reg_entry *ret);
+
 int daemon_register(server *d, const char *name, const budget_params *given,
                     reg_entry *ret)
 {
-    reg_entry e = {0};
+    return register_as(d, -1, name, given, ret);
+}
+
+typedef struct uid_count {
+    int64_t uid;
+    uint32_t n;
+} uid_count;
+
+static int count_owned(const reg_entry *e, void *arg)
+{
+    uid_count *c = arg;
+    c->n += e->owner_uid == c->uid;
+    return 0;
+}
+
+int daemon_register_for(server *d, uid_t uid, const char *name,
+                        const budget_params *given, reg_entry *ret,
+                        bool *ret_quota)
+{
+    *ret_quota = false;
+    rd_rcu_read_lock();
+    bool known = registry_lookup(d->reg, name) != NULL;
+    uid_count c = {(int64_t)uid, 0};
+    if (!known)
+        registry_for_each(d->reg, count_owned, &c);
+    rd_rcu_read_unlock();
+    if (!known && c.n >= d->cfg->upstreams_per_uid) {
+        *ret_quota = true;
+        atomic_fetch_add_explicit(&d->upstreams_refused_quota, 1,
+                                  memory_order_relaxed);
+        log_limited(LOG_WARN,
+                    "uid %u registered %u upstreams, its quota "
+                    "(upstreams_per_uid): '%s' refused; its processes spend "
+                    "from local budgets for it",
+                    (unsigned)uid, c.n, name);
+        return RETRYD_EFULL;
+    }
+    return register_as(d, (int64_t)uid, name, given, ret);
+}
+
+static int register_as(server *d, int64_t uid, const char *name,
+                       const budget_params *given, reg_entry *ret)
+{
+    reg_entry e = {.owner_uid = uid};
     int r = 0;
 
     if (!seg_name_valid(name))
@@ -199,7 +245,8 @@ void daemon_adopt_upstreams(server *d)
         uint64_t id = atomic_load(&s->ident);
         if (seg_ident_state(id) != SEG_ACTIVE)
             continue;
-        reg_entry e = {.slot = i, .generation = seg_ident_generation(id)};
+        reg_entry e = {
+            .slot = i, .generation = seg_ident_generation(id), .owner_uid = -1};
         if (!slot_name(s, e.name)) {
             log_limited(LOG_WARN, "slot %u holds a malformed name: retired", i);
             owner_upstream_retire(&d->seg, i);

@@ -16,6 +16,13 @@
 int daemon_register(server *d, const char *name, const budget_params *given,
                     reg_entry *ret);
 
+/* daemon_register() for a client of @p uid: a new upstream is refused
+ * (RETRYD_EFULL, *@p ret_quota set) once that user registered
+ * upstreams_per_uid of them, so one user cannot take the whole table. */
+int daemon_register_for(server *d, uid_t uid, const char *name,
+                        const budget_params *given, reg_entry *ret,
+                        bool *ret_quota);
+
 int daemon_retire(server *d, const char *name);
 /* Configured upstreams get the configuration's parameters (registered if
  * new); any other registered upstream keeps its own. */

@@ -267,6 +267,8 @@ int stats_snapshot_take(server *d, bool processes, stats_snapshot *s)
         atomic_load_explicit(&d->slots_refused_capacity, memory_order_relaxed);
     rep->slots_refused_quota =
         atomic_load_explicit(&d->slots_refused_quota, memory_order_relaxed);
+    rep->upstreams_refused_quota =
+        atomic_load_explicit(&d->upstreams_refused_quota, memory_order_relaxed);
     descriptors(rep);
     rep->n_upstreams = s->b.n;
     rep->upstreams = s->b.up_ptrs;

@@ -172,6 +172,72 @@ Test(neighbours, a_user_fills_its_slot_quota_and_another_still_shares)
         cr_expect_eq(rd_reap(hogs[i], 10000), 0, "hog %d", i);
 }
 
+/* --- a user's quota of upstream registrations ---------------------------- */
+
+/* As user nobody: register upstreams n0..n(N-1), counting in the board
+ * those that are shared (attached) and those that are not (quota). */
+static _Noreturn void nobody_registers(int n)
+{
+    retryd_host_opts o = {.sz = sizeof(o), .control_socket = D.control};
+    retryd_host *h;
+    if (rd_become(65534, 65534) < 0 || retryd_host_open(&o, &h) < 0 ||
+        !retryd_host_attached(h))
+        _exit(1);
+    for (int i = 0; i < n; i++) {
+        char name[32];
+        retryd_upstream *up;
+        snprintf(name, sizeof(name), "hog-%d", i);
+        if (retryd_upstream_open(h, name, NULL, &up) < 0)
+            _exit(2);
+        atomic_fetch_add(retryd_upstream_shared(up) ? &B->attached : &B->quota,
+                         1);
+    }
+    atomic_fetch_add(&B->done, 1);
+    retryd_host_close(h);
+    _exit(0);
+}
+
+/* User nobody registers 12 new upstreams against upstreams_per_uid = 5:
+ * 5 are shared, the other 7 are refused (their processes spend from local
+ * budgets), counted and logged with the quota's name; root still registers
+ * a new upstream and shares it. */
+Test(neighbours, a_user_at_its_upstream_quota_leaves_the_table_to_others)
+{
+    enum { NAMES = 12, QUOTA = 5 };
+    if (geteuid() != 0)
+        cr_skip_test("needs root to run processes as user nobody");
+    struct group *g = getgrnam("nogroup");
+    if (g == NULL || g->gr_gid != 65534)
+        cr_skip_test("no group 'nogroup' (65534) on this machine");
+    restart_at("info", "group = nogroup\nallow_groups = root nogroup\n"
+                       "upstreams_per_uid = 5\n" POT_CONFIG);
+    board_new();
+    pid_t pid = fork_or_die();
+    if (pid == 0)
+        nobody_registers(NAMES);
+    cr_assert_eq(rd_reap(pid, 10000), 0, "the registering process");
+    cr_expect_eq(atomic_load(&B->attached), QUOTA);
+    cr_expect_eq(atomic_load(&B->quota), NAMES - QUOTA);
+    stats_json();
+    cr_expect_eq(rd_json_number(res.out, "\"upstreams_refused\"", "quota"),
+                 NAMES - QUOTA, "%s", res.out);
+    cr_expect_geq(rd_file_lines_with(D.log, "uid 65534", "upstreams_per_uid"),
+                  1, "the refusal names the quota in the log");
+    cr_assert_eq(rd_ctl(&D, &res, "stats", "--prometheus", NULL), 0);
+    char want[96];
+    snprintf(want, sizeof(want),
+             "retryd_upstream_refusals_total{reason=\"quota\"} %d\n",
+             NAMES - QUOTA);
+    cr_expect(strstr(res.out, want) != NULL, "no '%s' in %s", want, res.out);
+    /* Root's quota is its own, and the configured upstream nobody's. */
+    child a;
+    start_client(&a);
+    ask(&a, "open root-new", "ok shared=1");
+    ask(&a, "open pot", "ok shared=1");
+    ask(&a, "open hog-0", "ok shared=1"); /* registered: no new slot */
+    child_stop(&a);
+}
+
 /* --- a full listen backlog ----------------------------------------------- */
 
 static bool told_to_go(void *arg)
