@@ -257,6 +257,43 @@ static bool check_attach(doctor *d)
     }
 }
 
+/*
+ * The upstream table, from the stats socket when this identity may read
+ * it (skipped, with a note, when not): full, a new upstream's budget
+ * would be local (FAIL); registrations refused under upstreams_per_uid
+ * are worth a note, not a failure (the names registered still share).
+ */
+static bool check_upstreams(doctor *d, const ctl_sockets *s)
+{
+    Retryd__StatsReply *r;
+    char err[CTL_ERR_MAX];
+    if (ctl_fetch_stats_quiet(s, false, &r, err, sizeof(err)) < 0) {
+        printf("note  upstream table not checked (the stats socket: %s)\n",
+               err);
+        return true;
+    }
+    size_t n = r->n_upstreams;
+    uint32_t cap = r->upstream_capacity;
+    uint64_t quota = r->upstreams_refused_quota;
+    retryd__stats_reply__free_unpacked(r, NULL);
+    if (cap > 0 && n >= cap) {
+        fail(d, "the upstream table is full",
+             "the upstream table is full: a new upstream's retries are paid "
+             "from a local budget in each process, not the host's",
+             "raise upstream_capacity in retryd.conf's [retryd] section, or "
+             "lower upstreams_per_uid so that one user cannot fill it, then "
+             "restart the daemon: sudo systemctl restart retryd");
+        return false;
+    }
+    ok("upstream table: %zu of %u slots registered", n, cap);
+    if (quota > 0)
+        printf("note  %llu registrations of new upstreams were refused "
+               "under upstreams_per_uid since the daemon started (its log "
+               "names the user)\n",
+               (unsigned long long)quota);
+    return true;
+}
+
 /* Where the control socket's path came from, and the path. */
 static void socket_source(doctor *d, const ctl_sockets *s, bool given)
 {
@@ -299,7 +336,8 @@ int ctl_doctor_main(int argc, char **argv)
     snprintf(dir, sizeof(dir), "%s", d.socket);
     bool shares = check_path(&d, "runtime directory", dirname(dir), X_OK) &&
                   check_path(&d, "control socket", d.socket, W_OK) &&
-                  check_hello(&d) && check_attach(&d);
+                  check_hello(&d) && check_attach(&d) &&
+                  check_upstreams(&d, &s);
     if (shares) {
         printf("\nverdict: this identity shares the host budget\n");
         return CTL_EXIT_OK;

@@ -167,6 +167,27 @@ Test(doctor, a_user_in_the_group_but_not_the_allow_lists_is_told_allow_users)
                  0);
 }
 
+/* #23: a full upstream table is a new upstream not shared, and doctor says
+ * so with the fix; the configuration's one upstream and a client's fill
+ * a table of 2. */
+Test(doctor, a_full_upstream_table_is_told_upstream_capacity)
+{
+    restart_with("upstream_capacity = 2\n");
+    cr_assert_eq(rd_ctl(&D, &res, "doctor", NULL), 0, "%s%s", res.out, res.err);
+    cr_expect(strstr(res.out, "upstream table: 1 of 2 slots") != NULL, "%s",
+              res.out);
+    child c;
+    start_client(&c);
+    ask(&c, "open orders", "ok shared=1");
+    ask(&c, "open more", "ok shared=0"); /* no slot left for it */
+    cr_assert_eq(rd_ctl(&D, &res, "doctor", NULL), 1, "%s%s", res.out, res.err);
+    cr_expect(strstr(res.out, NOT_SHARING "the upstream table is full") != NULL,
+              "%s", res.out);
+    cr_expect(strstr(res.out, "raise upstream_capacity") != NULL, "%s",
+              res.out);
+    child_stop(&c);
+}
+
 Test(doctor, no_free_process_slot_is_told_process_capacity)
 {
     restart_with("process_capacity = 1\n");
