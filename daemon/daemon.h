@@ -138,6 +138,11 @@ typedef struct server {
     /* The per-program ledger (stats/programs.h): folded by the main
      * thread as slots are released, sampled on the heartbeat. */
     struct programs *programs;
+    /* Per upstream slot, for upstream_idle_retire (upstreams.c): its
+     * activity at the last heartbeat and since when it has not moved. */
+    struct idle_slot {
+        uint64_t activity, since_ns;
+    } * idle;
 } server;
 
 #endif

@@ -248,6 +248,7 @@ static bool on_timer(server *d)
             return true;
         }
         owner_heartbeat(&d->seg, d->cfg);
+        daemon_retire_idle(d, retryd__clock_coarse_ns());
         programs_sample(d->programs);
         owner_check_envelope(&d->seg, d->cfg->segment_path);
         log_flush_suppressed();
@@ -585,6 +586,7 @@ static void teardown(server *d)
     owner_close(&d->seg);
     programs_free(d->programs);
     free(d->procs);
+    free(d->idle);
     rd_rcu_barrier();
     config_free(d->cfg);
     if (d->lock_fd >= 0)

@@ -98,7 +98,8 @@ typedef struct config {
      * process slots of one uid, the control socket's connections without
      * a slot and its deadlines, the rate limit of repetitive log lines. */
     uint32_t process_slots_per_uid;
-    uint32_t upstreams_per_uid; /* new upstreams one user may register */
+    uint32_t upstreams_per_uid;       /* new upstreams one user may register */
+    uint64_t upstream_idle_retire_ns; /* a client's idle upstream retires */
     uint32_t connections_unattached;
     uint32_t connections_per_uid;
     uint32_t connections_per_process;

@@ -444,6 +444,10 @@ const config_key config_keys[CK_COUNT] = {
     [CK_PROCESS_SLOTS_PER_UID] =
         LIMIT(process_slots_per_uid, 1, SEG_MAX_PROCESSES, 0),
     [CK_UPSTREAMS_PER_UID] = LIMIT(upstreams_per_uid, 1, SEG_MAX_UPSTREAMS, 0),
+    [CK_UPSTREAM_IDLE_RETIRE] = DAEMON(
+        "upstream_idle_retire", parse_duration_key, upstream_idle_retire_ns,
+        UINT64_C(1000000000), 30 * 86400 * UINT64_C(1000000000),
+        3600 * UINT64_C(1000000000), NULL),
     [CK_CONNECTIONS_UNATTACHED] =
         LIMIT(connections_unattached, 2, CONFIG_UNATTACHED_MAX, 64),
     [CK_CONNECTIONS_PER_UID] =

@@ -5,6 +5,7 @@
  * segment) and SIGHUP (a new configuration) do to the registered set.
  * Main thread only: the one writer of the registry and the slot table.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "shared/bucket.h"
@@ -299,4 +300,97 @@ void daemon_adopt_upstreams(server *d)
         }
     }
     log_info("adopted %lu upstreams", registry_count(d->reg));
+}
+
+/* --- idle registrations -------------------------------------------------- */
+
+/* Retired per heartbeat at most: the rest wait for the next one. */
+#define IDLE_RETIRE_MAX 256
+
+typedef struct idle_scan {
+    server *d;
+    const bool *in_use; /* per slot: an attached process has an entry */
+    uint64_t now_ns;
+    char (*names)[SEG_NAME_MAX + 1];
+    size_t n;
+} idle_scan;
+
+static bool configured(const config *c, const char *name)
+{
+    return config_params_for(c, name) != &c->defaults;
+}
+
+/* What moves while anybody uses the upstream: its own counters (exited
+ * processes are folded into them). */
+static uint64_t slot_activity(const seg_upstream *s)
+{
+    seg_upstream *m = (seg_upstream *)(uintptr_t)s; /* atomics only */
+    return atomic_load(&m->counters[SEG_C_DEPOSITS]) +
+           atomic_load(&m->counters[SEG_C_GRANTED]) +
+           atomic_load(&m->counters[SEG_C_DENIED_BUDGET_EXHAUSTED]) +
+           atomic_load(&m->counters[SEG_C_DENIED_OVER_SHARE]);
+}
+
+static int note_idle(const reg_entry *e, void *arg)
+{
+    idle_scan *sc = arg;
+    server *d = sc->d;
+    seg_upstream *s = retryd__segment_upstream(&d->seg.view, e->slot);
+    if (s == NULL || configured(d->cfg, e->name))
+        return 0;
+    struct idle_slot *w = &d->idle[e->slot];
+    uint64_t act = slot_activity(s);
+    if (sc->in_use[e->slot] || act != w->activity || w->since_ns == 0) {
+        w->activity = act;
+        w->since_ns = sc->now_ns;
+        return 0;
+    }
+    if (sc->now_ns - w->since_ns >= d->cfg->upstream_idle_retire_ns &&
+        sc->n < IDLE_RETIRE_MAX)
+        memcpy(sc->names[sc->n++], e->name, sizeof(e->name));
+    return 0;
+}
+
+/* Which slots an attached process has an entry for (of their current
+ * generation). */
+static void mark_in_use(const server *d, bool *in_use)
+{
+    const seg_view *v = &d->seg.view;
+    for (uint32_t i = 0; i < v->process_capacity; i++) {
+        if (seg_ident_state(d->seg.procs[i].ident) != SEG_ACTIVE)
+            continue;
+        for (int e = 0; e < SEG_PROC_ENTRIES; e++) {
+            uint64_t key = atomic_load(&v->processes[i].entry_upstream[e]);
+            uint32_t slot = (uint32_t)(key >> 32) - 1;
+            if (key != 0 && slot < v->upstream_capacity &&
+                seg_ident_generation(d->seg.slots[slot].ident) == (uint32_t)key)
+                in_use[slot] = true;
+        }
+    }
+}
+
+void daemon_retire_idle(server *d, uint64_t now_ns)
+{
+    uint32_t cap = d->seg.view.upstream_capacity;
+    if (d->idle == NULL && (d->idle = calloc(cap, sizeof(*d->idle))) == NULL)
+        return;
+    bool *in_use = calloc(cap, sizeof(*in_use));
+    idle_scan sc = {d, in_use, now_ns,
+                    malloc(IDLE_RETIRE_MAX * sizeof(*sc.names)), 0};
+    if (in_use == NULL || sc.names == NULL) {
+        free(in_use), free(sc.names);
+        return;
+    }
+    mark_in_use(d, in_use);
+    rd_rcu_read_lock();
+    registry_for_each(d->reg, note_idle, &sc);
+    rd_rcu_read_unlock();
+    for (size_t i = 0; i < sc.n; i++) {
+        log_limited(LOG_INFO,
+                    "upstream '%s' idle for upstream_idle_retire: retiring "
+                    "its registration",
+                    sc.names[i]);
+        (void)daemon_retire(d, sc.names[i]);
+    }
+    free(in_use), free(sc.names);
 }

@@ -24,6 +24,12 @@ int daemon_register_for(server *d, uid_t uid, const char *name,
                         bool *ret_quota);
 
 int daemon_retire(server *d, const char *name);
+
+/* Heartbeat: retire the upstreams a client registered that no attached
+ * process has an entry for and whose counters have not moved for
+ * upstream_idle_retire, so that a user's registrations do not hold the
+ * table (and its upstreams_per_uid) forever. Configured ones stay. */
+void daemon_retire_idle(server *d, uint64_t now_ns);
 /* Configured upstreams get the configuration's parameters (registered if
  * new); any other registered upstream keeps its own. */
 void daemon_apply_config(server *d);

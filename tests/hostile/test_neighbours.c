@@ -200,7 +200,16 @@ static _Noreturn void nobody_registers(int n)
 /* User nobody registers 12 new upstreams against upstreams_per_uid = 5:
  * 5 are shared, the other 7 are refused (their processes spend from local
  * budgets), counted and logged with the quota's name; root still registers
- * a new upstream and shares it. */
+ * a new upstream and shares it. Once nobody's process is gone, its
+ * registrations sit idle and are retired (upstream_idle_retire = 1s), so
+ * its next process registers its quota again: it holds nothing forever. */
+static bool hogs_retired(void *arg)
+{
+    (void)arg;
+    return rd_ctl(&D, &res, "stats", "--json", NULL) == 0 &&
+           strstr(res.out, "\"hog-") == NULL;
+}
+
 Test(neighbours, a_user_at_its_upstream_quota_leaves_the_table_to_others)
 {
     enum { NAMES = 12, QUOTA = 5 };
@@ -209,8 +218,9 @@ Test(neighbours, a_user_at_its_upstream_quota_leaves_the_table_to_others)
     struct group *g = getgrnam("nogroup");
     if (g == NULL || g->gr_gid != 65534)
         cr_skip_test("no group 'nogroup' (65534) on this machine");
-    restart_at("info", "group = nogroup\nallow_groups = root nogroup\n"
-                       "upstreams_per_uid = 5\n" POT_CONFIG);
+    restart_at("info",
+               "group = nogroup\nallow_groups = root nogroup\n"
+               "upstreams_per_uid = 5\nupstream_idle_retire = 1s\n" POT_CONFIG);
     board_new();
     pid_t pid = fork_or_die();
     if (pid == 0)
@@ -234,8 +244,19 @@ Test(neighbours, a_user_at_its_upstream_quota_leaves_the_table_to_others)
     start_client(&a);
     ask(&a, "open root-new", "ok shared=1");
     ask(&a, "open pot", "ok shared=1");
-    ask(&a, "open hog-0", "ok shared=1"); /* registered: no new slot */
     child_stop(&a);
+    cr_assert(rd_wait_until(hogs_retired, NULL, 10000),
+              "nobody's idle registrations stayed: %s", res.out);
+    cr_expect_geq(
+        rd_file_lines_with(D.log, "idle for upstream_idle_retire", NULL), 1);
+    atomic_store(&B->attached, 0);
+    atomic_store(&B->quota, 0);
+    pid = fork_or_die();
+    if (pid == 0)
+        nobody_registers(QUOTA);
+    cr_assert_eq(rd_reap(pid, 10000), 0, "the registering process");
+    cr_expect_eq(atomic_load(&B->attached), QUOTA, "its quota, again");
+    cr_expect_eq(atomic_load(&B->quota), 0);
 }
 
 /* --- a full listen backlog ----------------------------------------------- */
