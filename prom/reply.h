@@ -50,7 +50,7 @@ typedef struct reply_health_item {
     uint64_t n;
 } reply_health_item;
 
-#define REPLY_HEALTH_KINDS 10
+#define REPLY_HEALTH_KINDS 11
 
 static inline void reply_health_items(const Retryd__StatsReply *r,
                                       reply_health_item out[REPLY_HEALTH_KINDS])
@@ -69,6 +69,7 @@ static inline void reply_health_items(const Retryd__StatsReply *r,
         {"process_repaired", h->process_repaired},
         {"health_repaired", h->health_repaired},
         {"shares_repaired", h->shares_repaired},
+        {"freed_slot_writes", h->freed_slot_writes},
     };
     for (size_t i = 0; i < REPLY_HEALTH_KINDS; i++)
         out[i] = items[i];

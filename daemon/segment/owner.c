@@ -235,7 +235,8 @@ static int take_copies(owner *o)
         seg_process *p = &o->view.processes[i];
         o->procs[i] =
             (owner_proc){atomic_load(&p->ident), atomic_load(&p->pid),
-                         atomic_load(&p->start_time), atomic_load(&p->uid)};
+                         atomic_load(&p->start_time), atomic_load(&p->uid),
+                         OWNER_FREED_WATCH_BEATS};
         /* An adopted process's name; one that is gone or not the same
          * process (start time) has its slot freed before stats are
          * served. */
@@ -477,7 +478,9 @@ int owner_process_alloc(owner *o, pid_t pid, uint64_t start_time, uid_t uid,
         uint64_t id = o->procs[i].ident;
         if (seg_ident_state(id) != SEG_FREE)
             continue;
-        /* Freed slots were zeroed by owner_process_release(). */
+        /* Freed slots were zeroed by owner_process_release(), but for the
+         * entry keys it keeps watched. */
+        memset(p->entry_upstream, 0, sizeof(p->entry_upstream));
         atomic_store(&p->pid, (uint64_t)pid);
         atomic_store(&p->start_time, start_time);
         atomic_store(&p->uid, (uint64_t)uid);
@@ -488,7 +491,7 @@ int owner_process_alloc(owner *o, pid_t pid, uint64_t start_time, uid_t uid,
             memory_order_release);
         o->procs[i] =
             (owner_proc){seg_ident(seg_ident_generation(id) + 1, SEG_ACTIVE),
-                         (uint64_t)pid, start_time, (uint64_t)uid};
+                         (uint64_t)pid, start_time, (uint64_t)uid, 0};
         *ret_slot = i;
         return 0;
     }
@@ -555,10 +558,16 @@ void owner_process_release(owner *o, uint32_t slot)
         for (int c = 0; c < SEG_COUNTERS; c++)
             atomic_fetch_add(&s->counters[c], owner_entry_sum(p, e, c));
     }
-    memset((char *)p + sizeof(p->ident), 0, sizeof(*p) - sizeof(p->ident));
+    /* Everything but the entry keys: a process still writing through
+     * this slot (forked without the library's handler) is seen by them,
+     * and its counts folded (police_freed()). */
+    memset((char *)p + sizeof(p->ident), 0,
+           offsetof(seg_process, entry_upstream) - sizeof(p->ident));
+    memset(&p->claim, 0, sizeof(*p) - offsetof(seg_process, claim));
     atomic_store_explicit(&p->ident, seg_ident(gen, SEG_FREE),
                           memory_order_release);
-    o->procs[slot] = (owner_proc){seg_ident(gen, SEG_FREE), 0, 0, 0};
+    o->procs[slot] = (owner_proc){seg_ident(gen, SEG_FREE), 0, 0, 0,
+                                  OWNER_FREED_WATCH_BEATS};
 }
 
 unsigned owner_collect(const owner *o, uint64_t (*per_upstream)[SEG_COUNTERS])
@@ -627,6 +636,9 @@ static const char *const damage_what[OWNER_DAMAGE_KINDS] = {
     [OWNER_D_PROCESS] = "process slot idents or owners restored",
     [OWNER_D_HEALTH] = "health windows or pushback holds repaired",
     [OWNER_D_SHARES] = "sums of fair-share claims put back",
+    [OWNER_D_FREED] = "counts written into freed process slots moved to "
+                      "their upstreams (a process forked without "
+                      "libretryd's fork handler?)",
 };
 
 static void found(owner *o, enum owner_damage kind)
@@ -758,6 +770,44 @@ static void police_upstream(owner *o, uint32_t i, uint64_t now_ns)
         found(o, OWNER_D_REFILL);
 }
 
+/*
+ * A freed slot whose keys are still watched: counts in it come from a
+ * process that writes through a slot it no longer owns (a child made by a
+ * raw fork syscall keeps its parent's attachment; the library's fork
+ * handler never ran). They are moved into the upstreams, as at release,
+ * and found; once the watch ends, the keys go. The move takes each
+ * counter with an exchange, but the writer's own lanes count with plain
+ * stores, so a count it makes at that moment may be lost or counted twice:
+ * what this does is notice, and keep most of the counts.
+ */
+static void police_freed(owner *o, uint32_t i)
+{
+    seg_process *p = &o->view.processes[i];
+    owner_proc *w = &o->procs[i];
+    if (w->watch_beats == 0)
+        return;
+    bool wrote = false;
+    for (int e = 0; e < SEG_PROC_ENTRIES; e++) {
+        seg_upstream *s = entry_upstream(o, atomic_load(&p->entry_upstream[e]));
+        for (int lane = 0; s != NULL && lane < SEG_PROC_LANES; lane++)
+            for (int c = 0; c < SEG_COUNTERS; c++) {
+                _Atomic uint64_t *k = &p->counters[lane][e][c];
+                uint64_t n = atomic_load_explicit(k, memory_order_relaxed);
+                if (n == 0)
+                    continue; /* read, never written: pages stay clean */
+                n = atomic_exchange(k, 0);
+                atomic_fetch_add(&s->counters[c], n);
+                wrote = true;
+            }
+    }
+    if (wrote) {
+        found(o, OWNER_D_FREED);
+        w->watch_beats = OWNER_FREED_WATCH_BEATS;
+    } else if (--w->watch_beats == 0) {
+        memset(p->entry_upstream, 0, sizeof(p->entry_upstream));
+    }
+}
+
 static void police_process(owner *o, uint32_t i)
 {
     seg_process *p = &o->view.processes[i];
@@ -795,8 +845,11 @@ void owner_police(owner *o)
         atomic_store(&o->view.hdr->upstream_high_water, high);
         found(o, OWNER_D_HEADER);
     }
-    for (uint32_t i = 0; i < o->view.process_capacity; i++)
+    for (uint32_t i = 0; i < o->view.process_capacity; i++) {
         police_process(o, i);
+        if (seg_ident_state(o->procs[i].ident) == SEG_FREE)
+            police_freed(o, i);
+    }
     atomic_fetch_add_explicit(&o->checks, 1, memory_order_relaxed);
     log_damage(o, retryd__clock_monotonic_ns());
 }
@@ -827,6 +880,7 @@ void owner_health_fill(const owner *o, struct Retryd__SegmentHealth *h)
     h->process_repaired = D(OWNER_D_PROCESS);
     h->health_repaired = D(OWNER_D_HEALTH);
     h->shares_repaired = D(OWNER_D_SHARES);
+    h->freed_slot_writes = D(OWNER_D_FREED);
     h->last_damage_unix_ms =
         atomic_load_explicit(&m->last_damage_unix_ms, memory_order_relaxed);
 #undef D

@@ -28,6 +28,7 @@ enum owner_damage {
     OWNER_D_PROCESS,    /* a process slot's ident or owner restored */
     OWNER_D_HEALTH,     /* a health window word or pushback hold repaired */
     OWNER_D_SHARES,     /* a sum of fair-share claims put back */
+    OWNER_D_FREED,      /* counts written into a freed process slot */
     OWNER_DAMAGE_KINDS
 };
 
@@ -42,7 +43,14 @@ typedef struct owner_slot {
 /* The same for a process slot. */
 typedef struct owner_proc {
     uint64_t ident, pid, start_time, uid;
+    /* A freed slot's entry keys stay in the segment, watched for writes
+     * (a process forked without the library's handler spends through the
+     * parent's slot), until this many heartbeats have found none. */
+    uint32_t watch_beats;
 } owner_proc;
+
+/* Heartbeats a freed slot is watched for writes (about a minute). */
+#define OWNER_FREED_WATCH_BEATS 60
 
 /* A process slot's program name as the kernel reports it (/proc/PID/comm,
  * at most 15 bytes, non-printable bytes as '?'), read by the daemon when
