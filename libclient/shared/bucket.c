@@ -321,7 +321,8 @@ int retryd__bucket_deposit_claiming(seg_upstream *s, uint64_t ident,
         landed = 0;
     /* What the cap turned away (or a retired slot took) was never in the
      * balance: no claim on it. */
-    uint64_t keep = ratio == 0 ? 0 : claimed * landed / ratio;
+    __extension__ typedef unsigned __int128 u128;
+    uint64_t keep = ratio == 0 ? 0 : (uint64_t)((u128)claimed * landed / ratio);
     if (claimed > keep)
         (void)retryd__share_claim_sub(s, t->claim, claimed - keep);
     return r;
