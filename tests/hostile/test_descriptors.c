@@ -38,7 +38,10 @@
  * leaves a few dozen processes' room in a 256-descriptor limit. */
 static const char *const base_config =
     "process_capacity = 64\nprocess_slots_per_uid = 64\n"
-    "connections_unattached = 8\n" POT_CONFIG;
+    "connections_unattached = 8\n"
+    /* One log window for the whole test: the lines counted below are
+     * bounded by the rate limit of one window, whatever the test lasts. */
+    "log_limit_interval_s = 3600\n" POT_CONFIG;
 
 #include "daemon_fixture.h"
 
