@@ -379,6 +379,16 @@ static void health(const render *x)
         fprintf(x->out,
                 "retryd_segment_damage_total{kind=\"%s\"} %" PRIu64 "\n",
                 items[i].name, items[i].n);
+    const Retryd__SegmentHealth *h = x->r->segment_health;
+    header(x->out, "retryd_segment_unexplained_tokens_total", "counter",
+           "Tokens the ledger audit found in balances or refills that no "
+           "ledger explains: taken back, or already spent when found.");
+    fprintf(x->out,
+            "retryd_segment_unexplained_tokens_total{fate=\"taken_back\"} "
+            "%.6f\n"
+            "retryd_segment_unexplained_tokens_total{fate=\"spent\"} %.6f\n",
+            h ? (double)h->unexplained_removed_micro / 1e6 : 0.0,
+            h ? (double)h->unexplained_spent_micro / 1e6 : 0.0);
 }
 
 /* The names of the Prometheus clients' process collector, so that the

@@ -50,12 +50,12 @@ typedef struct reply_health_item {
     uint64_t n;
 } reply_health_item;
 
-#define REPLY_HEALTH_KINDS 11
+#define REPLY_HEALTH_KINDS 14
 
 static inline void reply_health_items(const Retryd__StatsReply *r,
                                       reply_health_item out[REPLY_HEALTH_KINDS])
 {
-    static const Retryd__SegmentHealth none = RETRYD__SEGMENT_HEALTH__INIT;
+    static const Retryd__SegmentHealth none; /* all zero: no damage */
     const Retryd__SegmentHealth *h =
         r->segment_health ? r->segment_health : &none;
     const reply_health_item items[REPLY_HEALTH_KINDS] = {
@@ -70,6 +70,9 @@ static inline void reply_health_items(const Retryd__StatsReply *r,
         {"health_repaired", h->health_repaired},
         {"shares_repaired", h->shares_repaired},
         {"freed_slot_writes", h->freed_slot_writes},
+        {"balance_unexplained", h->balance_unexplained},
+        {"refill_unexplained", h->refill_unexplained},
+        {"ledger_rewritten", h->ledger_rewritten},
     };
     for (size_t i = 0; i < REPLY_HEALTH_KINDS; i++)
         out[i] = items[i];

@@ -107,8 +107,13 @@ static void print_health_line(const Retryd__StatsReply *r)
         printf(" %s=%" PRIu64, it[i].name, it[i].n);
         any = true;
     }
-    printf("%s\n\n", any ? "  (damage found and handled: see the log)"
-                         : " no damage found");
+    printf("%s\n", any ? "  (damage found and handled: see the log)"
+                       : " no damage found");
+    if (r->segment_health != NULL && r->segment_health->last_finding != NULL &&
+        r->segment_health->last_finding[0] != '\0')
+        printf("ledger audit, last finding: %s\n",
+               r->segment_health->last_finding);
+    printf("\n");
 }
 
 static void print_table(const Retryd__StatsReply *r)
@@ -264,10 +269,16 @@ static void print_json_health(const Retryd__StatsReply *r)
     reply_health_item it[REPLY_HEALTH_KINDS];
     reply_health_items(r, it);
     printf("\"segment_health\":{\"checks\":%" PRIu64, reply_health_checks(r));
+    const Retryd__SegmentHealth *h = r->segment_health;
     for (int i = 0; i < REPLY_HEALTH_KINDS; i++)
         printf(",\"%s\":%" PRIu64, it[i].name, it[i].n);
+    printf(",\"unexplained_removed_micro\":%" PRIu64
+           ",\"unexplained_spent_micro\":%" PRIu64 ",\"last_finding\":",
+           h ? h->unexplained_removed_micro : 0,
+           h ? h->unexplained_spent_micro : 0);
+    json_string(h && h->last_finding ? h->last_finding : "");
     printf(",\"last_damage_unix_ms\":%" PRIu64 "}},\"upstreams\":[",
-           r->segment_health ? r->segment_health->last_damage_unix_ms : 0);
+           h ? h->last_damage_unix_ms : 0);
 }
 
 static void print_json(const Retryd__StatsReply *r)

@@ -17,6 +17,7 @@
 
 #include "shared/bucket.h"
 #include "segment/keeper.h"
+#include "segment/audit.h"
 #include "segment/shares.h"
 #include "core/log.h"
 #include "retryd.pb-c.h"
@@ -311,6 +312,7 @@ void owner_close(owner *o)
     free(o->procs);
     free(o->programs);
     owner_shares_free(o);
+    owner_audit_free(o);
     o->slots = NULL;
     o->procs = NULL;
     o->programs = NULL;
@@ -419,6 +421,11 @@ int owner_upstream_alloc(owner *o, const char *name, const budget_params *p,
         if (p->cap_micro > SEG_MAX_CAP_MICRO)
             o->slots[i].params.cap_micro = SEG_MAX_CAP_MICRO;
         memcpy(o->slots[i].name, s->name, sizeof(o->slots[i].name));
+        owner_audit_fresh(o, i,
+                          initial < o->slots[i].params.cap_micro
+                              ? initial
+                              : o->slots[i].params.cap_micro,
+                          atomic_load(&s->last_refill_ns));
         cover_upstream(o, i);
         *ret_slot = i;
         *ret_gen = gen;
@@ -639,9 +646,15 @@ static const char *const damage_what[OWNER_DAMAGE_KINDS] = {
     [OWNER_D_FREED] = "counts written into freed process slots moved to "
                       "their upstreams (a process forked without "
                       "libretryd's fork handler?)",
+    [OWNER_D_BALANCE_UNEXPLAINED] = "balances above what the ledgers explain "
+                                    "taken back",
+    [OWNER_D_REFILL_UNEXPLAINED] = "refill stamps set back, or refills "
+                                   "beyond what the floor pays, undone",
+    [OWNER_D_LEDGER] = "process ledgers rewritten (a count went back, an "
+                       "entry moved)",
 };
 
-static void found(owner *o, enum owner_damage kind)
+void owner_found(owner *o, enum owner_damage kind)
 {
     atomic_fetch_add_explicit(&o->damage[kind], 1, memory_order_relaxed);
     atomic_store_explicit(&o->last_damage_unix_ms, realtime_ms(),
@@ -682,7 +695,7 @@ static void police_header(owner *o)
                (const char *)&o->hdr_copy + sizeof(h->magic),
                fixed - sizeof(h->magic));
         __atomic_store_n(&h->magic, SEG_MAGIC, __ATOMIC_RELEASE);
-        found(o, OWNER_D_HEADER);
+        owner_found(o, OWNER_D_HEADER);
     }
     uint32_t flags = atomic_load(&o->draining) ? SEG_FLAG_DRAINING : 0;
     if (atomic_load(&h->daemon_pid) != pid ||
@@ -693,7 +706,7 @@ static void police_header(owner *o)
         atomic_store(&h->daemon_start_time,
                      atomic_load(&o->hdr_copy.daemon_start_time));
         atomic_store(&h->flags, flags);
-        found(o, OWNER_D_HEADER);
+        owner_found(o, OWNER_D_HEADER);
     }
 }
 
@@ -713,8 +726,8 @@ static void police_idle_slot(owner *o, seg_upstream *s, const owner_slot *w)
     uint64_t id = atomic_load(&s->ident);
     if (id == w->ident)
         return;
-    found(o, seg_ident_state(id) == SEG_ACTIVE ? OWNER_D_FORGED
-                                               : OWNER_D_SLOT_IDENT);
+    owner_found(o, seg_ident_state(id) == SEG_ACTIVE ? OWNER_D_FORGED
+                                                     : OWNER_D_SLOT_IDENT);
     atomic_store_explicit(&s->ident, w->ident, memory_order_release);
     if (seg_ident_state(w->ident) == SEG_RETIRED)
         atomic_store_explicit(&s->tokens,
@@ -734,11 +747,11 @@ static void police_upstream(owner *o, uint32_t i, uint64_t now_ns)
         memcmp(s->name, w->name, sizeof(w->name)) != 0) {
         memcpy(s->name, w->name, sizeof(w->name));
         atomic_store_explicit(&s->ident, w->ident, memory_order_release);
-        found(o, OWNER_D_SLOT_IDENT);
+        owner_found(o, OWNER_D_SLOT_IDENT);
     }
     if (params_differ(s, &w->params)) {
         write_params(s, &w->params);
-        found(o, OWNER_D_PARAMS);
+        owner_found(o, OWNER_D_PARAMS);
     }
     /* The health window (docs/health.md): parameters not the daemon's
      * start it again; a word no writer could leave, or a hold beyond
@@ -748,10 +761,10 @@ static void police_upstream(owner *o, uint32_t i, uint64_t now_ns)
     retryd__health_params_of(s, &have);
     if (memcmp(&want, &have, sizeof(want)) != 0) {
         retryd__health_init(s, &want);
-        found(o, OWNER_D_PARAMS);
+        owner_found(o, OWNER_D_PARAMS);
     } else if (retryd__health_check(s, now_ns, o->view.process_capacity,
                                     &want) != 0) {
-        found(o, OWNER_D_HEALTH);
+        owner_found(o, OWNER_D_HEALTH);
     }
     bucket_tally t = {s->counters, false, NULL, NULL};
     unsigned damage = retryd__bucket_check(s, w->ident, now_ns, &t);
@@ -759,15 +772,15 @@ static void police_upstream(owner *o, uint32_t i, uint64_t now_ns)
         char name[SEG_NAME_MAX + 1];
         memcpy(name, w->name, sizeof(name));
         owner_upstream_retire(o, i);
-        found(o, OWNER_D_RETIRED);
+        owner_found(o, OWNER_D_RETIRED);
         if (o->on_retired != NULL)
             o->on_retired(o->on_retired_arg, i, name);
         return;
     }
     if (damage & BUCKET_CLAMPED)
-        found(o, OWNER_D_BALANCE);
+        owner_found(o, OWNER_D_BALANCE);
     if (damage & BUCKET_REFILL_RESET)
-        found(o, OWNER_D_REFILL);
+        owner_found(o, OWNER_D_REFILL);
 }
 
 /*
@@ -801,7 +814,7 @@ static void police_freed(owner *o, uint32_t i)
             }
     }
     if (wrote) {
-        found(o, OWNER_D_FREED);
+        owner_found(o, OWNER_D_FREED);
         w->watch_beats = OWNER_FREED_WATCH_BEATS;
     } else if (--w->watch_beats == 0) {
         memset(p->entry_upstream, 0, sizeof(p->entry_upstream));
@@ -824,7 +837,7 @@ static void police_process(owner *o, uint32_t i)
         atomic_store(&p->uid, w->uid);
     }
     atomic_store_explicit(&p->ident, w->ident, memory_order_release);
-    found(o, OWNER_D_PROCESS);
+    owner_found(o, OWNER_D_PROCESS);
 }
 
 void owner_police(owner *o)
@@ -843,7 +856,7 @@ void owner_police(owner *o)
     uint32_t mark = atomic_load(&o->view.hdr->upstream_high_water);
     if (mark < high || mark > o->view.upstream_capacity) {
         atomic_store(&o->view.hdr->upstream_high_water, high);
-        found(o, OWNER_D_HEADER);
+        owner_found(o, OWNER_D_HEADER);
     }
     for (uint32_t i = 0; i < o->view.process_capacity; i++) {
         police_process(o, i);
@@ -856,16 +869,20 @@ void owner_police(owner *o)
 
 void owner_heartbeat(owner *o, const config *c)
 {
-    stamp_heartbeat(o);
     owner_police(o);
+    /* The audit before the sweep: a refill stamp set back is put forward
+     * before the sweep claims the floor for the shares. */
+    owner_audit(o, retryd__clock_coarse_ns());
     unsigned repaired = owner_shares_sweep(o, c, retryd__clock_coarse_ns());
     for (unsigned i = 0; i < repaired; i++)
-        found(o, OWNER_D_SHARES);
-    if (repaired > 0)
-        log_damage(o, retryd__clock_monotonic_ns());
+        owner_found(o, OWNER_D_SHARES);
+    log_damage(o, retryd__clock_monotonic_ns());
+    /* Last: whoever sees the stamp move sees a heartbeat's work done. */
+    stamp_heartbeat(o);
 }
 
-void owner_health_fill(const owner *o, struct Retryd__SegmentHealth *h)
+void owner_health_fill(const owner *o, struct Retryd__SegmentHealth *h,
+                       char *finding, size_t len)
 {
     owner *m = (owner *)(uintptr_t)o; /* atomics only, read-only */
 #define D(k) atomic_load_explicit(&m->damage[k], memory_order_relaxed)
@@ -881,6 +898,15 @@ void owner_health_fill(const owner *o, struct Retryd__SegmentHealth *h)
     h->health_repaired = D(OWNER_D_HEALTH);
     h->shares_repaired = D(OWNER_D_SHARES);
     h->freed_slot_writes = D(OWNER_D_FREED);
+    h->balance_unexplained = D(OWNER_D_BALANCE_UNEXPLAINED);
+    h->refill_unexplained = D(OWNER_D_REFILL_UNEXPLAINED);
+    h->ledger_rewritten = D(OWNER_D_LEDGER);
+    h->unexplained_removed_micro =
+        atomic_load_explicit(&m->audit_removed_micro, memory_order_relaxed);
+    h->unexplained_spent_micro =
+        atomic_load_explicit(&m->audit_spent_micro, memory_order_relaxed);
+    owner_audit_last(o, finding, len);
+    h->last_finding = finding;
     h->last_damage_unix_ms =
         atomic_load_explicit(&m->last_damage_unix_ms, memory_order_relaxed);
 #undef D

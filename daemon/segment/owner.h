@@ -9,6 +9,7 @@
 #define RETRYD_OWNER_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -29,6 +30,10 @@ enum owner_damage {
     OWNER_D_HEALTH,     /* a health window word or pushback hold repaired */
     OWNER_D_SHARES,     /* a sum of fair-share claims put back */
     OWNER_D_FREED,      /* counts written into a freed process slot */
+    /* The ledger audit's (audit.h): */
+    OWNER_D_BALANCE_UNEXPLAINED, /* a balance above what ledgers explain */
+    OWNER_D_REFILL_UNEXPLAINED,  /* a stamp set back, a refill beyond it */
+    OWNER_D_LEDGER,              /* a process's counts went back or moved */
     OWNER_DAMAGE_KINDS
 };
 
@@ -85,6 +90,11 @@ typedef struct owner {
     owner_proc *procs;           /* one per process slot */
     owner_program *programs;     /* one per process slot; any thread reads */
     struct owner_shares *shares; /* the fair-share sweep's (shares.c) */
+    struct owner_audit *audit;   /* the ledger audit's (audit.c) */
+    /* Micro-tokens the audit found unexplained: taken back from balances,
+     * and already spent when it found them. */
+    _Atomic uint64_t audit_removed_micro;
+    _Atomic uint64_t audit_spent_micro;
     _Atomic bool draining;
     /* Called when the heartbeat retired a slot beyond repair, so the
      * registry forgets it (upstreams.c sets it). */
@@ -143,9 +153,14 @@ void owner_check_envelope(owner *o, const char *link_path);
  * log each kind of damage (docs/segment.md, "Trust"). Main thread.
  */
 void owner_police(owner *o);
+/* Count damage of @p kind, found now; the heartbeat logs it. */
+void owner_found(owner *o, enum owner_damage kind);
 struct Retryd__SegmentHealth;
-/* The damage counts, for the stats reply (any thread). */
-void owner_health_fill(const owner *o, struct Retryd__SegmentHealth *h);
+/* The damage counts, for the stats reply (any thread); the audit's last
+ * finding goes to @p finding (@p len bytes), which h->last_finding then
+ * points to. */
+void owner_health_fill(const owner *o, struct Retryd__SegmentHealth *h,
+                       char *finding, size_t len);
 void owner_set_draining(owner *o, bool on);
 bool owner_draining(const owner *o);
 

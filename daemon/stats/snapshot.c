@@ -261,7 +261,7 @@ int stats_snapshot_take(server *d, bool processes, stats_snapshot *s)
     rep->process_capacity = d->seg.view.process_capacity;
     rep->daemon_version = RETRYD_DAEMON_VERSION;
     retryd__segment_health__init(&s->health);
-    owner_health_fill(&d->seg, &s->health);
+    owner_health_fill(&d->seg, &s->health, s->finding, sizeof(s->finding));
     rep->segment_health = &s->health;
     rep->slots_refused_capacity =
         atomic_load_explicit(&d->slots_refused_capacity, memory_order_relaxed);

@@ -38,6 +38,7 @@ typedef struct stats_build {
 typedef struct stats_snapshot {
     Retryd__StatsReply rep;
     Retryd__SegmentHealth health;
+    char finding[384]; /* health.last_finding's bytes */
     stats_build b;
     Retryd__ProcessStats *ps;
     Retryd__ProcessStats **pptr;
