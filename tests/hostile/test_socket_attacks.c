@@ -134,6 +134,7 @@ typedef struct attack {
     int procs;        /* attacker processes */
     int conns;        /* connections each keeps trying to hold */
     bool as_nobody;   /* drop to uid/gid 65534 first */
+    bool unpaced;     /* reconnect as fast as the daemon closes, no pause */
     long want_opened; /* the attack is on once this many were opened */
 } attack;
 
@@ -198,8 +199,9 @@ static void attack_round(const attack *a, int *fds, uint64_t *born,
                          bool *answered)
 {
     struct pollfd p[MAX_CONNS];
-    int opened = atomic_load(&B->pause) ? RECONNECTS_PER_ROUND : 0;
-    for (int i = 0; i < a->conns && opened < RECONNECTS_PER_ROUND; i++) {
+    int per_round = a->unpaced ? MAX_CONNS : RECONNECTS_PER_ROUND;
+    int opened = atomic_load(&B->pause) ? per_round : 0;
+    for (int i = 0; i < a->conns && opened < per_round; i++) {
         if (fds[i] >= 0)
             continue;
         fds[i] = rd_raw_connect(a->path, 1);
@@ -215,7 +217,7 @@ static void attack_round(const attack *a, int *fds, uint64_t *born,
     short want = (a->kind == A_NOREAD ? POLLOUT : POLLIN) | POLLRDHUP;
     for (int i = 0; i < a->conns; i++)
         p[i] = (struct pollfd){.fd = fds[i], .events = want};
-    if (poll(p, (nfds_t)a->conns, 1) <= 0)
+    if (poll(p, (nfds_t)a->conns, a->unpaced ? 0 : 1) <= 0)
         return;
     for (int i = 0; i < a->conns; i++)
         if (p[i].revents != 0 && fds[i] >= 0 &&
@@ -277,7 +279,8 @@ static _Noreturn void attacker(const attack *a)
         if (atomic_load(&B->pause))
             settle_and_count(a, fds, answered, &stage);
         struct timespec ms = {0, 1000000};
-        nanosleep(&ms, NULL);
+        if (!a->unpaced)
+            nanosleep(&ms, NULL);
     }
     _exit(0);
 }
@@ -486,6 +489,22 @@ Test(sockets, connection_flood_from_an_unauthorised_user)
                  "some lived %ld ms: held, not refused",
                  atomic_load(&B->life_ms));
     cr_expect_geq(rd_file_lines_with(D.log, "is not authorised", NULL), 1);
+}
+
+/* The same flood unpaced: each of nobody's 4 processes reconnects as fast
+ * as the daemon closes its connections, so the listen backlog stays full
+ * and the legitimate client's connect waits behind it. */
+Test(sockets, unpaced_connect_storm_from_an_unauthorised_user)
+{
+    restart_for_nobody("root", "");
+    attack a = {.path = D.control,
+                .kind = A_HELLO,
+                .procs = 4,
+                .conns = 300,
+                .as_nobody = true,
+                .unpaced = true,
+                .want_opened = 5000};
+    attack_unharmed("unpaced storm, unauthorised uid", &a, NULL);
 }
 
 /* The same flood from another user the daemon does serve: it gets its
