@@ -178,7 +178,7 @@ int retryd_upstream_hedging(retryd_upstream *up, retryd_hedging *ret)
         .max_extra_load = (double)p.ratio_micro / 1e6,
         .min_hedges_per_sec = (double)p.floor_micro_per_s / 1e6,
         .cap = (double)p.cap_micro / 1e6,
-        .balance = (double)retryd__hedge_projected_balance(h, now) / 1e6,
+        .balance = (double)retryd__hedge_balance(h, now) / 1e6,
         .min_delay_ns = (int64_t)p.min_delay_ns,
         .window_ns = (int64_t)p.window_ns,
         .sent = counter(h, SEG_H_SENT),

@@ -197,6 +197,16 @@ void retryd__hedge_give_back(seg_hedge *h)
     credit(h, SEG_MICRO);
 }
 
+uint64_t retryd__hedge_balance(seg_hedge *h, uint64_t now_ns)
+{
+    refill(h, now_ns);
+    int64_t bal = hedge_balance_of(
+        atomic_load_explicit(&h->tokens, memory_order_relaxed));
+    int64_t cap =
+        (int64_t)atomic_load_explicit(&h->cap_micro, memory_order_relaxed);
+    return bal < 0 ? 0 : bal > cap ? (uint64_t)cap : (uint64_t)bal;
+}
+
 uint64_t retryd__hedge_projected_balance(seg_hedge *h, uint64_t now_ns)
 {
     int64_t bal = hedge_balance_of(

@@ -87,6 +87,10 @@ int retryd__hedge_take(seg_hedge *h, uint64_t now_ns);
  * refused its part): credited back, capped. */
 void retryd__hedge_give_back(seg_hedge *h);
 
+/* The balance in micro-tokens, with the refill due at @p now_ns claimed:
+ * within [0, cap] even while takes or deposits are in flight. */
+uint64_t retryd__hedge_balance(seg_hedge *h, uint64_t now_ns);
+
 /* The balance at @p now_ns in micro-tokens, the refill due foreseen but
  * not claimed: writes nothing (the daemon's stats call it). */
 uint64_t retryd__hedge_projected_balance(seg_hedge *h, uint64_t now_ns);
