@@ -29,6 +29,7 @@ enum owner_damage {
     OWNER_D_HEALTH,     /* a health window word or pushback hold repaired */
     OWNER_D_SHARES,     /* a sum of fair-share claims put back */
     OWNER_D_FREED,      /* counts written into a freed process slot */
+    OWNER_D_HEDGE,      /* a hedge picture or hedge balance repaired */
     OWNER_DAMAGE_KINDS
 };
 
