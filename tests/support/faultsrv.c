@@ -54,8 +54,9 @@
  *                          leaves) then answer F (200); the k-th later one
  *                          answers the k-th of then= (200; the last
  *                          repeats) at once
- *   /tail?ms=M&stall_ms=S&per_mille=P  each execution held M ms, or S ms
- *                          with a chance of P in 1000, times SCALE %; 200
+ *   /tail?ms=M&stall_ms=S&per_mille=P  each execution held M ms times
+ *                          SCALE %, or S ms (when longer) with a chance
+ *                          of P in 1000; 200
  *   anything else          404 (counted)
  * Bad parameters answer 400 (counted, except on /auth). Request ids are
  * 1..255 bytes without spaces or control characters; any other id, a

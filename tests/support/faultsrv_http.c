@@ -582,9 +582,10 @@ static long draw_per_mille(void)
     return (long)(x % 1000);
 }
 
-/* An upstream with a slow minority: each execution is held ms=, or, with
- * a chance of per_mille= in a thousand, stall_ms=; both scaled by SCALE
- * (a brownout). Then 200. */
+/* An upstream with a slow minority: each execution is held ms= times
+ * SCALE %, or, with a chance of per_mille= in a thousand, stall_ms= when
+ * that is longer. A brownout (SCALE over 100) slows every request, and
+ * the stalls, a stuck backend's, are then no longer out of line. 200. */
 static enum srv_next mode_tail(struct srv_conn *c, struct request *r)
 {
     long ms, stall, per_mille;
@@ -596,8 +597,9 @@ static enum srv_next mode_tail(struct srv_conn *c, struct request *r)
         return bad_param(c, r, "stall_ms");
     if (srv_query_long(r->base.query, "per_mille", 0, 0, 1000, &per_mille) < 0)
         return bad_param(c, r, "per_mille");
-    long hold = draw_per_mille() < per_mille ? stall : ms;
-    hold = hold * atomic_load(&c->srv->latency_scale) / 100;
+    long hold = ms * atomic_load(&c->srv->latency_scale) / 100;
+    if (draw_per_mille() < per_mille && stall > hold)
+        hold = stall;
     return hold_then(c, r, hold, 200);
 }
 

@@ -30,8 +30,8 @@
  *                     200 at start): an upstream that fails and heals
  *                     without its clients changing a thing -> OK
  *   SCALE <percent>   faultsrv's /tail holds every request this many per
- *                     cent of what it asks (1-100000; 100 at start): an
- *                     upstream that browns out and recovers -> OK
+ *                     cent of its base latency (1-100000; 100 at start):
+ *                     an upstream that browns out and recovers -> OK
  *   the server's own  see its srv_ops.commands (h2srv: REFUSED, STREAMS)
  *   anything else     ERR <reason> */
 #include "srv_common.h"
