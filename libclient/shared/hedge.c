@@ -89,16 +89,6 @@ void retryd__hedge_init(seg_hedge *h, const hedge_params *p, uint64_t now_ns)
     write_params(h, p);
 }
 
-void retryd__hedge_set_params(seg_hedge *h, const hedge_params *p)
-{
-    hedge_params have;
-    retryd__hedge_params_of(h, &have);
-    if (have.ratio_micro != p->ratio_micro ||
-        have.min_delay_ns != p->min_delay_ns || have.window_ns != p->window_ns)
-        atomic_store_explicit(&h->picture, 0, memory_order_relaxed);
-    write_params(h, p);
-}
-
 /* --- the hedge bucket ---------------------------------------------------- */
 
 /* Bring a balance above @p cap back to it, counting what that removes as
@@ -116,6 +106,20 @@ static void clamp_to_cap(seg_hedge *h, int64_t cap)
             return;
         }
     }
+}
+
+void retryd__hedge_set_params(seg_hedge *h, const hedge_params *p)
+{
+    hedge_params have;
+    retryd__hedge_params_of(h, &have);
+    if (have.ratio_micro != p->ratio_micro ||
+        have.min_delay_ns != p->min_delay_ns || have.window_ns != p->window_ns)
+        atomic_store_explicit(&h->picture, 0, memory_order_relaxed);
+    write_params(h, p);
+    /* A lower cap binds at once, not at the next deposit: what was saved
+     * under the old one is discarded (and counted so) rather than spent. */
+    if (p->cap_micro < have.cap_micro)
+        clamp_to_cap(h, (int64_t)p->cap_micro);
 }
 
 /* Add @p amount, then give back what went above the cap. */

@@ -57,9 +57,9 @@ bool retryd__hedge_params_ok(const hedge_params *p);
  * one. */
 void retryd__hedge_init(seg_hedge *h, const hedge_params *p, uint64_t now_ns);
 
-/* New parameters on a slot in use (a reload): the balance stays (a lower
- * cap binds at the next credit or check), the picture is dropped when
- * what it was computed with changed. */
+/* New parameters on a slot in use (a reload): the balance stays, except
+ * that a lower cap binds at once (what it removes is counted discarded);
+ * the picture is dropped when what it was computed with changed. */
 void retryd__hedge_set_params(seg_hedge *h, const hedge_params *p);
 
 void retryd__hedge_params_of(seg_hedge *h, hedge_params *ret);

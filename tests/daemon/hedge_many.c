@@ -257,8 +257,8 @@ static void every_permit_is_back(void)
     CHECK(retryd_multi_new(client, NULL, &m) == 0, "multi");
     for (int i = 0; i < BULKHEAD; i++) {
         snprintf(burst[i].id, sizeof(burst[i].id), "burst%d", i);
-        snprintf(burst[i].path, sizeof(burst[i].path), "/hold?ms=2000&id=%s",
-                 burst[i].id);
+        snprintf(burst[i].path, sizeof(burst[i].path),
+                 "/hold?ms=2000&id=burst%d", i);
         burst[i].req = request_for(burst[i].path);
         burst[i].req.hedge = &off;
         CHECK(retryd_multi_submit(m, profile, &burst[i].req, burst_done, NULL,

@@ -334,6 +334,26 @@ Test(hedge, the_ledger_is_exact_under_four_threads)
     expect_ledger((int64_t)SEG_MICRO, sent);
 }
 
+Test(hedge, a_lower_cap_binds_at_once_and_counts_what_it_discards)
+{
+    /* Empty, then a long quiet spell fills it to the cap (10). */
+    cr_expect_eq(retryd__hedge_take(&slot, T0), 0);
+    cr_expect_eq(retryd__hedge_take(&slot, T0 + 100 * S), 0);
+    cr_expect_eq(balance(), 9 * (int64_t)SEG_MICRO);
+    uint64_t discarded = counter(SEG_H_DISCARDED_MICRO);
+    hedge_params p = retryd__hedge_defaults;
+    p.cap_micro = 2 * SEG_MICRO;
+    retryd__hedge_set_params(&slot, &p);
+    cr_expect_eq(balance(), 2 * (int64_t)SEG_MICRO);
+    cr_expect_eq(counter(SEG_H_DISCARDED_MICRO), discarded + 7 * SEG_MICRO);
+    /* A higher one again does not give back what was discarded. */
+    retryd__hedge_set_params(&slot, &retryd__hedge_defaults);
+    cr_expect_eq(balance(), 2 * (int64_t)SEG_MICRO);
+    cr_expect_eq(
+        retryd__hedge_check(&slot, T0 + 100 * S, &retryd__hedge_defaults), 0,
+        "sound after both");
+}
+
 /* --- policing ------------------------------------------------------------ */
 
 Test(hedge, the_daemon_puts_back_what_no_writer_could_leave)
