@@ -332,7 +332,8 @@ int main(void)
     CHECK(d != NULL && retryd_multi_new(client, NULL, &d->m) == 0, "multi");
     int64_t t0 = testsrv_now_ms();
     for (int b = 0; b * BATCH < REQUESTS; b++)
-        run_batch(d, b, BATCH);
+        run_batch(d, b,
+                  REQUESTS - b * BATCH < BATCH ? REQUESTS - b * BATCH : BATCH);
     int64_t took = testsrv_now_ms() - t0;
     CHECK(atomic_load(&T.wrong) == 0, "%ld wrong; first: %s",
           atomic_load(&T.wrong), T.first_wrong);
