@@ -362,6 +362,94 @@ static void health_families(const render *x)
                  H_PUSHBACK);
 }
 
+/* --- hedging (docs/hedging.md) ------------------------------------------ */
+
+enum hedge_sample {
+    G_SENT,
+    G_WON,
+    G_BALANCE,
+    G_DELAY,
+    G_LOAD,
+};
+
+static void hedge_family(const render *x, const char *name, const char *type,
+                         const char *help, enum hedge_sample which)
+{
+    header(x->out, name, type, help);
+    for (size_t i = 0; i < x->r->n_upstreams; i++) {
+        const Retryd__UpstreamStats *u = x->r->upstreams[i];
+        const Retryd__UpstreamHedge *h = reply_upstream_hedge(u);
+        fprintf(x->out, "%s{upstream=\"", name);
+        label(x->out, u->name);
+        fputs("\"} ", x->out);
+        switch (which) {
+        case G_SENT:
+            fprintf(x->out, "%" PRIu64 "\n", h->sent);
+            break;
+        case G_WON:
+            fprintf(x->out, "%" PRIu64 "\n", h->won);
+            break;
+        case G_BALANCE:
+            fprintf(x->out, "%.6f\n", reply_tokens(h->balance_micro));
+            break;
+        case G_DELAY:
+            fprintf(x->out, "%.6f\n", (double)h->delay_us / 1e6);
+            break;
+        case G_LOAD:
+            fprintf(x->out, "%.6f\n", reply_tokens(h->max_extra_load_micro));
+            break;
+        }
+    }
+}
+
+static void hedges_refused(const render *x)
+{
+    const char *name = "retryd_upstream_hedges_refused_total";
+    header(x->out, name, "counter",
+           "Hedges due but not sent, by reason: the host hedge budget, the "
+           "retry budget, the host throttle, a pushback, the deadline, "
+           "draining.");
+    for (size_t i = 0; i < x->r->n_upstreams; i++) {
+        const Retryd__UpstreamStats *u = x->r->upstreams[i];
+        const Retryd__UpstreamHedge *h = reply_upstream_hedge(u);
+        const struct {
+            const char *reason;
+            uint64_t n;
+        } rows[] = {
+            {"hedge_budget", h->refused_hedge_budget},
+            {"retry_budget", h->refused_retry_budget},
+            {"throttled", h->refused_throttled},
+            {"pushback", h->refused_pushback},
+            {"deadline", h->refused_deadline},
+            {"draining", h->refused_draining},
+        };
+        for (size_t k = 0; k < sizeof(rows) / sizeof(rows[0]); k++) {
+            fprintf(x->out, "%s{upstream=\"", name);
+            label(x->out, u->name);
+            fprintf(x->out, "\",reason=\"%s\"} %" PRIu64 "\n", rows[k].reason,
+                    rows[k].n);
+        }
+    }
+}
+
+static void hedge_families(const render *x)
+{
+    hedge_family(x, "retryd_upstream_hedges_sent_total", "counter",
+                 "Hedges sent: second attempts while the first still ran.",
+                 G_SENT);
+    hedge_family(x, "retryd_upstream_hedges_won_total", "counter",
+                 "Hedges that answered their request first.", G_WON);
+    hedges_refused(x);
+    hedge_family(x, "retryd_upstream_hedge_balance_tokens", "gauge",
+                 "Tokens in the upstream's host hedge bucket.", G_BALANCE);
+    hedge_family(x, "retryd_upstream_hedge_delay_seconds", "gauge",
+                 "The latency picture's hedge delay, p(100 (1 - "
+                 "max_extra_load)) (0: no picture).",
+                 G_DELAY);
+    hedge_family(x, "retryd_upstream_max_extra_load", "gauge",
+                 "Hedge tokens deposited per hedgeable first attempt.", G_LOAD);
+}
+
 /* --- the daemon ---------------------------------------------------------- */
 
 static void health(const render *x)
@@ -474,6 +562,7 @@ int prom_render(FILE *out, const Retryd__StatsReply *r, prom_per_process mode)
            "shares were kept.",
            W_BORROWED);
     health_families(&x);
+    hedge_families(&x);
     share_families(&x);
     labelled(&x, true);
     group_denied(&x);

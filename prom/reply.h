@@ -43,6 +43,31 @@ reply_upstream_health(const Retryd__UpstreamStats *u)
     return u->health ? u->health : &none;
 }
 
+/* An upstream's hedging, or all zero for a reply from an older daemon
+ * (picture "none"). */
+static inline const Retryd__UpstreamHedge *
+reply_upstream_hedge(const Retryd__UpstreamStats *u)
+{
+    /* Zero, not the INIT macro (whose empty string is cast from const):
+     * never packed, only read; its picture reads as "none". */
+    static const Retryd__UpstreamHedge none;
+    return u->hedge ? u->hedge : &none;
+}
+
+/* The picture's state, "none" when absent. */
+static inline const char *reply_hedge_picture(const Retryd__UpstreamHedge *h)
+{
+    return h->picture && *h->picture ? h->picture : "none";
+}
+
+/* Hedges refused, every reason together. */
+static inline uint64_t reply_hedges_refused(const Retryd__UpstreamHedge *h)
+{
+    return h->refused_hedge_budget + h->refused_retry_budget +
+           h->refused_throttled + h->refused_pushback + h->refused_deadline +
+           h->refused_draining;
+}
+
 /* The segment damage counts, named as in JSON and as Prometheus's kind
  * label, in the order every view prints them. */
 typedef struct reply_health_item {
@@ -50,7 +75,7 @@ typedef struct reply_health_item {
     uint64_t n;
 } reply_health_item;
 
-#define REPLY_HEALTH_KINDS 14
+#define REPLY_HEALTH_KINDS 15
 
 static inline void reply_health_items(const Retryd__StatsReply *r,
                                       reply_health_item out[REPLY_HEALTH_KINDS])
@@ -73,6 +98,7 @@ static inline void reply_health_items(const Retryd__StatsReply *r,
         {"balance_unexplained", h->balance_unexplained},
         {"refill_unexplained", h->refill_unexplained},
         {"ledger_rewritten", h->ledger_rewritten},
+        {"hedge_repaired", h->hedge_repaired},
     };
     for (size_t i = 0; i < REPLY_HEALTH_KINDS; i++)
         out[i] = items[i];

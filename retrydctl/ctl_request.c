@@ -244,6 +244,29 @@ static retryd_failure last_failure(const retryd_result *r)
     return n ? retryd_result_attempt(r, n - 1)->failure : RETRYD_FAILURE_NONE;
 }
 
+/* The hedging line of the trail: hedges sent, whether one answered, and
+ * why no (further) hedge went out (docs/hedging.md). */
+static void print_hedging(const retryd_result *r)
+{
+    const retryd_hedge_decision *d = retryd_result_hedge(r);
+    bool won;
+    uint32_t n = retryd_result_hedges(r, &won);
+    if (d == NULL)
+        return;
+    fprintf(stderr, "retrydctl: hedging: %u hedge%s sent%s", n,
+            n == 1 ? "" : "s",
+            n == 0 ? ""
+            : won  ? ", one answered"
+                   : ", none answered");
+    if (d->verdict == RETRYD_HEDGE_NO)
+        fprintf(stderr, "; no %shedge: %s", n ? "further " : "",
+                retryd_hedge_rule_name(d->rule));
+    else if (d->verdict == RETRYD_HEDGE_WAIT)
+        fprintf(stderr, "; answered before %s hedge was due",
+                n ? "the next" : "a");
+    fprintf(stderr, "\n");
+}
+
 static void print_trace(const retryd_result *r)
 {
     for (size_t i = 0; i < retryd_result_attempt_count(r); i++) {
@@ -254,7 +277,11 @@ static void print_trace(const retryd_result *r)
         if (at->http_version)
             fprintf(stderr, " HTTP/%d.%d", at->http_version / 10,
                     at->http_version % 10);
-        fprintf(stderr, " %.1fms -> %s (%s)", (double)at->duration_ns / 1e6,
+        /* Its role, and when it went out (a hedge's is the point). */
+        fprintf(stderr, " %.1fms (%s, +%.1fms) -> %s (%s)",
+                (double)at->duration_ns / 1e6,
+                retryd_attempt_role_name(at->role),
+                (double)at->started_ns / 1e6,
                 retryd_verdict_name(at->decision->verdict),
                 retryd_rule_name(at->decision->rule));
         if (at->decision->verdict == RETRYD_VERDICT_RETRY)
@@ -269,6 +296,7 @@ static void print_trace(const retryd_result *r)
                     (double)at->held_ns / 1e6);
         fprintf(stderr, "%s%s\n", at->error[0] ? ": " : "", at->error);
     }
+    print_hedging(r);
 }
 
 /* The rule that the method never decides, in words, where it matters: on
@@ -309,29 +337,41 @@ static void print_headers(FILE *f, const char *prefix, const retryd_result *r)
     fprintf(f, "%s\r\n", prefix);
 }
 
+/* The summary's first line: the outcome, its evidence and attempts (and
+ * hedges), why no further attempt followed. */
+static void summary_line(const retryd_result *r)
+{
+    retryd_outcome o = retryd_result_outcome(r);
+    const retryd_decision *d = retryd_result_decision(r);
+    fprintf(stderr, "retrydctl: %s", retryd_outcome_name(o));
+    if (retryd_result_status(r))
+        fprintf(stderr, " %d", retryd_result_status(r));
+    fprintf(stderr, " (evidence %s, %zu attempt%s",
+            retryd_evidence_name(retryd_result_evidence(r)),
+            retryd_result_attempt_count(r),
+            retryd_result_attempt_count(r) == 1 ? "" : "s");
+    bool won;
+    uint32_t hedges = retryd_result_hedges(r, &won);
+    if (hedges > 0)
+        fprintf(stderr, " of which %u hedge%s%s", hedges,
+                hedges == 1 ? "" : "s", won ? ", a hedge answered" : "");
+    /* Why no further attempt followed, unless the answer was a success
+     * that needed none. */
+    if (d->reason != RETRYD_DENIAL_NONE &&
+        !(o == RETRYD_OUTCOME_RESPONSE && retryd_result_status(r) < 400))
+        fprintf(stderr, ", no retry: %s (%s)", retryd_denial_name(d->reason),
+                retryd_rule_name(d->rule));
+    fprintf(stderr, ")%s%s\n", retryd_result_error(r)[0] ? ": " : "",
+            retryd_result_error(r));
+}
+
 static int summary(const req_args *a, const retryd_result *r)
 {
     retryd_outcome o = retryd_result_outcome(r);
     const retryd_decision *d = retryd_result_decision(r);
     const char *key = retryd_result_idempotency_key(r);
-    bool error = o != RETRYD_OUTCOME_RESPONSE;
-    if (req_says(a, error)) {
-        fprintf(stderr, "retrydctl: %s", retryd_outcome_name(o));
-        if (retryd_result_status(r))
-            fprintf(stderr, " %d", retryd_result_status(r));
-        fprintf(stderr, " (evidence %s, %zu attempt%s",
-                retryd_evidence_name(retryd_result_evidence(r)),
-                retryd_result_attempt_count(r),
-                retryd_result_attempt_count(r) == 1 ? "" : "s");
-        /* Why no further attempt followed, unless the answer was a success
-         * that needed none. */
-        if (d->reason != RETRYD_DENIAL_NONE &&
-            !(o == RETRYD_OUTCOME_RESPONSE && retryd_result_status(r) < 400))
-            fprintf(stderr, ", no retry: %s (%s)",
-                    retryd_denial_name(d->reason), retryd_rule_name(d->rule));
-        fprintf(stderr, ")%s%s\n", retryd_result_error(r)[0] ? ": " : "",
-                retryd_result_error(r));
-    }
+    if (req_says(a, o != RETRYD_OUTCOME_RESPONSE))
+        summary_line(r);
     if (o == RETRYD_OUTCOME_AMBIGUOUS && req_says(a, true))
         fprintf(stderr,
                 "retrydctl: the request may have executed; reconcile "
@@ -366,7 +406,10 @@ static int summary(const req_args *a, const retryd_result *r)
  * follow (-L). Otherwise the body streams to the output as it arrives. */
 static bool buffered(const req_args *a)
 {
-    return a->include || a->head || a->fail || a->follow;
+    /* A hedged request's body is written once its answer is known: a
+     * streamed response is never hedged (docs/hedging.md). */
+    return a->include || a->head || a->fail || a->follow ||
+           a->hedge != RETRYD_HEDGE_OFF;
 }
 
 /* One request through a profile of its own base URL. */
@@ -395,6 +438,10 @@ static int execute_hop(retryd_client *client, const req_args *a, const hop *h,
         .proxy = a->proxy,
         .accept_encoding = a->compressed ? "" : NULL,
     };
+    const retryd_hedge_policy hedge = {.sz = sizeof(hedge),
+                                       .mode = a->hedge,
+                                       .delay_ns = a->hedge_after_ns,
+                                       .max_hedges = (uint32_t)a->max_hedges};
     retryd_request q = {
         .sz = sizeof(q),
         .method = h->method,
@@ -408,6 +455,7 @@ static int execute_hop(retryd_client *client, const req_args *a, const hop *h,
         .deadline_ns = a->deadline_ns,
         .sink = buffered(a) ? NULL : to_output,
         .sink_ctx = o,
+        .hedge = a->hedge != RETRYD_HEDGE_OFF ? &hedge : NULL,
     };
     if (r == 0)
         r = retryd_profile_new(client, &po, &profile);
@@ -485,6 +533,27 @@ static int write_response(const req_args *a, const retryd_result *r, output *o,
     return rc;
 }
 
+/* Hedging asked for a request it can never apply to: said in words (the
+ * engine's rule, and what to declare), since the request otherwise runs
+ * exactly as without it. */
+static void explain_unhedged(const req_args *a, const retryd_result *r)
+{
+    const retryd_hedge_decision *d = retryd_result_hedge(r);
+    if (d == NULL || d->verdict != RETRYD_HEDGE_NO || !req_says(a, false))
+        return;
+    if (d->rule == RETRYD_HEDGE_RULE_NOT_IDEMPOTENT)
+        fprintf(stderr,
+                "retrydctl: not hedged (%s): only a request declared "
+                "--safe, --idempotent or with --idempotency-key is "
+                "ever sent twice at once\n",
+                retryd_hedge_rule_name(d->rule));
+    else if (d->rule == RETRYD_HEDGE_RULE_BODY_NOT_REPLAYABLE)
+        fprintf(stderr,
+                "retrydctl: not hedged (%s): a body read from stdin "
+                "can be sent once\n",
+                retryd_hedge_rule_name(d->rule));
+}
+
 static void after_hop(const req_args *a, const hop *h, const retryd_result *r)
 {
     if (a->verbose) {
@@ -493,6 +562,7 @@ static void after_hop(const req_args *a, const hop *h, const retryd_result *r)
         print_trace(r);
     }
     explain_idempotency(a, h, r);
+    explain_unhedged(a, r);
 }
 
 /* -w, once the last response is written. */

@@ -74,6 +74,10 @@ typedef struct req_args {
     size_t n_owned;
     int64_t deadline_ns, attempt_ns, connect_ns;
     long max_attempts, max_redirs;
+    /* --hedge-after D (FIXED), --hedge (ADAPTIVE), --max-hedges N */
+    retryd_hedge_mode hedge;
+    int64_t hedge_after_ns;
+    long max_hedges;
     retryd_http_version version;
 } req_args;
 

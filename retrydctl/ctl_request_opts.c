@@ -53,6 +53,9 @@ enum {
     O_RESOLVE,
     O_COMPRESSED,
     O_FORM_STRING,
+    O_HEDGE,
+    O_HEDGE_AFTER,
+    O_MAX_HEDGES,
 };
 
 static const struct option options[] = {
@@ -101,6 +104,9 @@ static const struct option options[] = {
     {"deadline", required_argument, NULL, O_DEADLINE},
     {"max-attempts", required_argument, NULL, O_MAX_ATTEMPTS},
     {"attempt-timeout", required_argument, NULL, O_ATTEMPT_TIMEOUT},
+    {"hedge", no_argument, NULL, O_HEDGE},
+    {"hedge-after", required_argument, NULL, O_HEDGE_AFTER},
+    {"max-hedges", required_argument, NULL, O_MAX_HEDGES},
     {"upstream", required_argument, NULL, O_UPSTREAM},
     {"http2", no_argument, NULL, O_HTTP2},
     {"h2c", no_argument, NULL, O_H2C},
@@ -197,6 +203,15 @@ static void usage_retryd(FILE *out)
         "      --deadline D         as --max-time\n"
         "      --max-attempts N     (default 3)\n"
         "      --attempt-timeout D  (default 10s)\n"
+        "      --hedge-after D      hedge: a second attempt if the first has\n"
+        "                           not answered after D, the first answer\n"
+        "                           winning (safe or idempotent, replayable\n"
+        "                           bodies only; the body is then written\n"
+        "                           once complete)\n"
+        "      --hedge              the same after the host's p98-like\n"
+        "                           latency of the upstream (adaptive)\n"
+        "      --max-hedges N       hedges one request may send (1 to 4;\n"
+        "                           default 1)\n"
         "      --upstream NAME      the budget's name (default host:port)\n"
         "      --http2 | --h2c      HTTP/2 over TLS (the default, as curl:\n"
         "                           by ALPN, else HTTP/1.1), or cleartext\n"
@@ -528,6 +543,15 @@ static int set_number(req_args *a, int opt, const char *arg)
         return retryd__parse_long(arg, 1, 100, &a->max_attempts)
                    ? 0
                    : bad("attempt count", arg);
+    case O_HEDGE_AFTER:
+        a->hedge = RETRYD_HEDGE_FIXED;
+        return parse_seconds(arg, &a->hedge_after_ns) && a->hedge_after_ns > 0
+                   ? 0
+                   : bad("hedge delay", arg);
+    case O_MAX_HEDGES:
+        return retryd__parse_long(arg, 1, RETRYD_MAX_HEDGES, &a->max_hedges)
+                   ? 0
+                   : bad("hedge count", arg);
     default: /* O_MAX_REDIRS */
         return retryd__parse_long(arg, 0, 1000, &a->max_redirs)
                    ? 0
@@ -586,6 +610,9 @@ static int parse_one(req_args *a, int opt, const char *arg)
     case O_NON_IDEMPOTENT:
     case O_KEY:
         return set_idempotency(a, opt, arg);
+    case O_HEDGE:
+        a->hedge = RETRYD_HEDGE_ADAPTIVE;
+        return 0;
     case O_HTTP2:
     case O_H2C:
     case O_HTTP11:
@@ -659,6 +686,9 @@ static int check_args(req_args *a)
         return bad("combination", "-F with -d, --data-file, -G or -I");
     if (a->remote_name && (r = remote_name(a)) != 0)
         return r;
+    if (a->max_hedges && a->hedge == RETRYD_HEDGE_OFF)
+        return bad("combination", "--max-hedges without --hedge or "
+                                  "--hedge-after");
     complete(a);
     return 0;
 }

@@ -52,6 +52,30 @@ static void print_upstream_health(const Retryd__UpstreamStats *u)
     printf("  throttled %" PRIu64 " held %" PRIu64 "\n", c->throttled, c->held);
 }
 
+/* An upstream's hedging line (docs/hedging.md): its hedge bucket, the
+ * latency picture, the hedges sent and won, and those refused by reason
+ * when there are any. */
+static void print_upstream_hedge(const Retryd__UpstreamStats *u)
+{
+    const Retryd__UpstreamHedge *h = reply_upstream_hedge(u);
+    printf("      hedge: max_extra_load %.3f balance %.2f/%.0f picture %s",
+           reply_tokens(h->max_extra_load_micro),
+           reply_tokens(h->balance_micro), reply_tokens(h->cap_micro),
+           reply_hedge_picture(h));
+    if (h->delay_us > 0)
+        printf(" %.1fms", (double)h->delay_us / 1000);
+    printf("  sent %" PRIu64 " won %" PRIu64 " refused %" PRIu64, h->sent,
+           h->won, reply_hedges_refused(h));
+    if (reply_hedges_refused(h) > 0)
+        printf(" (hedge_budget %" PRIu64 " retry_budget %" PRIu64
+               " throttled %" PRIu64 " pushback %" PRIu64 " deadline %" PRIu64
+               " draining %" PRIu64 ")",
+               h->refused_hedge_budget, h->refused_retry_budget,
+               h->refused_throttled, h->refused_pushback, h->refused_deadline,
+               h->refused_draining);
+    printf("\n");
+}
+
 /* An upstream's fair shares (docs/budget.md#fair-shares) and who drained
  * it (the program granted most of its retries in the daemon's window). */
 static void print_upstream_shares(const Retryd__UpstreamStats *u)
@@ -148,6 +172,7 @@ static void print_table(const Retryd__StatsReply *r)
                reply_at(e, ne, 3));
         print_breakdown(c);
         print_upstream_health(u);
+        print_upstream_hedge(u);
         print_upstream_shares(u);
     }
     print_programs(r);
@@ -229,6 +254,35 @@ static void json_upstream_health(const Retryd__UpstreamStats *u)
            (double)h->pushback_remaining_ms / 1000);
 }
 
+/* An upstream's "hedge" member (docs/hedging.md): every key its own, so
+ * that a reader looking for one finds it alone. */
+static void json_upstream_hedge(const Retryd__UpstreamStats *u)
+{
+    const Retryd__UpstreamHedge *h = reply_upstream_hedge(u);
+    printf(",\"hedge\":{\"max_extra_load\":%.6f,\"min_hedges_per_sec\":%.6f,"
+           "\"hedge_cap\":%.6f,\"hedge_min_delay_seconds\":%.6f,"
+           "\"hedge_window_seconds\":%.3f,\"hedge_balance\":%.6f,"
+           "\"picture\":\"%s\",\"hedge_delay_seconds\":%.6f,"
+           "\"pending_samples\":%" PRIu64 ",\"picture_refreshes\":%" PRIu64,
+           reply_tokens(h->max_extra_load_micro),
+           reply_tokens(h->min_hedges_per_sec_micro),
+           reply_tokens(h->cap_micro), (double)h->min_delay_us / 1e6,
+           (double)h->window_ms / 1000, reply_tokens(h->balance_micro),
+           reply_hedge_picture(h), (double)h->delay_us / 1e6,
+           h->pending_samples, h->refreshes);
+    printf(",\"hedges_sent\":%" PRIu64 ",\"hedges_won\":%" PRIu64
+           ",\"refused_hedge_budget\":%" PRIu64
+           ",\"refused_retry_budget\":%" PRIu64
+           ",\"refused_throttled\":%" PRIu64 ",\"refused_pushback\":%" PRIu64
+           ",\"refused_deadline\":%" PRIu64 ",\"refused_draining\":%" PRIu64
+           ",\"hedge_deposits\":%" PRIu64
+           ",\"hedge_refilled\":%.6f,\"hedge_discarded\":%.6f}",
+           h->sent, h->won, h->refused_hedge_budget, h->refused_retry_budget,
+           h->refused_throttled, h->refused_pushback, h->refused_deadline,
+           h->refused_draining, h->deposits, reply_tokens(h->refilled_micro),
+           reply_tokens(h->discarded_micro));
+}
+
 /* An upstream's fair-share members: its claims, whether shares are kept,
  * and who drained it ("drained_by": null when nobody did). */
 static void json_upstream_shares(const Retryd__UpstreamStats *u)
@@ -307,6 +361,7 @@ static void print_json(const Retryd__StatsReply *r)
                reply_tokens(u->params->floor_micro_per_s));
         json_counters(u->counters);
         json_upstream_health(u);
+        json_upstream_hedge(u);
         json_upstream_shares(u);
         printf("}");
     }

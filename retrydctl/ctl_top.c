@@ -322,6 +322,50 @@ static void health_row(const top_sink *o, const top_frame *f,
     emit(o, &b);
 }
 
+/* --- hedging (docs/hedging.md) ------------------------------------------ */
+
+static void hedge_title(const top_sink *o)
+{
+    line_buf b = {.len = 0};
+    cell(&b, -TOP_NAME_W, "HEDGING");
+    cell(&b, 9, "BALANCE");
+    cell(&b, 8, "PICTURE");
+    cell(&b, 9, "DELAY");
+    cell(&b, 8, "SENT");
+    cell(&b, TOP_RATE_W, "SENT/s");
+    cell(&b, TOP_RATE_W, "WON/s");
+    cell(&b, TOP_RATE_W, "REFUSED/s");
+    emit(o, &b);
+}
+
+/* An upstream's hedge bucket, its latency picture (the delay it gives),
+ * and the hedges sent, won and refused per second. */
+static void hedge_row(const top_sink *o, const top_frame *f,
+                      const Retryd__UpstreamStats *u)
+{
+    const Retryd__UpstreamStats *p = prev_upstream(f, u->name);
+    const Retryd__UpstreamHedge *h = reply_upstream_hedge(u);
+    const Retryd__UpstreamHedge *ph = p ? reply_upstream_hedge(p) : NULL;
+    line_buf b = {.len = 0};
+    char text[128];
+
+    printable(u->name, text, sizeof(text));
+    cell(&b, -TOP_NAME_W, text);
+    snprintf(text, sizeof(text), "%.2f", reply_tokens(h->balance_micro));
+    cell(&b, 9, text);
+    cell(&b, 8, reply_hedge_picture(h));
+    snprintf(text, sizeof(text), "%.1fms", (double)h->delay_us / 1000);
+    cell(&b, 9, h->delay_us ? text : TOP_DASH);
+    snprintf(text, sizeof(text), "%" PRIu64, h->sent);
+    cell(&b, 8, text);
+    rate_cell(&b, TOP_RATE_W, ph != NULL, h->sent, ph ? ph->sent : 0,
+              f->elapsed);
+    rate_cell(&b, TOP_RATE_W, ph != NULL, h->won, ph ? ph->won : 0, f->elapsed);
+    rate_cell(&b, TOP_RATE_W, ph != NULL, reply_hedges_refused(h),
+              ph ? reply_hedges_refused(ph) : 0, f->elapsed);
+    emit(o, &b);
+}
+
 /* --- programs ------------------------------------------------------------ */
 
 /* The rates per program: the daemon's per-program rows, which keep the
@@ -405,6 +449,9 @@ static void render(const top_sink *o, const top_frame *f)
         health_title(o);
         for (size_t i = 0; i < f->cur->n_upstreams; i++)
             health_row(o, f, f->cur->upstreams[i]);
+        hedge_title(o);
+        for (size_t i = 0; i < f->cur->n_upstreams; i++)
+            hedge_row(o, f, f->cur->upstreams[i]);
     }
     program_rows(o, f);
     if (f->cur->attached_processes == 0)
@@ -435,8 +482,10 @@ static const ctl_cmd top_cmd = {
     "retries granted/s, denials/s by reason, ambiguous outcomes/s, borrows/s\n"
     "and the program that drained it (most retries in the daemon's last\n"
     "10 s), and its health (host throttle, pushback, attempts\n"
-    "throttled and held); per program its processes' rates, live and\n"
-    "exited (OS: over_share denials). In a terminal, q quits.\n\n"
+    "throttled and held) and hedging (its budget, the latency picture's\n"
+    "delay, hedges sent, won and refused); per program its processes'\n"
+    "rates, live and exited (OS: over_share denials). In a terminal, q\n"
+    "quits.\n\n"
     "  -d, --delay SECONDS    between frames (0.1 to 3600; default 1)\n"
     "  -b, --batch            plain-text frames separated by a blank line,\n"
     "                         no escape codes (the default when stdout is\n"

@@ -11,12 +11,14 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 
 #include <urcu/urcu-memb.h>
 
 #include "shared/health.h"
+#include "shared/hedge.h"
 #include "shared/segment.h"
 
 #define CONFIG_MAX_IDS 32
@@ -50,7 +52,45 @@ typedef struct budget_params {
     uint64_t fair_shares; /* 0 or 1 */
     uint64_t share_window_ns;
     uint64_t request_share_micro;
+    /* Hedging (docs/hedging.md), the daemon's alone too: the host hedge
+     * bucket's ratio (max_extra_load), floor and cap, the shortest hedge
+     * delay, the latency picture's window. */
+    uint64_t max_extra_load_micro;
+    uint64_t hedge_floor_micro_per_s;
+    uint64_t hedge_cap_micro;
+    uint64_t hedge_min_delay_ns;
+    uint64_t hedge_window_ns;
 } budget_params;
+
+/* The hedge parameters @p p configures, as a slot holds them. */
+static inline hedge_params budget_params_hedge(const budget_params *p)
+{
+    return (hedge_params){
+        .ratio_micro = p->max_extra_load_micro,
+        .floor_micro_per_s = p->hedge_floor_micro_per_s,
+        .cap_micro = p->hedge_cap_micro,
+        .min_delay_ns = p->hedge_min_delay_ns,
+        .window_ns = p->hedge_window_ns,
+    };
+}
+
+/* @p p's hedge fields from what a slot holds (an adopted segment). */
+static inline void budget_params_set_hedge(budget_params *p,
+                                           const hedge_params *h)
+{
+    p->max_extra_load_micro = h->ratio_micro;
+    p->hedge_floor_micro_per_s = h->floor_micro_per_s;
+    p->hedge_cap_micro = h->cap_micro;
+    p->hedge_min_delay_ns = h->min_delay_ns;
+    p->hedge_window_ns = h->window_ns;
+}
+
+static inline bool budget_hedge_equal(const budget_params *a,
+                                      const budget_params *b)
+{
+    hedge_params x = budget_params_hedge(a), y = budget_params_hedge(b);
+    return memcmp(&x, &y, sizeof(x)) == 0;
+}
 
 /* The share window a slot holds for @p p: 0 when fair shares are off. */
 static inline uint64_t budget_params_slot_window(const budget_params *p)

@@ -408,6 +408,21 @@ const config_key config_keys[CK_COUNT] = {
     [CK_REQUEST_SHARE] =
         PARAMS("request_share", request_share_micro, SEG_MICRO / 100, SEG_MICRO,
                SEG_DEFAULT_REQUEST_SHARE_MICRO),
+    /* Hedging (docs/hedging.md); the defaults are the library's for a
+     * local slot (retryd__hedge_defaults). */
+    [CK_MAX_EXTRA_LOAD] = PARAMS("max_extra_load", max_extra_load_micro, 0,
+                                 HEDGE_MAX_RATIO_MICRO, SEG_MICRO / 50),
+    [CK_MIN_HEDGES_PER_SEC] =
+        PARAMS("min_hedges_per_sec", hedge_floor_micro_per_s, 0,
+               SEG_MAX_FLOOR_MICRO, SEG_MICRO),
+    [CK_HEDGE_CAP] = PARAMS("hedge_cap", hedge_cap_micro, SEG_MICRO,
+                            SEG_MAX_CAP_MICRO, 10 * SEG_MICRO),
+    [CK_HEDGE_MIN_DELAY] =
+        PARAMS_OF("hedge_min_delay", parse_duration_key, hedge_min_delay_ns, 0,
+                  HEDGE_MAX_MIN_DELAY_NS, UINT64_C(1000000)),
+    [CK_HEDGE_WINDOW] = PARAMS_OF("hedge_window", parse_duration_key,
+                                  hedge_window_ns, HEDGE_MIN_WINDOW_NS,
+                                  HEDGE_MAX_WINDOW_NS, UINT64_C(1000000000)),
     [CK_WEIGHT] = {CONFIG_SECTION_PROGRAM, "weight", parse_tokens_key,
                    FIELD(program_conf, weight_micro), SEG_MICRO / 1000,
                    CONFIG_MAX_WEIGHT_MICRO, CONFIG_DEFAULT_WEIGHT_MICRO, NULL},

@@ -16,6 +16,7 @@
 #include "core/rcu.h"
 
 #include "shared/bucket.h"
+#include "shared/hedge.h"
 #include "segment/keeper.h"
 #include "segment/audit.h"
 #include "segment/shares.h"
@@ -229,6 +230,11 @@ static int take_copies(owner *o)
         if (!retryd__health_params_ok(&h))
             h = retryd__health_defaults; /* the heartbeat rewrites it */
         budget_params_set_health(&w->params, &h);
+        hedge_params hp;
+        retryd__hedge_params_of(&s->hedge, &hp);
+        if (!retryd__hedge_params_ok(&hp))
+            hp = retryd__hedge_defaults; /* the heartbeat rewrites it */
+        budget_params_set_hedge(&w->params, &hp);
         memcpy(w->name, s->name, sizeof(w->name));
         w->name[SEG_NAME_MAX] = '\0';
     }
@@ -414,6 +420,8 @@ int owner_upstream_alloc(owner *o, const char *name, const budget_params *p,
         write_params(s, p);
         health_params h = budget_params_health(p);
         retryd__health_init(s, &h);
+        hedge_params hp = budget_params_hedge(p);
+        retryd__hedge_init(&s->hedge, &hp, retryd__clock_coarse_ns());
         atomic_store_explicit(&s->ident, seg_ident(gen, SEG_ACTIVE),
                               memory_order_release);
         o->slots[i].ident = seg_ident(gen, SEG_ACTIVE);
@@ -445,6 +453,10 @@ void owner_upstream_set_params(owner *o, uint32_t slot, const budget_params *p)
          * starts again, empty, as does any hold. */
         health_params h = budget_params_health(p);
         retryd__health_init(s, &h);
+    }
+    if (!budget_hedge_equal(&o->slots[slot].params, p)) {
+        hedge_params hp = budget_params_hedge(p);
+        retryd__hedge_set_params(&s->hedge, &hp);
     }
     o->slots[slot].params = *p;
     if (p->cap_micro > SEG_MAX_CAP_MICRO)
@@ -652,6 +664,7 @@ static const char *const damage_what[OWNER_DAMAGE_KINDS] = {
                                    "beyond what the floor pays, undone",
     [OWNER_D_LEDGER] = "process ledgers rewritten (a count went back, an "
                        "entry moved)",
+    [OWNER_D_HEDGE] = "hedge pictures or hedge balances repaired",
 };
 
 void owner_found(owner *o, enum owner_damage kind)
@@ -766,6 +779,14 @@ static void police_upstream(owner *o, uint32_t i, uint64_t now_ns)
                                     &want) != 0) {
         owner_found(o, OWNER_D_HEALTH);
     }
+    /* Hedging (docs/hedging.md): its parameters put back; a picture, a
+     * claim or a hedge balance no writer could leave, repaired. */
+    hedge_params hp = budget_params_hedge(&w->params);
+    unsigned hd = retryd__hedge_check(&s->hedge, now_ns, &hp);
+    if (hd & HEDGE_PARAMS_RESET)
+        owner_found(o, OWNER_D_PARAMS);
+    if (hd & (HEDGE_PICTURE_RESET | HEDGE_BUCKET_REPAIRED))
+        owner_found(o, OWNER_D_HEDGE);
     bucket_tally t = {s->counters, false, NULL, NULL};
     unsigned damage = retryd__bucket_check(s, w->ident, now_ns, &t);
     if (damage & BUCKET_BROKEN) {
@@ -907,6 +928,7 @@ void owner_health_fill(const owner *o, struct Retryd__SegmentHealth *h,
         atomic_load_explicit(&m->audit_spent_micro, memory_order_relaxed);
     owner_audit_last(o, finding, len);
     h->last_finding = finding;
+    h->hedge_repaired = D(OWNER_D_HEDGE);
     h->last_damage_unix_ms =
         atomic_load_explicit(&m->last_damage_unix_ms, memory_order_relaxed);
 #undef D

@@ -34,6 +34,7 @@ enum owner_damage {
     OWNER_D_BALANCE_UNEXPLAINED, /* a balance above what ledgers explain */
     OWNER_D_REFILL_UNEXPLAINED,  /* a stamp set back, a refill beyond it */
     OWNER_D_LEDGER,              /* a process's counts went back or moved */
+    OWNER_D_HEDGE,               /* a hedge picture or hedge balance repaired */
     OWNER_DAMAGE_KINDS
 };
 

@@ -186,7 +186,8 @@ static void update_params(server *d, reg_entry *found, const budget_params *p)
 {
     reg_entry e = *found;
     if (params_equal(&found->params, p) &&
-        budget_health_equal(&found->params, p))
+        budget_health_equal(&found->params, p) &&
+        budget_hedge_equal(&found->params, p))
         return;
     e.params = *p;
     owner_upstream_set_params(&d->seg, e.slot, p);
@@ -264,6 +265,11 @@ void daemon_adopt_upstreams(server *d)
         if (!retryd__health_params_ok(&h))
             h = budget_params_health(config_params_for(d->cfg, e.name));
         budget_params_set_health(&e.params, &h);
+        hedge_params hp;
+        retryd__hedge_params_of(&s->hedge, &hp);
+        if (!retryd__hedge_params_ok(&hp))
+            hp = budget_params_hedge(config_params_for(d->cfg, e.name));
+        budget_params_set_hedge(&e.params, &hp);
         if (!budget_params_plausible(&e.params)) {
             log_limited(LOG_WARN,
                         "upstream '%s' (slot %u) holds implausible parameters: "

@@ -16,6 +16,7 @@
 #include "retryd/common.h"
 #include "shared/bucket.h"
 #include "shared/health.h"
+#include "shared/hedge.h"
 #include "stats/programs.h"
 #include "stats/snapshot.h"
 
@@ -72,6 +73,47 @@ static void fill_health(Retryd__UpstreamHealth *h, seg_upstream *s,
         ((uint64_t)retryd__health_hold(s, now_ns) + NS_PER_MS - 1) / NS_PER_MS;
 }
 
+/* Hedging (docs/hedging.md) on slot @p s at @p now_ns: its parameters,
+ * its hedge bucket foreseen, its picture as published (read only: no
+ * refresh, no refill claimed) and its counters. */
+static char picture_none[] = "none", picture_fresh[] = "fresh",
+            picture_no_tail[] = "no_tail";
+static char *const picture_names[] = {picture_none, picture_fresh,
+                                      picture_no_tail};
+
+static void fill_hedge(Retryd__UpstreamHedge *h, seg_hedge *g, uint64_t now_ns)
+{
+    hedge_params p;
+    uint64_t delay = 0;
+    bool fresh;
+    retryd__upstream_hedge__init(h);
+    retryd__hedge_params_of(g, &p);
+    h->max_extra_load_micro = p.ratio_micro;
+    h->min_hedges_per_sec_micro = p.floor_micro_per_s;
+    h->cap_micro = p.cap_micro;
+    h->min_delay_us = p.min_delay_ns / 1000;
+    h->window_ms = p.window_ns / NS_PER_MS;
+    h->balance_micro = retryd__hedge_projected_balance(g, now_ns);
+    enum hedge_pic pic = retryd__hedge_picture_peek(g, now_ns, &delay, &fresh);
+    h->picture = picture_names[fresh ? pic : HEDGE_PIC_NONE];
+    h->delay_us = fresh ? delay / 1000 : 0;
+    h->pending_samples = retryd__hedge_pending_samples(g);
+#define C(name, counter) h->name = atomic_load(&g->counters[counter])
+    C(sent, SEG_H_SENT);
+    C(won, SEG_H_WON);
+    C(refused_hedge_budget, SEG_H_REFUSED_HEDGE_BUDGET);
+    C(refused_retry_budget, SEG_H_REFUSED_RETRY_BUDGET);
+    C(refused_throttled, SEG_H_REFUSED_THROTTLED);
+    C(refused_pushback, SEG_H_REFUSED_PUSHBACK);
+    C(refused_deadline, SEG_H_REFUSED_DEADLINE);
+    C(refused_draining, SEG_H_REFUSED_DRAINING);
+    C(deposits, SEG_H_DEPOSITS);
+    C(refilled_micro, SEG_H_REFILLED_MICRO);
+    C(discarded_micro, SEG_H_DISCARDED_MICRO);
+    C(refreshes, SEG_H_REFRESHES);
+#undef C
+}
+
 /* Who drained upstream row @p i (slot @p slot of generation @p gen) in the
  * ledger's window; absent when no retry was granted there. */
 static void fill_drained(stats_build *b, size_t i, uint32_t slot, uint32_t gen)
@@ -115,6 +157,8 @@ static int add_upstream(const reg_entry *e, void *arg)
     u->balance_micro = retryd__bucket_projected_balance(s, now);
     fill_health(&b->health[i], s, now);
     u->health = &b->health[i];
+    fill_hedge(&b->hedge[i], &s->hedge, now);
+    u->hedge = &b->hedge[i];
     u->claimed_micro = atomic_load(&s->claimed_micro);
     u->shares_kept = atomic_load(&s->share_since_ns) != 0;
     fill_drained(b, i, e->slot, e->generation);
@@ -174,6 +218,7 @@ void stats_snapshot_free(stats_snapshot *s)
     free(s->programs);
     free(s->b.totals), free(s->b.ups), free(s->b.up_ptrs), free(s->b.names);
     free(s->b.params), free(s->b.counters), free(s->b.health);
+    free(s->b.hedge);
     free(s->b.numbers), free(s->b.drained), free(s->b.drained_names);
     free(s->rows), free(s->prs), free(s->prptr), free(s->prc), free(s->prnum);
     memset(s, 0, sizeof(*s));
@@ -193,6 +238,9 @@ static bool programs_alloc(stats_snapshot *s)
 
 static int snapshot_alloc(stats_snapshot *s, size_t ucap, size_t pcap)
 {
+    s->b.hedge = calloc(ucap, sizeof(*s->b.hedge));
+    if (s->b.hedge == NULL)
+        return RETRYD_ENOMEM;
     s->ps = calloc(pcap + 1, sizeof(*s->ps));
     s->pptr = calloc(pcap + 1, sizeof(*s->pptr));
     s->pcs = calloc(pcap + 1, sizeof(*s->pcs));

@@ -26,6 +26,7 @@ typedef struct stats_build {
     Retryd__Params *params;
     Retryd__Counters *counters;
     Retryd__UpstreamHealth *health;
+    Retryd__UpstreamHedge *hedge;
     uint64_t *numbers; /* denied and evidence arrays */
     Retryd__DrainedBy *drained;
     char (*drained_names)[OWNER_PROGRAM_MAX];

@@ -83,6 +83,78 @@ typedef struct retryd_health {
 RETRYD_EXPORT int retryd_upstream_health(retryd_upstream *up,
                                          retryd_health *ret);
 
+/*
+ * Hedging (docs/hedging.md). The upstream's slot holds a host hedge bucket
+ * (max_extra_load deposited per hedgeable first attempt, a floor, a cap),
+ * the hedge counters and the latency picture every hedging process on the
+ * host feeds; the parameters are the daemon's (retryd.conf(5)), or
+ * retryd's defaults for a process-local slot.
+ */
+
+/**
+ * Ask about a hedge of an attempt in flight, and when. Completes a copy of
+ * @p facts with the host's part (an adaptive request's picture and delay,
+ * whether the host throttle is engaged, the pushback left, draining) and
+ * asks retryd_hedge_decide(), whose SEND took one token from the hedge
+ * bucket and one from the upstream's retry bucket (all-or-nothing, so
+ * retries and hedges together stay within the retry budget). Counts a
+ * hedge sent, and one that was due and refused, by reason.
+ *
+ * @param facts  the request's part: idempotency, body, sink, hedges and
+ *               max_hedges, elapsed, remaining, min_attempt, taken; its
+ *               picture RETRYD_HEDGE_PICTURE_FIXED with delay_ns for a
+ *               fixed delay, any other value for the host's picture.
+ * @param ret    its sz set by the caller.
+ * @return 0, or retryd_hedge_decide()'s error.
+ */
+RETRYD_EXPORT int retryd_upstream_hedge(retryd_upstream *up,
+                                        const retryd_hedge_facts *facts,
+                                        retryd_hedge_decision *ret);
+
+/** A hedgeable request's first attempt: deposits max_extra_load of a token
+ * in the upstream's hedge bucket (capped). */
+RETRYD_EXPORT void retryd_upstream_hedge_deposit(retryd_upstream *up);
+
+/**
+ * For the latency picture: the first attempt of a hedgeable request (or
+ * of one of its retries) ended after @p latency_ns, or, @p outlived, was
+ * stopped because a hedge answered first (it counts as longer than any
+ * latency). One atomic addition.
+ */
+RETRYD_EXPORT void retryd_upstream_hedge_observe(retryd_upstream *up,
+                                                 int64_t latency_ns,
+                                                 bool outlived);
+
+/** A hedge answered its request first: counted. */
+RETRYD_EXPORT void retryd_upstream_hedge_won(retryd_upstream *up);
+
+/** An upstream's hedging as the host sees it now
+ * (retryd_upstream_hedging). Counters are the slot's: every process's. */
+typedef struct retryd_hedging {
+    size_t sz;                 /**< sizeof(retryd_hedging) (docs/abi.md) */
+    double max_extra_load;     /**< tokens per hedgeable first attempt */
+    double min_hedges_per_sec; /**< the floor */
+    double cap;                /**< tokens */
+    double balance;            /**< tokens in the hedge bucket now */
+    int64_t min_delay_ns;      /**< hedge_min_delay */
+    int64_t window_ns;         /**< the picture's window */
+    /** FRESH, NONE or NO_TAIL (never FIXED). */
+    retryd_hedge_picture picture;
+    int64_t delay_ns; /**< FRESH or NO_TAIL: the picture's delay */
+    uint64_t sent, won;
+    /** Hedges due and refused, by reason. */
+    uint64_t refused_hedge_budget, refused_retry_budget, refused_throttled,
+        refused_pushback, refused_deadline, refused_draining;
+    /** The hedge bucket's ledger: balance = initial + deposits *
+     * max_extra_load + refilled - sent - discarded. */
+    uint64_t deposits;
+    double refilled, discarded;
+} retryd_hedging;
+
+/** Fill @p ret (its sz set by the caller). 0 or RETRYD_EINVAL. */
+RETRYD_EXPORT int retryd_upstream_hedging(retryd_upstream *up,
+                                          retryd_hedging *ret);
+
 /**
  * The decision engine's view of an upstream budget: pass it as
  * retryd_decide_env.budget with the retryd_upstream as budget_ctx. Its

@@ -90,6 +90,37 @@ typedef struct retryd_tls_opts {
     bool insecure;         /**< skip peer and host verification */
 } retryd_tls_opts;
 
+/** How a request is hedged (docs/hedging.md). */
+typedef enum retryd_hedge_mode {
+    RETRYD_HEDGE_OFF = 0, /**< never */
+    /** After a fixed delay (retryd_hedge_policy.delay_ns). */
+    RETRYD_HEDGE_FIXED = 1,
+    /** After the host's p(100 (1 - max_extra_load)) latency of the
+     * upstream, from the latency picture every hedging process on the
+     * host feeds; not before the picture's first refresh, never sooner
+     * than the upstream's hedge_min_delay, and not while the picture says
+     * a hedge would not answer first. */
+    RETRYD_HEDGE_ADAPTIVE = 2,
+} retryd_hedge_mode;
+
+/** The most hedges one request may send. */
+#define RETRYD_MAX_HEDGES 4
+
+/**
+ * A hedging policy: for a profile (every request through it) or one
+ * request. Whatever it says, only a safely idempotent operation with a
+ * replayable body and no sink is ever hedged, and every hedge is paid from
+ * the host hedge budget and the upstream's retry budget.
+ */
+typedef struct retryd_hedge_policy {
+    size_t sz; /**< sizeof(retryd_hedge_policy) (docs/abi.md) */
+    retryd_hedge_mode mode;
+    int64_t delay_ns; /**< FIXED: the delay, > 0 */
+    /** Hedges one request may send, 1 to RETRYD_MAX_HEDGES; 0: 1. Each
+     * follows the previous by the delay. */
+    uint32_t max_hedges;
+} retryd_hedge_policy;
+
 /** An upstream profile. Zero means "the default" for every number. Nested
  * structs are pointers, read (and copied) during retryd_profile_new(). */
 /** A profile's defaults, one place for each (what an unset field means;
@@ -132,6 +163,9 @@ typedef struct retryd_profile_opts {
      * "" for every one libcurl supports, curl's --compressed); NULL: none
      * offered, the body as it arrives. */
     const char *accept_encoding;
+    /** Hedging for every request of the profile; NULL: none
+     * (docs/hedging.md). Copied. */
+    const retryd_hedge_policy *hedge;
 } retryd_profile_opts;
 
 /**
@@ -190,6 +224,9 @@ typedef struct retryd_request {
      * those the client's cookie engine sends, where a Cookie line of
      * @p headers would go as a second header. NULL: none. */
     const char *cookie;
+    /** This request's hedging, instead of the profile's (mode OFF: none);
+     * NULL: the profile's. */
+    const retryd_hedge_policy *hedge;
 } retryd_request;
 
 /**
@@ -225,8 +262,22 @@ typedef enum retryd_outcome {
  * (an outcome may be added, as THROTTLED was). */
 #define RETRYD_OUTCOME_COUNT 4
 
+/** What an attempt was to its request. */
+typedef enum retryd_attempt_role {
+    RETRYD_ROLE_FIRST = 0, /**< the request's first attempt */
+    RETRYD_ROLE_HEDGE = 1, /**< sent while an earlier one was running */
+    RETRYD_ROLE_RETRY = 2, /**< sent after the engine granted a retry */
+} retryd_attempt_role;
+#define RETRYD_ATTEMPT_ROLE_COUNT 3
+
+/** "first", "hedge", "retry"; "unknown" otherwise. */
+RETRYD_EXPORT const char *retryd_attempt_role_name(retryd_attempt_role r);
+
 /** One attempt in the log, owned by its result. The library sets sz; read
- * no field at or beyond it (docs/abi.md). */
+ * no field at or beyond it (docs/abi.md). The log is in the order the
+ * attempts ended; of a hedged request's attempts, those stopped because
+ * another answered come just before the one that answered, which is the
+ * last (number says the order they were sent in). */
 typedef struct retryd_attempt {
     size_t sz; /**< the library's sizeof(retryd_attempt) */
     uint32_t number;
@@ -241,6 +292,9 @@ typedef struct retryd_attempt {
     const char *error; /**< transport error text, "" for none */
     /** How long a host pushback held it back, on top of wait_before_ns. */
     int64_t held_ns;
+    retryd_attempt_role role;
+    /** When it started, from the start of the request. */
+    int64_t started_ns;
 } retryd_attempt;
 
 RETRYD_EXPORT retryd_outcome retryd_result_outcome(const retryd_result *r);
@@ -279,6 +333,19 @@ RETRYD_EXPORT size_t retryd_result_attempt_count(const retryd_result *r);
 RETRYD_EXPORT const retryd_attempt *
 retryd_result_attempt(const retryd_result *r, size_t i);
 RETRYD_EXPORT const char *retryd_outcome_name(retryd_outcome o);
+/**
+ * Why the request sent no (further) hedge: its last hedge decision
+ * (docs/hedging.md), owned by the result; NULL when no hedging policy
+ * applied to it. A request whose hedges all went out ends with
+ * hedge_max_hedges; one never to be hedged (a non-idempotent operation, a
+ * one-shot body, a sink) says which rule.
+ */
+RETRYD_EXPORT const retryd_hedge_decision *
+retryd_result_hedge(const retryd_result *r);
+/** Hedges the request sent; *ret_won (if not NULL) is true when one of
+ * them answered it. */
+RETRYD_EXPORT uint32_t retryd_result_hedges(const retryd_result *r,
+                                            bool *ret_won);
 /** Accepts NULL. */
 RETRYD_EXPORT void retryd_result_free(retryd_result *r);
 

@@ -50,7 +50,8 @@ extern "C" {
     XX(EOPTS, -4009, "options struct has unknown non-zero fields")             \
     XX(ECANCELED, -ECANCELED, "canceled")                                      \
     XX(ESHARE, -4010, "over this process's share of the retry budget")         \
-    XX(EREQSHARE, -4011, "over this request's share of the retry budget")
+    XX(EREQSHARE, -4011, "over this request's share of the retry budget")      \
+    XX(EHEDGE, -4012, "host hedge budget exhausted")
 
 typedef enum retryd_errno {
 #define RETRYD__ERR_ENUM(name, value, text) RETRYD_##name = (value),

@@ -153,7 +153,9 @@ typedef enum retryd_denial {
     XX(HOST_THROTTLED, 2, "host_throttled")                                    \
     XX(PUSHBACK_EXCEEDS_DEADLINE, 6, "pushback_exceeds_deadline")              \
     XX(PROCESS_OVER_SHARE, 2, "process_over_share")                            \
-    XX(REQUEST_OVER_SHARE, 2, "request_over_share")
+    XX(REQUEST_OVER_SHARE, 2, "request_over_share")                            \
+    XX(HEDGE_SIBLING_ANSWERED, 4, "hedge_sibling_answered")                    \
+    XX(HEDGE_SIBLING_RUNNING, 9, "hedge_sibling_running")
 
 typedef enum retryd_rule {
 #define RETRYD__RULE_ENUM(name, order, text) RETRYD_RULE_##name,
@@ -337,6 +339,156 @@ typedef enum retryd_health_count {
  * counts. */
 RETRYD_EXPORT retryd_health_count
 retryd_health_classify(retryd_evidence evidence, int status);
+
+/*
+ * Hedging (docs/hedging.md): a second attempt sent while the first is
+ * still running, the first answer winning. Whether a hedge is sent, and
+ * when, is the engine's too: retryd_hedge_decide() is a pure function of
+ * the facts below, which the budget layer gathers from the host segment
+ * (retryd_upstream_hedge(), retryd/budget_decide.h).
+ *
+ * The two rules above are how an attempt of a hedged request ends when the
+ * engine does not decide it alone: HEDGE_SIBLING_ANSWERED for an attempt
+ * stopped because a sibling answered first (rule 4's concern: the request
+ * was answered), HEDGE_SIBLING_RUNNING for one that ended without an
+ * answer while a sibling still ran (the engine decides the request when
+ * the last of them ends).
+ */
+
+/** Where a hedge's delay comes from (retryd_hedge_facts.picture). */
+typedef enum retryd_hedge_picture {
+    /** A fixed delay, the caller's: no picture is asked. */
+    RETRYD_HEDGE_PICTURE_FIXED = 0,
+    /** The host's latency picture of the upstream gives the delay. */
+    RETRYD_HEDGE_PICTURE_FRESH = 1,
+    /** Adaptive, but no picture: none refreshed yet, or within its window
+     * too few attempts ended to place the delay. */
+    RETRYD_HEDGE_PICTURE_NONE = 2,
+    /** Adaptive, and the picture says a hedge would not answer first: the
+     * attempts that outlive the delay do not outlive it by much (a slow
+     * upstream, not a slow minority). */
+    RETRYD_HEDGE_PICTURE_NO_TAIL = 3,
+} retryd_hedge_picture;
+#define RETRYD_HEDGE_PICTURE_COUNT 4
+
+/** The three answers about a hedge. */
+typedef enum retryd_hedge_verdict {
+    /** Send a hedge now: its tokens were taken. */
+    RETRYD_HEDGE_SEND = 0,
+    /** Not yet: ask again after retryd_hedge_decision.delay_ns. */
+    RETRYD_HEDGE_WAIT = 1,
+    /** No hedge for this attempt; the rule says why. The attempts in
+     * flight go on untouched. */
+    RETRYD_HEDGE_NO = 2,
+} retryd_hedge_verdict;
+#define RETRYD_HEDGE_VERDICT_COUNT 3
+
+/**
+ * The rule behind a hedge decision, in the order they are evaluated
+ * (docs/hedging.md); each has a stable name (retryd_hedge_rule_name()).
+ * The first four hold for the whole request, whatever the caller asks:
+ * only a safely idempotent operation with a replayable body whose response
+ * has not started reaching the caller is ever sent twice at once. New
+ * rules are only appended.
+ */
+#define RETRYD_HEDGE_RULE_MAP(XX)                                              \
+    XX(SEND, "hedge_sent")                                                     \
+    XX(WAIT, "hedge_wait")                                                     \
+    XX(NOT_IDEMPOTENT, "hedge_not_idempotent")                                 \
+    XX(BODY_NOT_REPLAYABLE, "hedge_body_not_replayable")                       \
+    XX(STREAMED, "hedge_streamed")                                             \
+    XX(RESPONSE_DELIVERED, "hedge_response_delivered")                         \
+    XX(MAX_HEDGES, "hedge_max_hedges")                                         \
+    XX(DRAINING, "hedge_draining")                                             \
+    XX(NO_PICTURE, "hedge_no_picture")                                         \
+    XX(NO_TAIL, "hedge_no_tail")                                               \
+    XX(DEADLINE, "hedge_deadline")                                             \
+    XX(HOST_THROTTLED, "hedge_host_throttled")                                 \
+    XX(HOST_PUSHBACK, "hedge_host_pushback")                                   \
+    XX(HEDGE_BUDGET, "hedge_budget_empty")                                     \
+    XX(RETRY_BUDGET, "hedge_retry_budget_empty")                               \
+    XX(PROCESS_OVER_SHARE, "hedge_process_over_share")                         \
+    XX(REQUEST_OVER_SHARE, "hedge_request_over_share")
+
+typedef enum retryd_hedge_rule {
+#define RETRYD__HEDGE_RULE_ENUM(name, text) RETRYD_HEDGE_RULE_##name,
+    RETRYD_HEDGE_RULE_MAP(RETRYD__HEDGE_RULE_ENUM)
+#undef RETRYD__HEDGE_RULE_ENUM
+        RETRYD_HEDGE_RULE_COUNT
+} retryd_hedge_rule;
+
+/** The facts of a hedge about to be due. Plain data, owned by the caller.
+ * Durations are nanoseconds. */
+typedef struct retryd_hedge_facts {
+    size_t sz; /**< sizeof(retryd_hedge_facts) (docs/abi.md) */
+    retryd_idempotency idempotency;
+    retryd_replayability replayability;
+    /** The response goes to the caller as it arrives (a sink). */
+    bool streamed;
+    bool response_delivered; /**< a response byte reached the caller */
+    uint32_t hedges;         /**< hedges sent for the request so far */
+    uint32_t max_hedges;     /**< hedges allowed in all, >= 1 */
+    retryd_hedge_picture picture;
+    /** The delay: the caller's fixed one, or the picture's (FRESH). */
+    int64_t delay_ns;
+    /** Since the attempt the hedge would follow started (or the last
+     * hedge was sent). */
+    int64_t elapsed_ns;
+    int64_t remaining_ns;   /**< time left before the request's deadline */
+    int64_t min_attempt_ns; /**< an attempt needs at least this long */
+    bool draining;          /**< this process or the host is draining */
+    bool throttle_engaged;  /**< the host throttle is engaged (health.md) */
+    int64_t pushback_ns;    /**< the host pushback left; 0 none */
+    /** Tokens the request took from the retry budget so far (its retries
+     * and hedges): what the budget's take_for() hears. */
+    uint32_t taken;
+} retryd_hedge_facts;
+
+/** A hedge decision. Plain data, owned by the caller, who sets sz. */
+typedef struct retryd_hedge_decision {
+    size_t sz; /**< sizeof(retryd_hedge_decision) */
+    retryd_hedge_verdict verdict;
+    retryd_hedge_rule rule; /**< why */
+    int64_t delay_ns;       /**< WAIT: ask again after this; else 0 */
+} retryd_hedge_decision;
+
+/**
+ * Decide whether a hedge is sent now, later, or not at all, by the rules
+ * of RETRYD_HEDGE_RULE_MAP in their order (docs/hedging.md).
+ *
+ * A hedge pays a token from the host hedge budget and one from the
+ * upstream's retry budget: @p env->budget's take_for() takes both,
+ * all-or-nothing, and says which refused (0, RETRYD_EHEDGE for the hedge
+ * budget, RETRYD_EBUDGET, RETRYD_ESHARE or RETRYD_EREQSHARE for the retry
+ * budget); it is called at most once, only for a hedge that is sent. No
+ * other verdict spends anything. Pure otherwise: no I/O, no allocation.
+ *
+ * @param facts  the hedge; read only (its first facts->sz bytes).
+ * @param env    only its budget is read; NULL, or no budget: unlimited.
+ * @param ret    its sz set by the caller; its first ret->sz bytes are
+ *               written, only on success.
+ * @return 0, RETRYD_EINVAL (facts out of range: an enum, max_hedges 0,
+ *         negative durations; a struct's sz missing), RETRYD_EOPTS.
+ */
+RETRYD_EXPORT int retryd_hedge_decide(const retryd_hedge_facts *facts,
+                                      const retryd_decide_env *env,
+                                      retryd_hedge_decision *ret);
+
+/**
+ * Whether the attempt described by @p facts answers its request while a
+ * sibling attempt is still running. A failure that a sibling may still
+ * escape (NOT_SENT, SENT_NO_RESPONSE, a 2xx cut short, 408, 425, 429,
+ * 502, 503, 504, a 500 the upstream registered as transient) does not:
+ * the request waits for the sibling. Anything else does (a final status,
+ * another 4xx or 5xx, a permanent failure), and the siblings are stopped.
+ * Facts that retryd_decide() would refuse answer (true).
+ */
+RETRYD_EXPORT bool retryd_hedge_answers(const retryd_facts *facts);
+
+/** Stable names, static strings; "unknown" when out of range. */
+RETRYD_EXPORT const char *retryd_hedge_rule_name(retryd_hedge_rule r);
+RETRYD_EXPORT const char *retryd_hedge_verdict_name(retryd_hedge_verdict v);
+RETRYD_EXPORT const char *retryd_hedge_picture_name(retryd_hedge_picture p);
 
 /**
  * True when a complete response with @p status ends the call: 2xx, 3xx and

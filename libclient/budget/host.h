@@ -19,6 +19,7 @@
 
 #include "shared/bucket.h"
 #include "shared/health.h"
+#include "shared/hedge.h"
 #include "retryd/budget_decide.h"
 #include "shared/segment.h"
 
@@ -114,6 +115,22 @@ static inline int retryd__thread_lane(void)
 {
     int lane = retryd__tls_lane;
     return __builtin_expect(lane >= 0, 1) ? lane : retryd__thread_lane_slow();
+}
+
+/*
+ * The slot the handle's health and hedging live on now: its binding's
+ * shared slot while that is current and not retired, else its
+ * process-local one. Never binds (the budget's operations do: the first
+ * attempt's deposit comes first).
+ */
+static inline seg_upstream *retryd__upstream_slot(retryd_upstream *up)
+{
+    binding *b = atomic_load_explicit(&up->bind, memory_order_acquire);
+    if (__builtin_expect(b != NULL, 1) &&
+        b->att == atomic_load_explicit(&up->host->att, memory_order_acquire) &&
+        bucket_ident_ok(b->slot, b->ident))
+        return b->slot;
+    return &up->local;
 }
 
 /* peek() and take() of the engine's view of a budget, for both versions

@@ -270,6 +270,7 @@ int retryd_upstream_open(retryd_host *host, const char *name,
                         up->floor_micro_per_s, up->cap_micro,
                         up->floor_micro_per_s, now);
     retryd__health_init(&up->local, &retryd__health_defaults);
+    retryd__hedge_init(&up->local.hedge, &retryd__hedge_defaults, now);
 
     pthread_mutex_lock(&host->lock);
     struct cds_lfht_node *prev = cds_lfht_add_unique(

@@ -66,6 +66,21 @@ static const char *const replayability_names[RETRYD_REPLAYABILITY_COUNT] = {
 static const char *const outcome_names[] = {"response", "failure", "ambiguous",
                                             "throttled"};
 
+static const char *const hedge_rule_names[RETRYD_HEDGE_RULE_COUNT] = {
+#define RETRYD__HEDGE_RULE_TEXT(name, text) text,
+    RETRYD_HEDGE_RULE_MAP(RETRYD__HEDGE_RULE_TEXT)
+#undef RETRYD__HEDGE_RULE_TEXT
+};
+
+static const char *const hedge_verdict_names[RETRYD_HEDGE_VERDICT_COUNT] = {
+    "send", "wait", "no"};
+
+static const char *const hedge_picture_names[RETRYD_HEDGE_PICTURE_COUNT] = {
+    "fixed", "fresh", "none", "no_tail"};
+
+static const char *const role_names[RETRYD_ATTEMPT_ROLE_COUNT] = {
+    "first", "hedge", "retry"};
+
 #define COUNT_OF(a) (sizeof(a) / sizeof((a)[0]))
 
 /* Casting through unsigned makes a negative enum value out of range too. */
@@ -125,6 +140,26 @@ const char *retryd_replayability_name(retryd_replayability r)
 const char *retryd_outcome_name(retryd_outcome o)
 {
     return NAME_OF(outcome_names, o);
+}
+
+const char *retryd_hedge_rule_name(retryd_hedge_rule r)
+{
+    return NAME_OF(hedge_rule_names, r);
+}
+
+const char *retryd_hedge_verdict_name(retryd_hedge_verdict v)
+{
+    return NAME_OF(hedge_verdict_names, v);
+}
+
+const char *retryd_hedge_picture_name(retryd_hedge_picture p)
+{
+    return NAME_OF(hedge_picture_names, p);
+}
+
+const char *retryd_attempt_role_name(retryd_attempt_role r)
+{
+    return NAME_OF(role_names, r);
 }
 
 #define FROM_NAME(table, type, name, ret)                                      \

@@ -120,18 +120,10 @@ STEP attempt_rec *next_attempt(call *c, int64_t wait)
     return rec;
 }
 
-STEP int attempt_open(call *c)
+/* The clocks of the attempt opening at @p start: its time, bounded by the
+ * deadline, and until when it may wait for a bulkhead permit. */
+STEP void attempt_clocks(call *c, attempt_rec *rec, int64_t start)
 {
-    attempt_rec *rec = next_attempt(c, c->wait);
-    if (rec == NULL)
-        return RETRYD_ENOMEM;
-    rec->a.held_ns = c->held;
-    c->held = 0;
-    uint32_t n = (uint32_t)c->n_att + 1;
-    /* The first attempt starts when the call did, unless a pushback held
-     * it (the hold is in held_ns, not its duration); a retry after its
-     * wait. */
-    int64_t start = n == 1 && rec->a.held_ns == 0 ? c->now : retryd__now_ns();
     int64_t left = c->deadline - start;
     c->start = start;
     c->attempt_ns =
@@ -142,9 +134,32 @@ STEP int attempt_open(call *c)
             ? start + c->p->bulkhead_wait_ns
             : c->deadline;
     attempt_reset(c);
-    rec->a.number = n;
-    if (n == 1)
+    rec->a.started_ns = start - c->t0;
+    c->att_open = true;
+    c->outlived = false;
+}
+
+STEP int attempt_open(call *c)
+{
+    attempt_rec *rec = next_attempt(c, c->wait);
+    if (rec == NULL)
+        return RETRYD_ENOMEM;
+    rec->a.held_ns = c->held;
+    c->held = 0;
+    uint32_t round = ++c->round;
+    /* The first attempt starts when the call did, unless a pushback held
+     * it (the hold is in held_ns, not its duration); a retry after its
+     * wait. */
+    int64_t start =
+        round == 1 && rec->a.held_ns == 0 ? c->now : retryd__now_ns();
+    attempt_clocks(c, rec, start);
+    rec->a.number = ++c->numbered;
+    rec->a.role = round == 1 ? RETRYD_ROLE_FIRST : RETRYD_ROLE_RETRY;
+    if (round == 1) {
         retryd_upstream_deposit(c->p->budget); /* every first attempt */
+        if (c->hedgeable)
+            retryd_upstream_hedge_deposit(c->p->budget);
+    }
     return 0;
 }
 
@@ -152,11 +167,15 @@ STEP void attempt_unpermitted(call *c, int err)
 {
     retryd_attempt *a = &retryd__attempt_current(c)->a;
     a->evidence = RETRYD_EVIDENCE_NOT_SENT;
-    a->failure = err == RETRYD_ETIMEDOUT ? RETRYD_FAILURE_POOL_TIMEOUT
-                                         : RETRYD_FAILURE_IO;
+    /* A hedge stopped while it waited for a permit (multi.c) was never
+     * sent either. */
+    a->failure = err == RETRYD_ETIMEDOUT   ? RETRYD_FAILURE_POOL_TIMEOUT
+                 : err == RETRYD_ECANCELED ? RETRYD_FAILURE_ABORTED
+                                           : RETRYD_FAILURE_IO;
     snprintf(c->errbuf, sizeof(c->errbuf), "%s",
-             err == RETRYD_ETIMEDOUT ? "no bulkhead permit in time"
-                                     : "out of memory");
+             err == RETRYD_ETIMEDOUT   ? "no bulkhead permit in time"
+             : err == RETRYD_ECANCELED ? "stopped before it was sent"
+                                       : "out of memory");
     c->now = retryd__now_ns();
     a->duration_ns = c->now - c->start;
 }
@@ -186,6 +205,14 @@ STEP void attempt_end(call *c, easy *h, int rc)
     a->status = c->trace.status; /* 0 unless a final block completed */
     c->now = retryd__now_ns();
     a->duration_ns = c->now - c->start;
+    /* The latency picture (docs/hedging.md): a hedgeable request's round
+     * leads with this attempt (its hedges are calls of their own). One
+     * never sent, or cancelled by the caller, says nothing of the
+     * upstream's latency. */
+    if (c->hedgeable && !c->cancelled &&
+        a->evidence != RETRYD_EVIDENCE_NOT_SENT)
+        retryd_upstream_hedge_observe(c->p->budget, a->duration_ns,
+                                      c->outlived);
 }
 
 /* --- the loop ------------------------------------------------------------ */
@@ -207,7 +234,7 @@ STEP void fill_facts(call *c, const retryd_attempt *a, int64_t prev_delay,
     int64_t left = c->deadline - c->now;
     *f = (retryd_facts){
         .sz = sizeof(retryd_facts),
-        .attempt = a->number,
+        .attempt = c->round,
         .max_attempts = c->p->max_attempts,
         .evidence = a->evidence,
         .replayability = retryd_body_replayability(c->req->body),
@@ -275,10 +302,13 @@ STEP int decide_attempt(call *c, attempt_rec *rec)
     return r;
 }
 
+/* The credential is the request's: a hedge (owner not itself) refreshes
+ * its owner's, which every later attempt sends. */
 static bool refresh(call *c)
 {
     char *value = calloc(1, AUTH_MAX);
-    c->refresh_used = true;
+    call *o = c->owner;
+    c->refresh_used = o->refresh_used = true;
     if (value == NULL ||
         c->req->refresh(c->req->refresh_ctx, value, AUTH_MAX) < 0) {
         free(value);
@@ -289,8 +319,8 @@ static bool refresh(call *c)
         free(value);
         return false;
     }
-    free(c->auth);
-    c->auth = value;
+    free(o->auth);
+    o->auth = c->auth = value;
     return true;
 }
 
@@ -311,6 +341,7 @@ STEP int log_attempt(call *c, attempt_rec *rec)
         return RETRYD_ENOMEM;
     rec->a.error = text ? text : "";
     c->n_att++;
+    c->att_open = false;
     return 0;
 }
 
@@ -326,7 +357,7 @@ STEP int log_attempt(call *c, attempt_rec *rec)
 STEP int attempt_admit(call *c)
 {
     int64_t wait;
-    bool first = c->n_att == 0;
+    bool first = c->round == 0;
     c->hold = 0; /* every way out below; a stale one would time a backoff */
     /* An attempt waits out one hold, not a chain of them: a retry whose
      * decision already waited for a hold (or one held here once) goes. A
@@ -366,7 +397,9 @@ STEP int attempt_admit(call *c)
     /* No attempt opened, so nothing of one may be read as if it had: no
      * final headers, no body, no error but ours (the result reads them). */
     attempt_reset(c);
-    rec->a.number = 1;
+    rec->a.number = ++c->numbered;
+    rec->a.role = RETRYD_ROLE_FIRST;
+    rec->a.started_ns = 0;
     rec->a.held_ns = c->held;
     rec->a.evidence = RETRYD_EVIDENCE_NOT_SENT;
     rec->a.failure = RETRYD_FAILURE_THROTTLED;
@@ -406,23 +439,34 @@ STEP int attempt_decide(call *c)
  * response. On any other outcome (an ambiguous 503, say) it stays in the
  * result instead: the caller may still want to show what arrived, but a
  * sink only ever receives a response's body. */
-STEP retryd_result *call_result(call *c)
+STEP retryd_result *call_result_from(call *c, call *resp)
 {
-    bool final = c->trace.final_headers;
-    bool held = final && c->req->sink != NULL && !c->stream_to_sink;
+    bool final = resp->trace.final_headers;
+    bool held = final && c->req->sink != NULL && !resp->stream_to_sink;
     bool keep_body = final && (c->req->sink == NULL || held);
     retryd_result *r = retryd__result_build(
-        c->att, c->n_att, final ? &c->resp : NULL, c->buf,
-        keep_body ? c->buf_len : 0, c->key, c->pending_reason);
+        c->att, c->n_att, final ? &resp->resp : NULL, resp->buf,
+        keep_body ? resp->buf_len : 0, c->key, resp->pending_reason);
     if (r == NULL)
         return NULL;
     c->n_att = 0; /* the error texts now belong to the result */
+    if (c->hedge.mode != RETRYD_HEDGE_OFF) {
+        r->has_hedge = true;
+        r->hedge = c->hedge_d;
+        r->hedges = c->hedges;
+        r->hedge_won = c->hedge_won;
+    }
     if (held && r->outcome == RETRYD_OUTCOME_RESPONSE) {
         r->body_len = 0; /* the sink's, not the result's */
-        if (c->buf_len > 0 && !c->cancelled)
-            c->req->sink(c->buf, c->buf_len, c->req->sink_ctx);
+        if (resp->buf_len > 0 && !c->cancelled)
+            c->req->sink(resp->buf, resp->buf_len, c->req->sink_ctx);
     }
     return r;
+}
+
+STEP retryd_result *call_result(call *c)
+{
+    return call_result_from(c, c);
 }
 
 /*
@@ -450,24 +494,10 @@ STEP char *join_url(call *c, const char *base, const char *path)
     return u;
 }
 
-/* Every field is set here; the big first-storage buffers are not zeroed,
- * only sized. */
-STEP int call_init(call *c, retryd_profile *p, const retryd_request *req)
+/* The per-attempt storage of a new call: the response's headers and body
+ * in the call's own buffers, the attempt log in its own entries. */
+STEP void call_storage(call *c)
 {
-    c->p = p;
-    c->env = (retryd_decide_env){.sz = sizeof(retryd_decide_env),
-                                 .backoff = &p->backoff,
-                                 .budget = retryd_upstream_budget_iface(),
-                                 .budget_ctx = p->budget};
-    c->wait = c->hold = c->held = 0;
-    c->req = req;
-    c->idem = req->idempotency;
-    c->key[0] = '\0';
-    c->auth = NULL;
-    c->refresh_used = c->force_http11 = c->delivered = c->cancelled = false;
-    c->now = retryd__now_ns();
-    c->deadline = retryd__add_sat(
-        c->now, req->deadline_ns ? req->deadline_ns : DEFAULT_DEADLINE_NS);
     c->body_open = false;
     c->mime = NULL;
     retryd__hdrs_init(&c->resp, c->hdr_first, sizeof(c->hdr_first),
@@ -480,6 +510,122 @@ STEP int call_init(call *c, retryd_profile *p, const retryd_request *req)
     c->n_att = 0;
     c->cap_att = sizeof(c->att_first) / sizeof(c->att_first[0]);
     c->headers = NULL;
+    c->att_open = c->outlived = false;
+}
+
+/* --- hedging (docs/hedging.md) ------------------------------------------ */
+
+/*
+ * The retry budget as the engine sees it for a hedgeable request: the
+ * host budget's, hearing of the request's hedges besides its retries (a
+ * hedge takes a token of the retry bucket too), so that one request's
+ * share bounds both. The context is the request's call.
+ */
+static bool hedged_peek(void *ctx)
+{
+    return retryd_upstream_peek(((call *)ctx)->p->budget);
+}
+
+static bool hedged_take(void *ctx)
+{
+    call *o = ctx;
+    return retryd_upstream_withdraw_for(o->p->budget, o->hedges) == 0;
+}
+
+static int hedged_take_for(void *ctx, uint32_t taken)
+{
+    call *o = ctx;
+    return retryd_upstream_withdraw_for(o->p->budget, taken + o->hedges);
+}
+
+static const retryd_budget_iface hedged_budget = {
+    sizeof(retryd_budget_iface), hedged_peek, hedged_take, hedged_take_for};
+
+/* The request's part of a hedge's facts, @p elapsed after the attempt it
+ * would follow started (the budget layer adds the host's). */
+STEP void hedge_facts(const call *c, int64_t elapsed, retryd_hedge_facts *f)
+{
+    int64_t left = c->deadline - retryd__now_ns();
+    bool fixed = c->hedge.mode == RETRYD_HEDGE_FIXED;
+    *f = (retryd_hedge_facts){
+        .sz = sizeof(*f),
+        .idempotency = c->idem,
+        .replayability = retryd_body_replayability(c->req->body),
+        .streamed = c->req->sink != NULL,
+        .response_delivered = c->delivered,
+        .hedges = c->hedges,
+        .max_hedges = c->hedge.max_hedges,
+        .picture =
+            fixed ? RETRYD_HEDGE_PICTURE_FIXED : RETRYD_HEDGE_PICTURE_NONE,
+        .delay_ns = fixed ? c->hedge.delay_ns : 0,
+        .elapsed_ns = elapsed,
+        .remaining_ns = left > 0 ? left : 0,
+        .min_attempt_ns = c->p->min_attempt_ns,
+        .taken = (c->round > 0 ? c->round - 1 : 0) + c->hedges,
+    };
+}
+
+/* Whether facts @p f may ever be hedged: asked of the engine with nothing
+ * to wait for and no budget, only its request-wide rules can say no. The
+ * decision is written to @p d. */
+static bool hedge_eligible(retryd_hedge_facts *f, retryd_hedge_decision *d)
+{
+    f->picture = RETRYD_HEDGE_PICTURE_FIXED;
+    f->delay_ns = f->elapsed_ns = f->min_attempt_ns = f->pushback_ns = 0;
+    f->remaining_ns = INT64_MAX;
+    f->throttle_engaged = f->draining = false;
+    *d = (retryd_hedge_decision){.sz = sizeof(*d)};
+    return retryd_hedge_decide(f, NULL, d) == 0 &&
+           d->verdict != RETRYD_HEDGE_NO;
+}
+
+/* The policy in force (the request's, else the profile's), and whether the
+ * request may ever be hedged: the engine's answer for the whole request is
+ * what its result says when it may not. A hedgeable request's retries hear
+ * of its hedges (hedged_budget). */
+static void hedge_setup(call *c)
+{
+    c->hedgeable = c->hedge_won = false;
+    c->hedge = c->p->hedge;
+    if (c->req->hedge != NULL)
+        (void)retryd__hedge_policy_read(c->req->hedge, &c->hedge);
+    if (c->hedge.mode == RETRYD_HEDGE_OFF)
+        return;
+    retryd_hedge_facts f;
+    hedge_facts(c, 0, &f);
+    c->hedgeable = hedge_eligible(&f, &c->hedge_d);
+    if (!c->hedgeable)
+        return;
+    /* Not due yet, until the multi asks when the first attempt goes out. */
+    c->hedge_d = (retryd_hedge_decision){.sz = sizeof(retryd_hedge_decision),
+                                         .verdict = RETRYD_HEDGE_WAIT,
+                                         .rule = RETRYD_HEDGE_RULE_WAIT};
+    c->env.budget = &hedged_budget;
+    c->env.budget_ctx = c;
+}
+
+/* Every field is set here; the big first-storage buffers are not zeroed,
+ * only sized. */
+STEP int call_init(call *c, retryd_profile *p, const retryd_request *req)
+{
+    c->p = p;
+    c->env = (retryd_decide_env){.sz = sizeof(retryd_decide_env),
+                                 .backoff = &p->backoff,
+                                 .budget = retryd_upstream_budget_iface(),
+                                 .budget_ctx = p->budget};
+    c->owner = c;
+    c->borrowed = false;
+    c->round = c->numbered = c->hedges = 0;
+    c->wait = c->hold = c->held = 0;
+    c->req = req;
+    c->idem = req->idempotency;
+    c->key[0] = '\0';
+    c->auth = NULL;
+    c->refresh_used = c->force_http11 = c->delivered = c->cancelled = false;
+    c->t0 = c->now = retryd__now_ns();
+    c->deadline = retryd__add_sat(
+        c->now, req->deadline_ns ? req->deadline_ns : DEFAULT_DEADLINE_NS);
+    call_storage(c);
     c->url = join_url(c, p->base_url, req->path);
     if (c->url == NULL)
         return RETRYD_ENOMEM;
@@ -494,16 +640,22 @@ STEP int call_init(call *c, retryd_profile *p, const retryd_request *req)
         /* A replay with the same key is deduplicated by the upstream. */
         c->idem = RETRYD_IDEMPOTENCY_BY_KEY;
     }
+    /* Most requests have no hedging: a test, not a call. */
+    c->hedgeable = c->hedge_won = false;
+    c->hedge.mode = RETRYD_HEDGE_OFF;
+    if (p->hedge.mode != RETRYD_HEDGE_OFF || req->hedge != NULL)
+        hedge_setup(c);
     return 0;
 }
 
 STEP void call_free(call *c)
 {
-    if (c->url != c->url_first)
+    if (c->url != c->url_first && !c->borrowed)
         free(c->url);
     if (c->buf != c->body_first)
         free(c->buf);
-    free(c->auth);
+    if (!c->borrowed)
+        free(c->auth);
     retryd__hdrs_free(&c->resp);
     for (size_t i = 0; i < c->n_att; i++)
         if (c->att[i].a.error[0] != '\0')
@@ -550,24 +702,11 @@ STEP int run_blocking(call *c)
     }
 }
 
-int retryd_execute(retryd_profile *p, const retryd_request *caller_req,
-                   retryd_result **ret)
+int retryd__execute_blocking(retryd_profile *p, const retryd_request *req,
+                             retryd_result **ret)
 {
-    const retryd_request *req;
     call c;
-    int r;
-
-    retryd_request rq; /* a caller's of another size, at this library's */
-    if (p == NULL || caller_req == NULL || ret == NULL)
-        return RETRYD_EINVAL;
-    /* The usual caller's request is read where it is; only one built
-     * against another header is copied (docs/abi.md). */
-    r = RETRYD_OPTS_VIEW(req, &rq, caller_req, sizeof(size_t));
-    if (r < 0)
-        return r;
-    if (retryd__validate_request(req) < 0)
-        return RETRYD_EINVAL;
-    r = call_init(&c, p, req);
+    int r = call_init(&c, p, req);
     if (r == 0)
         r = run_blocking(&c);
     if (r == 0) {
@@ -623,4 +762,135 @@ int retryd__attempt_decide(call *c)
 retryd_result *retryd__call_result(call *c)
 {
     return call_result(c);
+}
+
+retryd_result *retryd__call_result_from(call *c, call *resp)
+{
+    return call_result_from(c, resp);
+}
+
+/* --- hedges, for the multi (multi.c; docs/hedging.md) -------------------- */
+
+bool retryd__hedge_wanted_slow(retryd_profile *p, const retryd_request *req)
+{
+    retryd_hedge_policy hp = p->hedge;
+    if (req->hedge != NULL && retryd__hedge_policy_read(req->hedge, &hp) < 0)
+        return false;
+    if (hp.mode == RETRYD_HEDGE_OFF)
+        return false;
+    bool keyed = req->idempotency_key || req->idempotency_key_value;
+    retryd_hedge_facts f = {
+        .sz = sizeof(f),
+        .idempotency = keyed ? RETRYD_IDEMPOTENCY_BY_KEY : req->idempotency,
+        .replayability = retryd_body_replayability(req->body),
+        .streamed = req->sink != NULL,
+        .max_hedges = hp.max_hedges,
+    };
+    retryd_hedge_decision d;
+    return hedge_eligible(&f, &d);
+}
+
+int retryd__hedge_ask(call *c, int64_t elapsed_ns)
+{
+    retryd_hedge_facts f;
+    hedge_facts(c, elapsed_ns, &f);
+    retryd_hedge_decision d = {.sz = sizeof(d)};
+    int r = retryd_upstream_hedge(c->p->budget, &f, &d);
+    if (r < 0)
+        return r;
+    c->hedge_d = d;
+    if (d.verdict == RETRYD_HEDGE_SEND)
+        c->hedges++;
+    return 0;
+}
+
+void retryd__call_init_hedge(call *leg, call *owner)
+{
+    leg->p = owner->p;
+    leg->req = owner->req;
+    leg->url = owner->url;
+    leg->idem = owner->idem;
+    memcpy(leg->key, owner->key, sizeof(leg->key));
+    leg->auth = owner->auth;
+    leg->borrowed = true; /* the URL and credentials are the owner's */
+    leg->owner = owner;
+    leg->refresh_used = owner->refresh_used;
+    leg->force_http11 = owner->force_http11;
+    leg->delivered = leg->cancelled = false;
+    leg->deadline = owner->deadline;
+    leg->t0 = owner->t0;
+    leg->now = retryd__now_ns();
+    leg->env = owner->env;
+    leg->wait = owner->wait;
+    leg->hold = leg->held = 0;
+    /* Its one attempt is of the owner's round, numbered by the owner; it
+     * neither deposits nor feeds the picture (the owner's first attempt
+     * does), and sends no hedge of its own. */
+    leg->round = owner->round;
+    leg->numbered = leg->hedges = 0;
+    leg->hedge = owner->hedge;
+    leg->hedge_d = owner->hedge_d;
+    leg->hedgeable = leg->hedge_won = false;
+    call_storage(leg);
+}
+
+int retryd__attempt_open_hedge(call *leg)
+{
+    attempt_rec *rec = next_attempt(leg, 0);
+    if (rec == NULL)
+        return RETRYD_ENOMEM;
+    attempt_clocks(leg, rec, retryd__now_ns());
+    rec->a.number = ++leg->owner->numbered;
+    rec->a.role = RETRYD_ROLE_HEDGE;
+    return 0;
+}
+
+bool retryd__attempt_answers(call *c)
+{
+    retryd_attempt *a = &retryd__attempt_current(c)->a;
+    if (a->evidence == RETRYD_EVIDENCE_RESPONSE_RECEIVED &&
+        retryd_status_is_final(a->status))
+        return true;
+    retryd_facts f;
+    fill_facts(c, a, c->wait, false, &f);
+    return retryd_hedge_answers(&f);
+}
+
+int retryd__attempt_set_aside(call *c, retryd_rule rule)
+{
+    attempt_rec *rec = retryd__attempt_current(c);
+    retryd_attempt *a = &rec->a;
+    rec->d = (retryd_decision){.sz = sizeof(retryd_decision),
+                               .verdict = RETRYD_VERDICT_DENIED,
+                               .reason = RETRYD_DENIAL_NONE,
+                               .rule = rule};
+    retryd_upstream_record(c->p->budget, NULL, a->evidence);
+    /* One that ended on its own tells the host's health what it found; one
+     * stopped because a sibling answered says nothing of the upstream (a
+     * request written and cut off would count as a rejection). */
+    if (rule == RETRYD_RULE_HEDGE_SIBLING_RUNNING) {
+        retryd_facts f;
+        fill_facts(c, a, c->wait, false, &f);
+        retryd_upstream_observe(c->p->budget, a->evidence, a->status,
+                                f.retry_after_ns);
+    }
+    return log_attempt(c, rec);
+}
+
+int retryd__call_adopt(call *o, call *leg)
+{
+    size_t n = leg->n_att, open = o->att_open ? 1 : 0;
+    size_t need = (o->n_att + n + open) * sizeof(*o->att);
+    size_t bytes = o->cap_att * sizeof(*o->att);
+    if (need > bytes &&
+        !retryd__grow((void **)&o->att, bytes, &bytes, need, o->att_first))
+        return RETRYD_ENOMEM;
+    o->cap_att = bytes / sizeof(*o->att);
+    /* The owner's attempt still open stays the open one, after them. */
+    if (open)
+        o->att[o->n_att + n] = o->att[o->n_att];
+    memcpy(&o->att[o->n_att], leg->att, n * sizeof(*o->att));
+    o->n_att += n;
+    leg->n_att = 0; /* their error texts are the owner's now */
+    return 0;
 }

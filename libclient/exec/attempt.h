@@ -98,4 +98,70 @@ static inline attempt_rec *retryd__attempt_current(struct call *c)
  * held-back body goes to the sink. NULL when out of memory. */
 retryd_result *retryd__call_result(struct call *c);
 
+/* The same with the response (headers, body, reason) of @p resp: a hedge
+ * that answered its request @p c. */
+retryd_result *retryd__call_result_from(struct call *c, struct call *resp);
+
+/*
+ * retryd_execute without hedging, on the calling thread (@p req validated
+ * and of this library's size): each step in turn, the permit waited for
+ * on the profile's condition variable, the transfer in curl_easy_perform,
+ * the backoff slept. 0 or RETRYD_ENOMEM; *ret the result.
+ */
+int retryd__execute_blocking(retryd_profile *p, const retryd_request *req,
+                             retryd_result **ret);
+
+/* --- hedging (docs/hedging.md) -------------------------------------------
+ *
+ * A hedged request is driven by the multi (multi.c; retryd_execute runs it
+ * on one of the client's, see retryd__multi_execute). Its own call runs
+ * the first attempt of each round as usual; each hedge runs in a call of
+ * its own (retryd__call_init_hedge) whose one attempt joins the request's
+ * log when it ends. An attempt that ends while a sibling still runs either
+ * answers the request (retryd__attempt_answers: it is decided, the
+ * siblings are stopped) or is set aside until the last one ends, which the
+ * engine decides.
+ */
+
+bool retryd__hedge_wanted_slow(retryd_profile *p, const retryd_request *req);
+
+/* Whether @p req through @p p is to be hedged: a policy applies (the
+ * request's, else the profile's) and the engine's request-wide rules allow
+ * it (safely idempotent, replayable, no sink). */
+static inline bool retryd__hedge_wanted(retryd_profile *p,
+                                        const retryd_request *req)
+{
+    if (req->hedge == NULL && p->hedge.mode == RETRYD_HEDGE_OFF)
+        return false;
+    return retryd__hedge_wanted_slow(p, req);
+}
+
+/* Ask about a hedge of @p c's attempt in flight, @p elapsed_ns after it
+ * (or the last hedge) went out: the answer in c->hedge_d; SEND counted in
+ * c->hedges (its tokens were taken). 0 or the engine's error. */
+int retryd__hedge_ask(struct call *c, int64_t elapsed_ns);
+
+/* Set up @p leg for a hedge of @p owner's request: the owner's request,
+ * URL, key, credentials (borrowed), deadline and engine inputs; storage
+ * of its own. retryd__call_free() is due. */
+void retryd__call_init_hedge(struct call *leg, struct call *owner);
+
+/* Open the hedge's attempt: numbered by its owner, role HEDGE, its
+ * clocks. 0 or RETRYD_ENOMEM. */
+int retryd__attempt_open_hedge(struct call *leg);
+
+/* Whether the attempt just ended answers its request while a sibling
+ * still runs (retryd_hedge_answers()). */
+bool retryd__attempt_answers(struct call *c);
+
+/* Log the attempt just ended with @p rule (HEDGE_SIBLING_RUNNING: it ended
+ * without an answer; HEDGE_SIBLING_ANSWERED: stopped because a sibling
+ * answered), not asking the engine: its evidence counted, and the host's
+ * health told what it found when it ended on its own. 0 or ENOMEM. */
+int retryd__attempt_set_aside(struct call *c, retryd_rule rule);
+
+/* Move @p leg's logged attempts into its owner @p o's log, before the
+ * owner's open attempt if any. 0 or RETRYD_ENOMEM. */
+int retryd__call_adopt(struct call *o, struct call *leg);
+
 #endif

@@ -42,6 +42,25 @@ typedef struct call {
     /* A host pushback's hold before the attempt about to open
      * (attempt_admit), and what such holds added up to since the last. */
     int64_t hold, held;
+    /* Hedging (docs/hedging.md). The policy in force (mode OFF: none),
+     * whether this request may be hedged at all (a policy, and the
+     * engine's request-wide rules allow it), and what the engine said of
+     * a hedge last (the result's). A hedge (multi.c) runs in a call of its
+     * own: `owner` is the request's call, whose log, budget and counts its
+     * attempt joins (a request's call is its own owner), and `borrowed`
+     * says its URL and credentials are the owner's. */
+    retryd_hedge_policy hedge;
+    retryd_hedge_decision hedge_d;
+    bool hedgeable, hedge_won, borrowed;
+    struct call *owner;
+    /* The engine's attempt number (a round: an attempt and the hedges
+     * sent beside it), the attempts numbered so far (hedges included),
+     * the hedges sent, and when the call started. */
+    uint32_t round, numbered, hedges;
+    int64_t t0;
+    /* An attempt is open (its log entry not yet counted); it was stopped
+     * because a hedge answered first (its latency is longer than that). */
+    bool att_open, outlived;
     /* The attempt running now: when it started, how long its transfer may
      * take, until when it may wait for a bulkhead permit. */
     int64_t start, attempt_ns, permit_deadline;

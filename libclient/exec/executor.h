@@ -27,6 +27,12 @@ struct retryd_client {
     CURLSH *share;
     pthread_mutex_t share_locks[CURL_LOCK_DATA_LAST];
     char *cookie_jar;
+    /* The event loops retryd_execute runs hedged requests on (multi.c):
+     * idle ones, under the lock, and how to free them (set by the multi
+     * with the first, so this layer never calls the multi). */
+    pthread_mutex_t multis_lock;
+    struct retryd_multi *idle_multis;
+    void (*free_multis)(retryd_client *client);
 };
 
 struct call;
@@ -61,6 +67,7 @@ struct retryd_profile {
     uint32_t max_attempts;
     retryd_backoff_policy backoff;
     bool transient_500;
+    retryd_hedge_policy hedge; /* mode OFF: no hedging */
     retryd_http_version http_version;
     char *ca_file, *ca_path, *cert_file, *key_file;
     struct curl_slist *resolve;    /* CURLOPT_RESOLVE, or NULL */
@@ -98,6 +105,10 @@ struct retryd_result {
     char idempotency_key[40];
     attempt_rec *attempts; /* likewise; at least one */
     size_t n_attempts;
+    /* Hedging: the last hedge decision, when a policy applied. */
+    bool has_hedge, hedge_won;
+    uint32_t hedges;
+    retryd_hedge_decision hedge;
 };
 
 /* Build a result from a finished call's parts (n_attempts >= 1), copying

@@ -29,6 +29,7 @@
 #include "base/clock.h"
 #include "exec/attempt.h"
 #include "exec/executor.h"
+#include "exec/multi_run.h"
 #include "exec/multi_state.h"
 #include "exec/pool.h"
 #include "exec/transfer.h"
@@ -49,18 +50,29 @@ _Static_assert(RETRYD_CSELECT_IN == CURL_CSELECT_IN &&
 /* --- the state machine, driven -------------------------------------------- */
 
 static void serve_queues(retryd_multi *m);
+static void attempt_over(retryd_multi *m, retryd_call *k);
+static void hedge_consider(retryd_multi *m, retryd_call *k);
+static void hedge_disarm(retryd_multi *m, retryd_call *k);
+static void hedges_stop(retryd_multi *m, retryd_call *k, bool lost);
 
 /* The call is over: @p err, and when @p with_result what its attempts
- * came to (none: no result). Its completion runs from complete(), from the
- * loop (never from inside submit). */
-static void finish(retryd_multi *m, retryd_call *k, int err, bool with_result)
+ * came to, with the response @p resp holds (its own, or a hedge's that
+ * answered), none: no result. Its completion runs from complete(), from
+ * the loop (never from inside submit). */
+static void finish_with(retryd_multi *m, retryd_call *k, call *resp, int err,
+                        bool with_result)
 {
     k->err = err;
     k->result = NULL;
     if (with_result && k->c.n_att > 0 &&
-        (k->result = retryd__call_result(&k->c)) == NULL)
+        (k->result = retryd__call_result_from(&k->c, resp)) == NULL)
         k->err = RETRYD_ENOMEM;
     mstate(m, k, S_DONE);
+}
+
+static void finish(retryd_multi *m, retryd_call *k, int err, bool with_result)
+{
+    finish_with(m, k, &k->c, err, with_result);
 }
 
 /* After retryd__attempt_decide (@p r): a backoff, or done. */
@@ -78,7 +90,7 @@ static void end_attempt(retryd_multi *m, retryd_call *k, int rc)
 {
     retryd__attempt_end(&k->c, k->h, rc);
     k->h = NULL;
-    decided(m, k, retryd__attempt_decide(&k->c));
+    attempt_over(m, k);
     serve_queues(m);
 }
 
@@ -93,6 +105,12 @@ static void begin_transfer(retryd_multi *m, retryd_call *k, easy *h)
         (rc = retryd__transfer_setup(&k->c, h, 0)) == CURLE_OK) {
         if (curl_multi_add_handle(m->curl, h->curl) == CURLM_OK) {
             mstate(m, k, S_TRANSFER);
+            /* A hedgeable request's attempt is out: when its first hedge
+             * is due (docs/hedging.md). */
+            if (k->parent == NULL && k->c.hedgeable) {
+                k->hedge_from = retryd__now_ns();
+                hedge_consider(m, k);
+            }
             return;
         }
         rc = CURLE_OUT_OF_MEMORY;
@@ -106,7 +124,7 @@ static void begin_transfer(retryd_multi *m, retryd_call *k, easy *h)
 static void unpermitted(retryd_multi *m, retryd_call *k, int err)
 {
     retryd__attempt_unpermitted(&k->c, err);
-    decided(m, k, retryd__attempt_decide(&k->c));
+    attempt_over(m, k);
 }
 
 /*
@@ -202,6 +220,235 @@ static void permit_deadline(retryd_multi *m, retryd_call *k)
     unpermitted(m, k, RETRYD_ETIMEDOUT);
 }
 
+/* --- hedging (docs/hedging.md) ------------------------------------------- *
+ *
+ * A hedge is a call of the multi's own, with its request as its parent: it
+ * waits for a permit and transfers like any attempt, and its attempt
+ * joins the request's log when it ends. Whichever attempt of a round
+ * answers first (retryd__attempt_answers) is decided by the engine and the
+ * others are stopped; one that ends without an answer while another still
+ * runs is set aside, and the engine decides the round on the last one.
+ */
+
+static bool hedge_less(const retryd_heap_node *a, const retryd_heap_node *b)
+{
+    return RETRYD_HEAP_CDATA(a, retryd_call, hedge_node)->hedge_due <
+           RETRYD_HEAP_CDATA(b, retryd_call, hedge_node)->hedge_due;
+}
+
+static void hedge_disarm(retryd_multi *m, retryd_call *k)
+{
+    if (!k->hedge_armed)
+        return;
+    retryd__heap_remove(&m->hedge_heap, &k->hedge_node, hedge_less);
+    k->hedge_armed = false;
+}
+
+static void hedge_send(retryd_multi *m, retryd_call *k);
+
+/* What the engine says of @p k's next hedge now: its timer for a WAIT, the
+ * hedge for a SEND (its tokens are taken), nothing for a NO (the attempts
+ * in flight go on; the result says why). */
+static void hedge_consider(retryd_multi *m, retryd_call *k)
+{
+    int64_t now = retryd__now_ns();
+    if (retryd__hedge_ask(&k->c, now - k->hedge_from) < 0)
+        return;
+    if (k->c.hedge_d.verdict == RETRYD_HEDGE_SEND) {
+        hedge_send(m, k);
+    } else if (k->c.hedge_d.verdict == RETRYD_HEDGE_WAIT) {
+        k->hedge_due = now + k->c.hedge_d.delay_ns;
+        k->hedge_armed = true;
+        retryd__heap_insert(&m->hedge_heap, &k->hedge_node, hedge_less);
+    }
+}
+
+/* @p h out of its parent's hedges, its attempts into the parent's log, its
+ * call freed. */
+static void hedge_free(retryd_multi *m, retryd_call *h)
+{
+    retryd_call *k = h->parent;
+    retryd__queue_remove(&h->all);
+    k->n_hedges--;
+    /* Out of memory, the hedge's entry is lost; nothing else is. */
+    if (h->c.n_att > 0)
+        (void)retryd__call_adopt(&k->c, &h->c);
+    mstate(m, h, S_IDLE);
+    retryd__call_free(&h->c);
+    h->parent = NULL;
+    retryd__multi_call_release(m, h);
+}
+
+static void hedge_send(retryd_multi *m, retryd_call *k)
+{
+    retryd_call *h = retryd__multi_call_alloc(m);
+    if (h == NULL)
+        return; /* out of memory: its tokens are spent, nothing is sent */
+    retryd__call_init_hedge(&h->c, &k->c);
+    h->parent = k;
+    h->m = m;
+    h->done = NULL;
+    h->h = NULL;
+    h->state = S_IDLE;
+    h->timer = T_NONE;
+    h->pq = NULL;
+    h->n_hedges = 0;
+    h->hedge_armed = false;
+    retryd__queue_init(&h->hedges);
+    retryd__queue_init(&h->q);
+    retryd__queue_insert_tail(&k->hedges, &h->all);
+    k->n_hedges++;
+    mstate(m, h, S_ATTEMPT);
+    if (retryd__attempt_open_hedge(&h->c) < 0) {
+        hedge_free(m, h);
+        return;
+    }
+    /* The next one's timer first: the hedge's own attempt may end (and
+     * end the request) before ask_permit returns. */
+    k->hedge_from = retryd__now_ns();
+    hedge_consider(m, k);
+    ask_permit(m, h);
+}
+
+/* Stop @p h's attempt (a transfer taken out of the curl multi, a permit
+ * wait left) and log it: set aside when a sibling answered (@p lost),
+ * decided by the engine when the caller cancelled; then freed. */
+static void hedge_stop(retryd_multi *m, retryd_call *h, bool lost)
+{
+    enum call_state was = h->state;
+    mstate(m, h, S_ATTEMPT);
+    if (was == S_TRANSFER) {
+        easy *e = h->h;
+        h->c.trace.cancelled = true;
+        retryd__transfer_done(&h->c, e, &retryd__attempt_current(&h->c)->a,
+                              CURLE_ABORTED_BY_CALLBACK);
+        snprintf(h->c.errbuf, sizeof(h->c.errbuf), "%s",
+                 lost ? "stopped: another attempt of the request answered "
+                        "first"
+                      : "cancelled by the caller");
+        retryd__attempt_end(&h->c, e, CURLE_ABORTED_BY_CALLBACK);
+        h->h = NULL;
+    } else if (was == S_PERMIT) {
+        retryd__attempt_unpermitted(&h->c, RETRYD_ECANCELED);
+    }
+    if (lost)
+        (void)retryd__attempt_set_aside(&h->c,
+                                        RETRYD_RULE_HEDGE_SIBLING_ANSWERED);
+    else
+        (void)retryd__attempt_decide(&h->c);
+    hedge_free(m, h);
+}
+
+static void hedges_stop(retryd_multi *m, retryd_call *k, bool lost)
+{
+    while (!retryd__queue_empty(&k->hedges))
+        hedge_stop(
+            m,
+            RETRYD_QUEUE_DATA(retryd__queue_head(&k->hedges), retryd_call, all),
+            lost);
+}
+
+/* A hedge of @p k answered first: k's own attempt, if still running, is
+ * stopped and logged (it outlived the hedge: so the latency picture hears
+ * of it); k is then held by the code. */
+static void primary_lose(retryd_multi *m, retryd_call *k)
+{
+    enum call_state was = k->state;
+    if (was != S_ATTEMPT)
+        mstate(m, k, S_ATTEMPT);
+    if (was == S_TRANSFER) {
+        easy *e = k->h;
+        k->c.trace.cancelled = true;
+        k->c.outlived = true;
+        retryd__transfer_done(&k->c, e, &retryd__attempt_current(&k->c)->a,
+                              CURLE_ABORTED_BY_CALLBACK);
+        snprintf(k->c.errbuf, sizeof(k->c.errbuf), "%s",
+                 "stopped: a hedge of the request answered first");
+        retryd__attempt_end(&k->c, e, CURLE_ABORTED_BY_CALLBACK);
+        k->h = NULL;
+    } else if (was == S_PERMIT) {
+        retryd__attempt_unpermitted(&k->c, RETRYD_ECANCELED);
+    }
+    if (was == S_TRANSFER || was == S_PERMIT) /* else logged already */
+        (void)retryd__attempt_set_aside(&k->c,
+                                        RETRYD_RULE_HEDGE_SIBLING_ANSWERED);
+}
+
+/* @p k's own attempt ended while hedges of it run. */
+static void primary_over(retryd_multi *m, retryd_call *k)
+{
+    hedge_disarm(m, k);
+    if (retryd__attempt_answers(&k->c)) {
+        hedges_stop(m, k, true);
+        decided(m, k, retryd__attempt_decide(&k->c));
+        return;
+    }
+    if (retryd__attempt_set_aside(&k->c, RETRYD_RULE_HEDGE_SIBLING_RUNNING) <
+        0) {
+        hedges_stop(m, k, false);
+        finish(m, k, RETRYD_ENOMEM, false);
+        return;
+    }
+    mstate(m, k, S_HEDGED);
+}
+
+/* The hedge @p h decides its round: it answered, or it is the last of the
+ * round. The rest stop, the engine decides it, and its request goes on
+ * from there: a retry's backoff, or done with the hedge's response. */
+static void hedge_decides(retryd_multi *m, retryd_call *h, bool answers)
+{
+    retryd_call *k = h->parent;
+    retryd__queue_remove(&h->all); /* not among the siblings stopped */
+    retryd__queue_init(&h->all);
+    hedge_disarm(m, k);
+    primary_lose(m, k);
+    hedges_stop(m, k, true);
+    retryd__queue_insert_tail(&k->hedges, &h->all);
+    int r = retryd__attempt_decide(&h->c);
+    if (r >= 0 && answers) {
+        k->c.hedge_won = true;
+        retryd_upstream_hedge_won(k->c.p->budget);
+    }
+    k->c.wait = h->c.wait; /* a retry's wait, and its next prev_delay */
+    k->c.force_http11 |= h->c.force_http11;
+    int a = h->c.n_att > 0 ? retryd__call_adopt(&k->c, &h->c) : 0;
+    if (r == 1 && a == 0)
+        mstate(m, k, S_BACKOFF);
+    else
+        finish_with(m, k, &h->c, r < 0 ? r : a, r >= 0 && a == 0);
+    hedge_free(m, h);
+}
+
+/* A hedge's attempt ended. */
+static void hedge_over(retryd_multi *m, retryd_call *h)
+{
+    retryd_call *k = h->parent;
+    bool last = k->state == S_HEDGED && k->n_hedges == 1;
+    bool answers = retryd__attempt_answers(&h->c);
+    if (answers || last) {
+        hedge_decides(m, h, answers);
+        return;
+    }
+    (void)retryd__attempt_set_aside(&h->c, RETRYD_RULE_HEDGE_SIBLING_RUNNING);
+    hedge_free(m, h);
+}
+
+/* An attempt ended (or never went out): a hedge's, one whose hedges still
+ * run, or a plain one, which the engine decides. */
+static void attempt_over(retryd_multi *m, retryd_call *k)
+{
+    if (k->parent != NULL) {
+        hedge_over(m, k);
+        return;
+    }
+    if (k->n_hedges > 0) {
+        primary_over(m, k);
+        return;
+    }
+    hedge_disarm(m, k);
+    decided(m, k, retryd__attempt_decide(&k->c));
+}
+
 /* --- stopping and completing ---------------------------------------------- */
 
 /*
@@ -215,6 +462,10 @@ static void stop(retryd_multi *m, retryd_call *k)
 {
     enum call_state was = k->state;
     k->c.cancelled = true; /* nothing more to the sink */
+    /* Its hedges first, decided as cancelled like its own attempt, which
+     * then comes last in the log. */
+    hedge_disarm(m, k);
+    hedges_stop(m, k, false);
     mstate(m, k, S_ATTEMPT);
     if (was != S_TRANSFER)
         return;
@@ -364,6 +615,14 @@ static bool expire(retryd_multi *m, int64_t now)
         }
         moved = true;
     }
+    for (retryd_heap_node *n; (n = retryd__heap_min(&m->hedge_heap)) != NULL;) {
+        retryd_call *k = RETRYD_HEAP_DATA(n, retryd_call, hedge_node);
+        if (k->hedge_due > now)
+            break;
+        hedge_disarm(m, k);
+        hedge_consider(m, k);
+        moved = true;
+    }
     if (m->n_waiting > 0 && m->poll_due <= now) {
         m->poll_due = now + PERMIT_POLL_NS;
         serve_queues(m);
@@ -379,6 +638,12 @@ static int64_t next_due(const retryd_multi *m)
     const retryd_call *t = retryd__multi_timer_first(m);
     if (t != NULL && (due < 0 || t->due < due))
         due = t->due;
+    const retryd_heap_node *hn = retryd__heap_min(&m->hedge_heap);
+    if (hn != NULL) {
+        const retryd_call *hk = RETRYD_HEAP_CDATA(hn, retryd_call, hedge_node);
+        if (due < 0 || hk->hedge_due < due)
+            due = hk->hedge_due;
+    }
     if (m->n_waiting > 0 && (due < 0 || m->poll_due < due))
         due = m->poll_due;
     return !retryd__queue_empty(&m->done) ? 0 : due;
@@ -526,6 +791,7 @@ int retryd_multi_new(retryd_client *client, const retryd_multi_opts *opts,
     retryd__queue_init(&m->all);
     retryd__queue_init(&m->done);
     retryd__heap_init(&m->heap);
+    retryd__heap_init(&m->hedge_heap);
     retryd__queue_init(&m->line);
     retryd__queue_init(&m->queues);
     retryd__queue_init(&m->cache);
@@ -603,6 +869,10 @@ int retryd_multi_submit(retryd_multi *m, retryd_profile *p,
     k->state = S_IDLE;
     k->timer = T_NONE;
     k->pq = NULL;
+    k->parent = NULL;
+    k->n_hedges = 0;
+    k->hedge_armed = false;
+    retryd__queue_init(&k->hedges);
     retryd__queue_init(&k->q);
     mstate(m, k, S_ATTEMPT); /* in flight */
     if (ret_call != NULL)
@@ -677,4 +947,64 @@ int retryd_multi_run(retryd_multi *m, int64_t timeout_ns)
 size_t retryd_multi_in_flight(const retryd_multi *m)
 {
     return m ? m->in_flight : 0;
+}
+
+/* --- retryd_execute's hedged requests (multi_run.h) ----------------------- */
+
+typedef struct run_wait {
+    bool done;
+    int err;
+    retryd_result *result;
+} run_wait;
+
+static void run_done(void *ctx, retryd_call *k, int err, retryd_result *result)
+{
+    run_wait *w = ctx;
+    (void)k;
+    w->done = true;
+    w->err = err;
+    w->result = result;
+}
+
+/* The client's idle multis, freed with it (retryd_client_free). */
+static void free_idle_multis(retryd_client *client)
+{
+    while (client->idle_multis != NULL) {
+        retryd_multi *m = client->idle_multis;
+        client->idle_multis = m->next_idle;
+        retryd_multi_free(m);
+    }
+}
+
+int retryd__multi_execute(retryd_profile *p, const retryd_request *req,
+                          retryd_result **ret)
+{
+    retryd_client *client = p->client;
+    pthread_mutex_lock(&client->multis_lock);
+    retryd_multi *m = client->idle_multis;
+    if (m != NULL)
+        client->idle_multis = m->next_idle;
+    client->free_multis = free_idle_multis;
+    pthread_mutex_unlock(&client->multis_lock);
+    if (m == NULL) {
+        int r = retryd_multi_new(client, NULL, &m);
+        if (r < 0)
+            return r;
+    }
+    run_wait w = {0};
+    int r = retryd_multi_submit(m, p, req, run_done, &w, NULL);
+    if (r == 0)
+        r = retryd_multi_run(m, -1); /* until this request completed */
+    pthread_mutex_lock(&client->multis_lock);
+    m->next_idle = client->idle_multis;
+    client->idle_multis = m;
+    pthread_mutex_unlock(&client->multis_lock);
+    if (r == 0 && !w.done)
+        r = RETRYD_ECURL;
+    if (r < 0 || w.err < 0) {
+        retryd_result_free(w.result);
+        return r < 0 ? r : w.err;
+    }
+    *ret = w.result;
+    return 0;
 }

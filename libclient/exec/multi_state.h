@@ -19,9 +19,17 @@
  *   S_TRANSFER  its easy handle in the curl multi (a permit held), timed
  *               at its connect deadline, then at its transfer's end;
  *   S_BACKOFF   timed at the end of its wait;
+ *   S_HEDGED    its own attempt ended without an answer while hedges of
+ *               it still run: no timer, no list, it waits for them;
  *   S_DONE      in the done list, its completion due from the loop.
  *
- * Every call in flight (any state but S_IDLE) is in m->all.
+ * Every request in flight (any state but S_IDLE) is in m->all. A hedge
+ * (docs/hedging.md) is a call too, moved through the same states by the
+ * same function, but it is its request's, not the caller's: it is in its
+ * parent's list of hedges instead of m->all, and never reaches S_DONE
+ * (its attempt joins the parent's log, and the parent completes). The
+ * next hedge of a request is due at a timer of its own, in the multi's
+ * hedge heap, whatever state its first attempt is in.
  */
 #ifndef RETRYD_EXEC_MULTI_STATE_H
 #define RETRYD_EXEC_MULTI_STATE_H
@@ -47,7 +55,15 @@
  * threads, and a loop cannot wait on it. */
 #define PERMIT_POLL_NS (2 * INT64_C(1000000))
 
-enum call_state { S_IDLE, S_ATTEMPT, S_PERMIT, S_TRANSFER, S_BACKOFF, S_DONE };
+enum call_state {
+    S_IDLE,
+    S_ATTEMPT,
+    S_PERMIT,
+    S_TRANSFER,
+    S_BACKOFF,
+    S_HEDGED,
+    S_DONE
+};
 
 /* Where a timed call's timer is: the heap, or the transfers' line. */
 enum call_timer { T_NONE, T_HEAP, T_LINE };
@@ -79,6 +95,16 @@ struct retryd_call {
     /* S_PERMIT: its permit queue; S_DONE: the done list; S_TRANSFER: the
      * timer line, when its timer is there (T_LINE). */
     retryd_queue q;
+    /* Hedging (docs/hedging.md). A hedge: the request it belongs to (its
+     * `all` is in the parent's hedges). A request: its hedges running,
+     * and its next hedge's timer (in m->hedge_heap while armed), counted
+     * from hedge_from, when its attempt (or last hedge) went out. */
+    struct retryd_call *parent;
+    retryd_queue hedges;
+    size_t n_hedges;
+    retryd_heap_node hedge_node;
+    int64_t hedge_due, hedge_from;
+    bool hedge_armed;
 };
 
 struct retryd_multi {
@@ -108,6 +134,10 @@ struct retryd_multi {
     retryd_queue cache;  /* S_IDLE calls kept for the next submit */
     size_t n_cache;
     pollset ps; /* retryd_multi_run's own, kept by the socket callback */
+    retryd_heap hedge_heap; /* requests' next hedges, on hedge_due */
+    /* A client's idle multi, for retryd_execute's hedged requests
+     * (retryd__multi_execute): the next in its list. */
+    struct retryd_multi *next_idle;
 };
 
 static inline retryd_call *of_call(call *c)
@@ -174,10 +204,12 @@ static inline void timer_remove(retryd_multi *m, retryd_call *k)
  * transfer's end. */
 static const unsigned legal_moves[] = {
     [S_IDLE] = TO(S_ATTEMPT),
-    [S_ATTEMPT] = TO(S_PERMIT) | TO(S_TRANSFER) | TO(S_BACKOFF) | TO(S_DONE),
+    [S_ATTEMPT] = TO(S_PERMIT) | TO(S_TRANSFER) | TO(S_BACKOFF) | TO(S_HEDGED) |
+                  TO(S_DONE) | TO(S_IDLE),
     [S_PERMIT] = TO(S_ATTEMPT),
     [S_TRANSFER] = TO(S_ATTEMPT) | TO(S_TRANSFER),
     [S_BACKOFF] = TO(S_ATTEMPT),
+    [S_HEDGED] = TO(S_ATTEMPT),
     [S_DONE] = TO(S_IDLE),
 };
 #undef TO
@@ -222,6 +254,7 @@ static inline void leave_state(retryd_multi *m, retryd_call *k,
     case S_IDLE:
     case S_ATTEMPT:
     case S_BACKOFF:
+    case S_HEDGED:
         break;
     }
     timer_remove(m, k);
@@ -241,14 +274,20 @@ static inline void enter_state(retryd_multi *m, retryd_call *k,
     int64_t now;
     switch (to) {
     case S_IDLE:
-        retryd__queue_remove(&k->all);
-        m->in_flight--;
+        /* A hedge goes from S_ATTEMPT, out of its parent's hedges
+         * (multi.c), a request from S_DONE, out of m->all. */
+        if (k->parent == NULL) {
+            retryd__queue_remove(&k->all);
+            m->in_flight--;
+        }
         return;
     case S_ATTEMPT:
-        if (from == S_IDLE) {
+        if (from == S_IDLE && k->parent == NULL) {
             retryd__queue_insert_head(&m->all, &k->all);
             m->in_flight++;
         }
+        return;
+    case S_HEDGED:
         return;
     case S_PERMIT:
         retryd__queue_insert_tail(&k->pq->calls, &k->q);
@@ -294,7 +333,10 @@ static inline void enter_state(retryd_multi *m, retryd_call *k,
 static inline void mstate(retryd_multi *m, retryd_call *k, enum call_state to)
 {
     enum call_state from = k->state;
-    if (!(legal_moves[from] & (1u << to)))
+    /* Only a hedge leaves S_ATTEMPT for S_IDLE (a request completes from
+     * S_DONE). */
+    if (!(legal_moves[from] & (1u << to)) ||
+        (from == S_ATTEMPT && to == S_IDLE && k->parent == NULL))
         abort();
     leave_state(m, k, from, to);
     k->state = to;

@@ -13,6 +13,7 @@
 #include "base/macros.h"
 #include "exec/executor.h"
 #include "exec/pool.h"
+#include "exec/validate.h"
 
 #define DEFAULT_CONNECT_NS RETRYD_DEFAULT_CONNECT_TIMEOUT_NS
 #define DEFAULT_ATTEMPT_NS RETRYD_DEFAULT_ATTEMPT_TIMEOUT_NS
@@ -128,6 +129,7 @@ int retryd_client_new(const retryd_client_opts *opts, retryd_client **ret)
     c = calloc(1, sizeof(*c));
     if (c == NULL)
         return RETRYD_ENOMEM;
+    pthread_mutex_init(&c->multis_lock, NULL);
     r = cookies_open(c, &o);
     if (r == 0)
         r = retryd_host_open(o.host, &c->host);
@@ -135,6 +137,7 @@ int retryd_client_new(const retryd_client_opts *opts, retryd_client **ret)
         free(c->cookie_jar); /* nothing to write */
         c->cookie_jar = NULL;
         cookies_close(c);
+        pthread_mutex_destroy(&c->multis_lock);
         free(c);
         return r;
     }
@@ -146,6 +149,11 @@ void retryd_client_free(retryd_client *c)
 {
     if (c == NULL)
         return;
+    /* The loops of hedged retryd_execute calls first: their connections
+     * and pooled handles' references go with them. */
+    if (c->free_multis != NULL)
+        c->free_multis(c);
+    pthread_mutex_destroy(&c->multis_lock);
     cookies_close(c);
     retryd_host_close(c->host);
     free(c);
@@ -212,6 +220,10 @@ static int copy_nested(retryd_profile *p, const retryd_profile_opts *o,
     *tls = (retryd_tls_opts){.sz = sizeof(*tls)};
     if (r == 0 && o->tls != NULL)
         r = RETRYD_COPY_OPTS(tls, o->tls, sizeof(size_t));
+    p->hedge =
+        (retryd_hedge_policy){.sz = sizeof(p->hedge), .mode = RETRYD_HEDGE_OFF};
+    if (r == 0 && o->hedge != NULL)
+        r = retryd__hedge_policy_read(o->hedge, &p->hedge);
     return r;
 }
 

@@ -149,3 +149,15 @@ const char *retryd_result_reason(const retryd_result *r)
 {
     return r ? r->reason : "";
 }
+
+const retryd_hedge_decision *retryd_result_hedge(const retryd_result *r)
+{
+    return r && r->has_hedge ? &r->hedge : NULL;
+}
+
+uint32_t retryd_result_hedges(const retryd_result *r, bool *ret_won)
+{
+    if (ret_won != NULL)
+        *ret_won = r && r->hedge_won;
+    return r ? r->hedges : 0;
+}

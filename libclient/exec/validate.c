@@ -8,6 +8,7 @@
  */
 #include <string.h>
 
+#include "base/macros.h"
 #include "exec/headers.h"
 #include "exec/validate.h"
 
@@ -49,6 +50,23 @@ static bool header_line_ok(const char *h)
     return retryd__field_value_ok(colon + 1);
 }
 
+int retryd__hedge_policy_read(const retryd_hedge_policy *in,
+                              retryd_hedge_policy *out)
+{
+    int r = RETRYD_COPY_OPTS(out, in,
+                             RETRYD_OPTS_MIN(retryd_hedge_policy, max_hedges));
+    if (r < 0)
+        return r;
+    out->sz = sizeof(*out);
+    if (out->max_hedges == 0)
+        out->max_hedges = 1;
+    if ((unsigned)out->mode > RETRYD_HEDGE_ADAPTIVE || out->delay_ns < 0 ||
+        (out->mode == RETRYD_HEDGE_FIXED && out->delay_ns == 0) ||
+        out->max_hedges > RETRYD_MAX_HEDGES)
+        return RETRYD_EINVAL;
+    return 0;
+}
+
 int retryd__validate_request(const retryd_request *r)
 {
     if ((r->method && !method_ok(r->method)) || (r->path && !path_ok(r->path)))
@@ -65,5 +83,8 @@ int retryd__validate_request(const retryd_request *r)
     for (size_t i = 0; r->headers && r->headers[i]; i++)
         if (!header_line_ok(r->headers[i]) || i > 1000)
             return RETRYD_EINVAL;
+    retryd_hedge_policy hp;
+    if (r->hedge != NULL && retryd__hedge_policy_read(r->hedge, &hp) < 0)
+        return RETRYD_EINVAL;
     return 0;
 }

@@ -18,4 +18,12 @@
  */
 int retryd__validate_request(const retryd_request *r);
 
+/*
+ * A caller's hedging policy, at this library's size, into @p out: 0, or
+ * RETRYD_EINVAL (a mode out of range, a fixed delay of 0 or less, more than
+ * RETRYD_MAX_HEDGES hedges; max_hedges 0 reads as 1) or RETRYD_EOPTS.
+ */
+int retryd__hedge_policy_read(const retryd_hedge_policy *in,
+                              retryd_hedge_policy *out);
+
 #endif

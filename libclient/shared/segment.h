@@ -18,8 +18,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "shared/hedge_layout.h"
+
 #define SEG_MAGIC UINT64_C(0x4753445952544552) /* "RETRYDSG", little-endian */
-#define SEG_LAYOUT_VERSION 4u /* 4: fair shares (docs/budget.md) */
+#define SEG_LAYOUT_VERSION 5u /* 5: hedging (docs/hedging.md) */
 #define SEG_LINE 64
 #define SEG_HEADER_SIZE 4096u
 
@@ -265,6 +267,9 @@ typedef struct seg_upstream {
     /* Counters of exited processes (folded in by the daemon) and of
      * processes whose own table is full. */
     alignas(SEG_LINE) _Atomic uint64_t counters[SEG_COUNTERS];
+    /* Hedging (docs/hedging.md): its bucket, parameters, picture,
+     * counters and latency histogram, in a block of its own. */
+    seg_hedge hedge;
 } seg_upstream;
 
 #define SEG_PROC_ENTRIES 32

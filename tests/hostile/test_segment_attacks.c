@@ -9,7 +9,7 @@
  * the space fails with the bytes named, and a client says why it does
  * not share. An upstream's health (docs/health.md) too: a scribbled
  * window, rejecter count, hold or parameter is repaired and throttles or
- * holds nobody afterwards.
+ * holds nobody afterwards; and its hedging's block (docs/hedging.md).
  */
 #include <criterion/criterion.h>
 
@@ -33,6 +33,7 @@
 #include "base/clock.h"
 #include "shared/frame.h"
 #include "shared/health.h"
+#include "shared/hedge.h"
 #include "shared/segment.h"
 
 /* flaky: the host throttle on, with a window (an hour: its slots do not
@@ -702,6 +703,69 @@ Test(segment_attacks, scribbled_health_params_are_reset)
                               "\"throttle_min_processes\":2,") != NULL,
               "%s", res.out);
     ask(&c, "admit first", "admit send 0");
+    child_stop(&c);
+    munmap(m.map, m.size);
+}
+
+/*
+ * Hedging (docs/hedging.md): a peer makes every hedge free and immediate:
+ * max_extra_load 1 and a cap of a million, a balance of a million tokens,
+ * and a picture stamped for a window to come that says "hedge after 1
+ * us". The daemon puts the parameters back (params_reset: the configured
+ * cap binds at once, clamping the balance, and the picture is dropped);
+ * the same scribble of the balance and the picture alone, the parameters
+ * left as they are, is repaired as such (hedge_repaired). Either way no
+ * client would hedge on them, nor spend more than the configured cap.
+ */
+static bool hedge_block_repaired(void *arg)
+{
+    seg_hedge *h = arg;
+    uint64_t delay;
+    bool fresh;
+    return atomic_load(&h->ratio_micro) == SEG_MICRO / 50 &&
+           hedge_balance_of(atomic_load(&h->tokens)) <=
+               (int64_t)(10 * SEG_MICRO) &&
+           (retryd__hedge_picture_peek(h, retryd__clock_coarse_ns(), &delay,
+                                       &fresh) != HEDGE_PIC_FRESH ||
+            delay >= 1000000);
+}
+
+Test(segment_attacks, a_scribbled_hedge_block_hedges_nobody_for_free)
+{
+    child c;
+    start_client(&c);
+    ask(&c, "open payments", "ok shared=1");
+    double reset = health("params_reset"), repaired = health("hedge_repaired");
+    mapped m;
+    map_segment(&m);
+    seg_hedge *h = &slot_named(&m, "payments")->hedge;
+    uint64_t window = atomic_load(&h->window_ns);
+    cr_assert_gt(window, 0, "the daemon set the hedge parameters");
+    for (int round = 0; round < 2; round++) {
+        long long t0 = rd_now_ms();
+        if (round == 0) {
+            atomic_store(&h->ratio_micro, SEG_MICRO);
+            atomic_store(&h->cap_micro, 1000000 * SEG_MICRO);
+        }
+        atomic_store(&h->tokens, HEDGE_BIAS + 1000000 * SEG_MICRO);
+        uint64_t e = retryd__clock_coarse_ns() / window;
+        atomic_store(&h->picture, (e + 3) << 40 | UINT64_C(1) << 38 | 1);
+        cr_assert(rd_wait_until(hedge_block_repaired, h, 5000),
+                  "round %d: ratio %lu, balance %ld, picture %#lx", round,
+                  (unsigned long)atomic_load(&h->ratio_micro),
+                  (long)hedge_balance_of(atomic_load(&h->tokens)),
+                  (unsigned long)atomic_load(&h->picture));
+        cr_log_info("hedge block repaired %lld ms after scribble %d",
+                    rd_now_ms() - t0, round);
+        if (round == 0)
+            wait_health("params_reset", reset + 1);
+        else
+            wait_health("hedge_repaired", repaired + 1);
+    }
+    stats_json();
+    double bal = number_in_res("\"name\":\"payments\"", "hedge_balance");
+    cr_expect_leq(bal, 10, "the stats show the configured cap: %s", res.out);
+    cr_expect(daemon_running());
     child_stop(&c);
     munmap(m.map, m.size);
 }

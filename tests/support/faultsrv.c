@@ -49,6 +49,14 @@
  *   /interim-then-close    "103 Early Hints" and close
  *   /slow-body?len=N&chunk=C&ms=D  200, N bytes ("abc..z" repeated) sent C
  *                          at a time every D ms (defaults 64, 8, 10)
+ *   /stall-first?ms=D[&n=N][&first=F][&then=a,b]  per id: the first N
+ *                          (1) executions hold D ms (or until the client
+ *                          leaves) then answer F (200); the k-th later one
+ *                          answers the k-th of then= (200; the last
+ *                          repeats) at once
+ *   /tail?ms=M&stall_ms=S&per_mille=P  each execution held M ms times
+ *                          SCALE %, or S ms (when longer) with a chance
+ *                          of P in 1000; 200
  *   anything else          404 (counted)
  * Bad parameters answer 400 (counted, except on /auth). Request ids are
  * 1..255 bytes without spaces or control characters; any other id, a
@@ -57,9 +65,11 @@
  * Content-Length (RFC 9110 forbids it on 204); all other responses do.
  *
  * Control protocol: the common one of srv_control.c (COUNT, REJECTS, LOG,
- * CONNS, ACTIVE, IDLE, WAIT, MODE, RESET, FLIP); REJECTS counts the 401s of
- * /auth; LOG's tag is "expect-100" for a request that said "Expect:
- * 100-continue", else absent. No commands of its own.
+ * CONNS, ACTIVE, IDLE, WAIT, MODE, RESET, FLIP, SCALE); REJECTS counts the
+ * 401s of /auth; LOG's tag is "expect-100" for a request that said "Expect:
+ * 100-continue", else absent. Its own command: GONE <id>, the executions of
+ * id whose client left while /stall-first or /tail held them (a hedged
+ * request's loser, stopped: its connection closed).
  */
 #include "faultsrv.h"
 
@@ -77,9 +87,15 @@ static void serve_http(struct srv *srv, int fd, unsigned long num)
     srv_conn_free(&c);
 }
 
+static const struct srv_command commands[] = {
+    {"GONE", true, FS_TALLY_GONE},
+};
+
 static const struct srv_ops ops = {
     .name = "faultsrv",
     .serve_http = serve_http,
+    .commands = commands,
+    .n_commands = sizeof(commands) / sizeof(commands[0]),
 };
 
 int main(int argc, char **argv)

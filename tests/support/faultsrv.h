@@ -16,6 +16,10 @@
 #define FS_HEAD_MAX (64 * 1024)
 _Static_assert(FS_HEAD_MAX <= SRV_IN_CAP, "a head line must fit the buffer");
 
+/* Its own tally (srv_stats_tally): executions whose client left while a
+ * hold held them (GONE <id>). */
+#define FS_TALLY_GONE SRV_TALLY_OWN
+
 /* --- faultsrv_http.c: HTTP/1.1 requests and the fault modes ------------ */
 void fs_http_serve(struct srv_conn *c);
 

@@ -10,6 +10,9 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -519,6 +522,87 @@ static enum srv_next mode_drop_second(struct srv_conn *c, struct request *r)
     return SRV_NEXT_DONE;
 }
 
+/* Hold the response @p ms milliseconds, or until the client leaves (a
+ * hedged request's loser is stopped: its connection closes). */
+static enum srv_next hold_then(struct srv_conn *c, struct request *r, long ms,
+                               int code)
+{
+    if (ms > 0 && srv_wait_peer_close(c->fd, c->srv->stop_fd, (int)ms) != 0) {
+        srv_stats_tally(c->srv->stats, r->base.id, FS_TALLY_GONE);
+        note(c, r, "client gone while held");
+        srv_close(c);
+        return SRV_NEXT_DONE;
+    }
+    char body[48];
+    snprintf(body, sizeof body, "execution %ld\n", r->execution);
+    return respond_text(c, r, code, NULL, body);
+}
+
+/* The first n= (1) executions of a request stall (ms=, held until the
+ * client leaves), then answer first= (200); every later one answers at
+ * once, the k-th later one the k-th status of then= (200; the last one
+ * repeats). Hedging's test: a hedge of a stalled request answers from its
+ * own execution. */
+static enum srv_next mode_stall_first(struct srv_conn *c, struct request *r)
+{
+    char list[SRV_PARAM_MAX], *save = NULL;
+    long ms, first, n, code = 200;
+
+    if (srv_query_long(r->base.query, "ms", 1000, 0, SRV_HOLD_MAX_MS, &ms) < 0)
+        return bad_param(c, r, "ms");
+    if (srv_query_long(r->base.query, "first", 200, 200, 599, &first) < 0)
+        return bad_param(c, r, "first");
+    if (srv_query_long(r->base.query, "n", 1, 0, 1000, &n) < 0)
+        return bad_param(c, r, "n");
+    if (r->execution <= n)
+        return hold_then(c, r, ms, (int)first);
+    int got = srv_query_get(r->base.query, "then", list, sizeof list);
+    if (got < 0)
+        return bad_param(c, r, "then");
+    long k = r->execution - n;
+    for (char *t = got > 0 ? strtok_r(list, ",", &save) : NULL; t && k > 0;
+         t = strtok_r(NULL, ",", &save), k--)
+        if (srv_parse_long(t, 200, 599, &code) < 0)
+            return bad_param(c, r, "then");
+    return respond_text(c, r, (int)code, NULL, "later execution\n");
+}
+
+/* A per-thread draw in [0, 1000), for /tail. */
+static long draw_per_mille(void)
+{
+    static _Thread_local uint64_t x;
+    if (x == 0) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        x = ((uint64_t)ts.tv_nsec << 20 ^ (uint64_t)pthread_self()) | 1;
+    }
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return (long)(x % 1000);
+}
+
+/* An upstream with a slow minority: each execution is held ms= times
+ * SCALE %, or, with a chance of per_mille= in a thousand, stall_ms= when
+ * that is longer. A brownout (SCALE over 100) slows every request, and
+ * the stalls, a stuck backend's, are then no longer out of line. 200. */
+static enum srv_next mode_tail(struct srv_conn *c, struct request *r)
+{
+    long ms, stall, per_mille;
+
+    if (srv_query_long(r->base.query, "ms", 0, 0, SLOW_MAX_MS, &ms) < 0)
+        return bad_param(c, r, "ms");
+    if (srv_query_long(r->base.query, "stall_ms", 0, 0, SLOW_MAX_MS, &stall) <
+        0)
+        return bad_param(c, r, "stall_ms");
+    if (srv_query_long(r->base.query, "per_mille", 0, 0, 1000, &per_mille) < 0)
+        return bad_param(c, r, "per_mille");
+    long hold = ms * atomic_load(&c->srv->latency_scale) / 100;
+    if (draw_per_mille() < per_mille && stall > hold)
+        hold = stall;
+    return hold_then(c, r, hold, 200);
+}
+
 static enum srv_next mode_interim_then_close(struct srv_conn *c,
                                              struct request *r)
 {
@@ -587,6 +671,8 @@ static const struct mode {
     {"/drop-second", mode_drop_second, true},
     {"/interim-then-close", mode_interim_then_close, true},
     {"/slow-body", mode_slow_body, true},
+    {"/stall-first", mode_stall_first, true},
+    {"/tail", mode_tail, true},
 };
 
 static enum srv_next dispatch(struct srv_conn *c, struct request *r)

@@ -81,6 +81,7 @@ struct srv {
     int stop_fd;
     atomic_bool accept_close; /* MODE accept-close */
     atomic_int flip_status;   /* FLIP: what faultsrv's /flip answers */
+    atomic_int latency_scale; /* SCALE: percent of faultsrv's /tail holds */
     bool verbose;             /* one stderr line per request */
     bool watch_stdin;         /* exit on stdin EOF (not --ignore-stdin) */
     const char *bind;         /* the HTTP listener's address */

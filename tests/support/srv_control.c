@@ -29,6 +29,9 @@
  *   FLIP <status>     what faultsrv's /flip answers from now on (200-599;
  *                     200 at start): an upstream that fails and heals
  *                     without its clients changing a thing -> OK
+ *   SCALE <percent>   faultsrv's /tail holds every request this many per
+ *                     cent of its base latency (1-100000; 100 at start):
+ *                     an upstream that browns out and recovers -> OK
  *   the server's own  see its srv_ops.commands (h2srv: REFUSED, STREAMS)
  *   anything else     ERR <reason> */
 #include "srv_common.h"
@@ -550,6 +553,18 @@ static void cmd_flip(struct srv *srv, const char *arg, struct sbuf *out)
     sb_printf(out, "OK");
 }
 
+static void cmd_scale(struct srv *srv, const char *arg, struct sbuf *out)
+{
+    long pct;
+
+    if (srv_parse_long(arg, 1, 100000, &pct) < 0) {
+        sb_printf(out, "ERR usage: SCALE <percent 1-100000>");
+        return;
+    }
+    atomic_store(&srv->latency_scale, (int)pct);
+    sb_printf(out, "OK");
+}
+
 /* RESET: counters, logs, tallies, CONNS and the server's counters.
  * `active` is live state, not a counter: kept. */
 static void cmd_reset(struct srv *srv, const char *arg, struct sbuf *out)
@@ -577,7 +592,7 @@ static const struct {
     {"ACTIVE", ARG_NONE, cmd_active},   {"IDLE", ARG_ANY, cmd_idle},
     {"WAIT", ARG_ANY, cmd_wait},        {"MODE", ARG_ANY, cmd_mode},
     {"RESET", ARG_NONE, cmd_reset},     {"TIMES", ARG_REQUIRED, cmd_times},
-    {"FLIP", ARG_REQUIRED, cmd_flip},
+    {"FLIP", ARG_REQUIRED, cmd_flip},   {"SCALE", ARG_REQUIRED, cmd_scale},
 };
 
 static bool arg_fits(enum arg_rule rule, const char *arg)

@@ -284,6 +284,7 @@ static int srv_init(struct srv *srv, const struct srv_ops *ops,
     srv->stop_fd = srv->sig_fd = -1;
     atomic_init(&srv->accept_close, false);
     atomic_init(&srv->flip_status, 200);
+    atomic_init(&srv->latency_scale, 100);
     if ((srv->sig_fd = setup_signals()) < 0 ||
         (srv->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0 ||
         !(srv->stats = srv_stats_new())) {

@@ -311,7 +311,16 @@ static bool health_says(const char *health, const char *key, const char *value)
 static void start_daemon(const char *conf)
 {
     cr_assert_eq(rd_daemon_init(&dm, conf), 0);
-    cr_assert_eq(rd_daemon_start(&dm), 0, "the daemon did not start");
+    int r = rd_daemon_start(&dm);
+    if (r != 0) {
+        char log[4096] = "";
+        FILE *f = fopen(dm.log, "r");
+        size_t n = f ? fread(log, 1, sizeof(log) - 1, f) : 0;
+        log[n] = '\0';
+        if (f)
+            fclose(f);
+        cr_assert_fail("the daemon did not start (%d): %s", r, log);
+    }
 }
 
 /* A retryd-test-client attached to the daemon. */
@@ -423,6 +432,154 @@ Test(config, a_reload_changes_a_slots_health_params, .fini = stop_daemon)
         "health throttle=1 engaged=0 probability=0.000000 requests=0 "
         "accepts=0 rejecting=0 pushback_ms=0");
     child_stop(&c);
+}
+
+/* --- hedging (docs/hedging.md) ------------------------------------------ */
+
+/* A bad value of a hedge key: exit 78, named with its line and section. */
+Test(config, bad_hedge_values_name_file_line_section_and_key)
+{
+    check("[defaults]\nmax_extra_load = 0.05\nmin_hedges_per_sec = 0\n"
+          "hedge_cap = 1\nhedge_min_delay = 0\nhedge_window = 100ms\n"
+          "[upstream payments]\nmax_extra_load = 1\nhedge_window = 3s\n"
+          "hedge_min_delay = 60s\nhedge_cap = 1000\n");
+    cr_expect_eq(res.exit_code, 0, "%s", res.err);
+    static const struct {
+        const char *key, *value, *why;
+    } bad[] = {
+        {"max_extra_load", "1.5", "'1.5' is not a number from 0 to 1"},
+        {"max_extra_load", "-0.1", "'-0.1' is not a number from 0 to 1"},
+        {"min_hedges_per_sec", "x", "'x' is not a number from 0 to"},
+        {"hedge_cap", "0.5", "'0.5' is not a number >= 1"},
+        {"hedge_min_delay", "61s", "'61s' is not a duration from 0ms to 60s"},
+        {"hedge_window", "99ms", "'99ms' is not a duration from 100ms to 3s"},
+        {"hedge_window", "4s", "'4s' is not a duration from 100ms to 3s"},
+    };
+    char text[256], want[256];
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        snprintf(text, sizeof(text),
+                 "[defaults]\ncap = 5\n[upstream payments]\nratio = 1\n"
+                 "%s = %s\n",
+                 bad[i].key, bad[i].value);
+        snprintf(want, sizeof(want), "[upstream payments] %s: %s", bad[i].key,
+                 bad[i].why);
+        expect_error(text, 5, want);
+    }
+}
+
+/* The "hedge" member of upstream @p name in fresh `stats --json`. */
+static bool hedge_json(const char *name, char *out, size_t len)
+{
+    char anchor[128];
+    if (rd_ctl(&dm, &res, "stats", "--json", NULL) != 0)
+        return false;
+    snprintf(anchor, sizeof(anchor), "{\"name\":\"%s\",", name);
+    const char *u = strstr(res.out, anchor);
+    const char *h = u ? strstr(u, "\"hedge\":{") : NULL;
+    const char *end = h ? strchr(h, '}') : NULL;
+    if (end == NULL || (size_t)(end - h) + 1 >= len)
+        return false;
+    memcpy(out, h, (size_t)(end - h) + 1);
+    out[end - h + 1] = '\0';
+    return true;
+}
+
+static const struct health_key hedge_keys[] = {
+    {"max_extra_load", "0.05", "0.1", "max_extra_load", "0.050000", "0.100000"},
+    {"min_hedges_per_sec", "2", "0.5", "min_hedges_per_sec", "2.000000",
+     "0.500000"},
+    {"hedge_cap", "20", "4", "hedge_cap", "20.000000", "4.000000"},
+    {"hedge_min_delay", "5ms", "250us", "hedge_min_delay_seconds", "0.005000",
+     "0.000250"},
+    {"hedge_window", "2s", "500ms", "hedge_window_seconds", "2.000", "0.500"},
+};
+#define HEDGE_KEYS (sizeof(hedge_keys) / sizeof(hedge_keys[0]))
+
+/* [upstream eK] sets hedge key K alone, and inherits the rest from
+ * [defaults]; an upstream a client registers holds retryd's defaults,
+ * which are the library's for a process-local budget. */
+Test(config, an_upstream_inherits_each_unset_hedge_key_from_defaults,
+     .fini = stop_daemon)
+{
+    char conf[4096] = "[defaults]\n", line[128], hedge[2048];
+    for (size_t k = 0; k < HEDGE_KEYS; k++) {
+        snprintf(line, sizeof(line), "%s = %s\n", hedge_keys[k].key,
+                 hedge_keys[k].in_defaults);
+        strcat(conf, line);
+    }
+    for (size_t k = 0; k < HEDGE_KEYS; k++) {
+        snprintf(line, sizeof(line), "[upstream e%zu]\n%s = %s\n", k,
+                 hedge_keys[k].key, hedge_keys[k].in_upstream);
+        strcat(conf, line);
+    }
+    strcat(conf, "[upstream plain]\nmax_extra_load = 0.02\n"
+                 "min_hedges_per_sec = 1\nhedge_cap = 10\n"
+                 "hedge_min_delay = 1ms\nhedge_window = 1s\n");
+    start_daemon(conf);
+    for (size_t u = 0; u < HEDGE_KEYS; u++) {
+        char name[16];
+        snprintf(name, sizeof(name), "e%zu", u);
+        cr_assert(hedge_json(name, hedge, sizeof(hedge)), "no hedge for %s: %s",
+                  name, res.out);
+        for (size_t k = 0; k < HEDGE_KEYS; k++) {
+            const struct health_key *hk = &hedge_keys[k];
+            const char *want = k == u ? hk->json_upstream : hk->json_defaults;
+            cr_expect(health_says(hedge, hk->json, want),
+                      "%s (sets %s only): %s should be %s: %s", name,
+                      hedge_keys[u].key, hk->json, want, hedge);
+        }
+    }
+    /* The defaults written out ([upstream plain]) are what a file that
+     * says nothing gives: an unnamed upstream of a daemon without them. */
+    char plain[2048];
+    cr_assert(hedge_json("plain", plain, sizeof(plain)), "%s", res.out);
+    stop_daemon();
+    start_daemon("");
+    child c;
+    start_client(&c);
+    ask(&c, "open unnamed", "ok shared=1");
+    child_stop(&c);
+    cr_assert(hedge_json("unnamed", hedge, sizeof(hedge)), "%s", res.out);
+    for (size_t k = 0; k < HEDGE_KEYS; k++) {
+        char want[64];
+        const char *at = strstr(plain, hedge_keys[k].json);
+        cr_assert_not_null(at);
+        snprintf(want, sizeof(want), "%.*s", (int)strcspn(at, ",}"), at);
+        cr_expect(strstr(hedge, want) != NULL, "unnamed: %s, not in %s", want,
+                  hedge);
+    }
+}
+
+static bool hedge_cap_is_3(void *arg)
+{
+    char hedge[2048];
+    (void)arg;
+    return hedge_json("flaky", hedge, sizeof(hedge)) &&
+           health_says(hedge, "hedge_cap", "3.000000");
+}
+
+/* A reload that changes an upstream's hedge keys rewrites its slot. */
+Test(config, a_reload_changes_a_slots_hedge_params, .fini = stop_daemon)
+{
+    char hedge[2048];
+    start_daemon("[upstream flaky]\nhedge_cap = 10\nhedge_window = 2s\n");
+    child c;
+    start_client(&c);
+    ask(&c, "open flaky", "ok shared=1");
+    child_stop(&c);
+    cr_assert_eq(rd_daemon_write_config(&dm, "[upstream flaky]\n"
+                                             "hedge_cap = 3\n"
+                                             "hedge_window = 500ms\n"
+                                             "max_extra_load = 0.5\n"),
+                 0);
+    cr_assert_eq(kill(dm.pid, SIGHUP), 0);
+    cr_assert(rd_wait_until(hedge_cap_is_3, NULL, 5000),
+              "the reload did not reach the slot: %s", res.out);
+    cr_assert(hedge_json("flaky", hedge, sizeof(hedge)), "%s", res.out);
+    cr_expect(health_says(hedge, "hedge_window_seconds", "0.500"), "%s", hedge);
+    cr_expect(health_says(hedge, "max_extra_load", "0.500000"), "%s", hedge);
+    double balance = rd_json_number(hedge, NULL, "hedge_balance");
+    cr_expect(balance > 0 && balance <= 3, "within the new cap: %s", hedge);
 }
 
 /* --check-config lists every mistake of a file, each with its line, in

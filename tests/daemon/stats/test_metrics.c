@@ -169,6 +169,7 @@ static void drop_clocks(char *s)
 {
     drop_samples(s, "retryd_uptime_seconds ");
     drop_samples(s, "retryd_upstream_balance_tokens{");
+    drop_samples(s, "retryd_upstream_hedge_balance_tokens{");
     drop_samples(s, "retryd_segment_checks_total ");
     /* The scrape's own connection is one of them, and so may others be. */
     drop_samples(s, "process_open_fds ");

@@ -326,10 +326,171 @@ Test(decision_space, every_point_obeys_order_table_and_budget)
      * shares, which need a budget that refuses a take after a peek said
      * yes and are tested in test_decision.c, and the host throttle, which
      * is an admission's (retryd_admit), never a decision's. */
+    /* Nor the two a hedged request's attempts are logged with when the
+     * engine does not decide them alone (a sibling answered, or still
+     * runs: docs/hedging.md). */
     for (int r = 0; r < RETRYD_RULE_COUNT; r++)
         if (r != RETRYD_RULE_BUDGET_TAKE_FAILED &&
             r != RETRYD_RULE_PROCESS_OVER_SHARE &&
             r != RETRYD_RULE_REQUEST_OVER_SHARE &&
-            r != RETRYD_RULE_HOST_THROTTLED)
+            r != RETRYD_RULE_HOST_THROTTLED &&
+            r != RETRYD_RULE_HEDGE_SIBLING_ANSWERED &&
+            r != RETRYD_RULE_HEDGE_SIBLING_RUNNING)
             cr_expect(seen[r], "rule %s never decided", retryd_rule_name(r));
+}
+
+/* --- the hedge's fact space (docs/hedging.md) ---------------------------- */
+
+typedef struct hedge_budget {
+    int code; /* what take_for() answers */
+    int takes;
+} hedge_budget;
+
+static bool hb_peek(void *ctx)
+{
+    return ((hedge_budget *)ctx)->code == 0;
+}
+
+static bool hb_take(void *ctx)
+{
+    hedge_budget *b = ctx;
+    b->takes++;
+    return b->code == 0;
+}
+
+static int hb_take_for(void *ctx, uint32_t taken)
+{
+    hedge_budget *b = ctx;
+    (void)taken;
+    b->takes++;
+    return b->code;
+}
+
+static const retryd_budget_iface hb_iface = {sizeof(retryd_budget_iface),
+                                             hb_peek, hb_take, hb_take_for};
+
+static const int hedge_codes[] = {0, RETRYD_EHEDGE, RETRYD_EBUDGET,
+                                  RETRYD_ESHARE, RETRYD_EREQSHARE};
+#define N_HEDGE_CODES (sizeof(hedge_codes) / sizeof(hedge_codes[0]))
+
+/* The rule an independent reading of docs/hedging.md gives. */
+static retryd_hedge_rule hedge_oracle(const retryd_hedge_facts *f, int code)
+{
+    int64_t wait =
+        f->delay_ns > f->elapsed_ns ? f->delay_ns - f->elapsed_ns : 0;
+    const struct {
+        bool holds;
+        retryd_hedge_rule rule;
+    } rules[] = {
+        {!safe_idem(f->idempotency), RETRYD_HEDGE_RULE_NOT_IDEMPOTENT},
+        {f->replayability == RETRYD_ONE_SHOT,
+         RETRYD_HEDGE_RULE_BODY_NOT_REPLAYABLE},
+        {f->streamed, RETRYD_HEDGE_RULE_STREAMED},
+        {f->response_delivered, RETRYD_HEDGE_RULE_RESPONSE_DELIVERED},
+        {f->hedges >= f->max_hedges, RETRYD_HEDGE_RULE_MAX_HEDGES},
+        {f->draining, RETRYD_HEDGE_RULE_DRAINING},
+        {f->picture == RETRYD_HEDGE_PICTURE_NONE, RETRYD_HEDGE_RULE_NO_PICTURE},
+        {f->picture == RETRYD_HEDGE_PICTURE_NO_TAIL, RETRYD_HEDGE_RULE_NO_TAIL},
+        {f->remaining_ns - wait < f->min_attempt_ns,
+         RETRYD_HEDGE_RULE_DEADLINE},
+        {wait > 0, RETRYD_HEDGE_RULE_WAIT},
+        {f->throttle_engaged, RETRYD_HEDGE_RULE_HOST_THROTTLED},
+        {f->pushback_ns > 0, RETRYD_HEDGE_RULE_HOST_PUSHBACK},
+        {code == RETRYD_EHEDGE, RETRYD_HEDGE_RULE_HEDGE_BUDGET},
+        {code == RETRYD_EBUDGET, RETRYD_HEDGE_RULE_RETRY_BUDGET},
+        {code == RETRYD_ESHARE, RETRYD_HEDGE_RULE_PROCESS_OVER_SHARE},
+        {code == RETRYD_EREQSHARE, RETRYD_HEDGE_RULE_REQUEST_OVER_SHARE},
+    };
+    for (size_t i = 0; i < sizeof(rules) / sizeof(rules[0]); i++)
+        if (rules[i].holds)
+            return rules[i].rule;
+    return RETRYD_HEDGE_RULE_SEND;
+}
+
+static long hedge_checked, hedge_failures;
+static char hedge_failure_text[512];
+
+static void hedge_check(const retryd_hedge_facts *f, int code)
+{
+    hedge_budget b = {.code = code};
+    retryd_decide_env env = {
+        .sz = sizeof(env), .budget = &hb_iface, .budget_ctx = &b};
+    retryd_hedge_decision d = {.sz = sizeof(d)};
+    const char *what = NULL;
+    retryd_hedge_rule want = hedge_oracle(f, code);
+    hedge_checked++;
+    if (retryd_hedge_decide(f, &env, &d) != 0)
+        what = "refused valid facts";
+    else if (d.rule != want)
+        what = "another rule decided than the order gives";
+    else if ((d.verdict == RETRYD_HEDGE_SEND) !=
+             (want == RETRYD_HEDGE_RULE_SEND))
+        what = "sent when a rule forbade it, or not sent when none did";
+    else if (d.verdict == RETRYD_HEDGE_SEND &&
+             (!safe_idem(f->idempotency) ||
+              f->replayability == RETRYD_ONE_SHOT || f->streamed ||
+              f->response_delivered))
+        what = "a second copy of what must not run twice";
+    else if (b.takes != (want == RETRYD_HEDGE_RULE_SEND ||
+                         want >= RETRYD_HEDGE_RULE_HEDGE_BUDGET))
+        what = "the budget was asked for a hedge not due, or twice";
+    else if (d.verdict == RETRYD_HEDGE_WAIT &&
+             d.delay_ns != f->delay_ns - f->elapsed_ns)
+        what = "a wait other than what is left of the delay";
+    if (what == NULL)
+        return;
+    if (hedge_failures++ == 0)
+        snprintf(hedge_failure_text, sizeof(hedge_failure_text),
+                 "%s: idem=%s replay=%s streamed=%d delivered=%d hedges=%u/%u "
+                 "picture=%s elapsed=%lld remaining=%lld draining=%d "
+                 "throttle=%d pushback=%lld code=%d -> %s/%s",
+                 what, retryd_idempotency_name(f->idempotency),
+                 retryd_replayability_name(f->replayability), f->streamed,
+                 f->response_delivered, f->hedges, f->max_hedges,
+                 retryd_hedge_picture_name(f->picture),
+                 (long long)f->elapsed_ns, (long long)f->remaining_ns,
+                 f->draining, f->throttle_engaged, (long long)f->pushback_ns,
+                 code, retryd_hedge_verdict_name(d.verdict),
+                 retryd_hedge_rule_name(d.rule));
+}
+
+/* Bits: streamed, delivered, draining, throttle engaged, pushback, a short
+ * deadline, due (else half the delay to go); then hedges sent of one or
+ * two allowed, the picture, and what the budget answers. */
+static void hedge_enumerate_flags(retryd_hedge_facts *f)
+{
+    for (unsigned bits = 0; bits < (1u << 7); bits++)
+        for (uint32_t hm = 0; hm < 4; hm++)
+            for (int pic = 0; pic < RETRYD_HEDGE_PICTURE_COUNT; pic++)
+                for (size_t c = 0; c < N_HEDGE_CODES; c++) {
+                    f->streamed = bits & 1;
+                    f->response_delivered = bits & 2;
+                    f->draining = bits & 4;
+                    f->throttle_engaged = bits & 8;
+                    f->pushback_ns = (bits & 16) ? S : 0;
+                    f->remaining_ns = (bits & 32) ? S / 10 : 30 * S;
+                    f->elapsed_ns = (bits & 64) ? f->delay_ns : f->delay_ns / 2;
+                    f->hedges = hm & 1;
+                    f->max_hedges = 1 + (hm >> 1);
+                    f->picture = (retryd_hedge_picture)pic;
+                    hedge_check(f, hedge_codes[c]);
+                }
+}
+
+Test(decision_space,
+     no_hedge_ever_sends_a_second_copy_of_what_must_not_run_twice)
+{
+    retryd_hedge_facts f = {.sz = sizeof(retryd_hedge_facts),
+                            .delay_ns = S / 5,
+                            .min_attempt_ns = S / 20};
+    for (int r = 0; r < RETRYD_REPLAYABILITY_COUNT; r++)
+        for (int i = 0; i < RETRYD_IDEMPOTENCY_COUNT; i++) {
+            f.replayability = (retryd_replayability)r;
+            f.idempotency = (retryd_idempotency)i;
+            hedge_enumerate_flags(&f);
+        }
+    cr_expect_eq(hedge_checked, 3L * 4 * 128 * 4 * RETRYD_HEDGE_PICTURE_COUNT *
+                                    (long)N_HEDGE_CODES);
+    cr_assert_eq(hedge_failures, 0, "%ld of %ld points wrong; first: %s",
+                 hedge_failures, hedge_checked, hedge_failure_text);
 }

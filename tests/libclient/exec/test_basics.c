@@ -54,6 +54,8 @@ Test(error, published_numbers_are_frozen)
         {RETRYD_ECONFIG, -4006},   {RETRYD_EIO, -5},
         {RETRYD_ECURL, -4007},     {RETRYD_EDRAINING, -4008},
         {RETRYD_EOPTS, -4009},     {RETRYD_ECANCELED, -125},
+        {RETRYD_ESHARE, -4010},    {RETRYD_EREQSHARE, -4011},
+        {RETRYD_EHEDGE, -4012},
     };
     for (size_t i = 0; i < sizeof(frozen) / sizeof(frozen[0]); i++)
         cr_expect_eq(frozen[i].code, frozen[i].number, "entry %zu", i);
