@@ -16,6 +16,17 @@ typedef struct sim_rng {
     uint64_t s[4];
 } sim_rng;
 
+/* The streams of a run: the engine's draws, the balancing, then one per
+ * process of the top layer for its arrivals (process n of all hosts, in
+ * order, is SIM_STREAM_ARRIVALS + n). The storm benchmark's real clients
+ * draw their arrivals from the same streams, so that the simulator is
+ * given the very arrivals the real run had. */
+enum {
+    SIM_STREAM_JITTER = 1,
+    SIM_STREAM_LB = 2,
+    SIM_STREAM_ARRIVALS = 1000,
+};
+
 /* Stream @p stream of seed @p seed. */
 void sim_rng_seed(sim_rng *r, uint64_t seed, uint64_t stream);
 

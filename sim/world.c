@@ -12,10 +12,6 @@
 #include "sim/policy.h"
 #include "sim/sim.h"
 
-/* Random streams: one each for the engine's draws and the balancing, then
- * one per tier-0 process for its arrivals. */
-enum { STREAM_JITTER = 1, STREAM_LB = 2, STREAM_ARRIVALS = 1000 };
-
 /* --- objects -------------------------------------------------------------- */
 
 /* Calls and requests come from blocks of this many, freed together at the
@@ -184,7 +180,7 @@ static int build_proc(sim_world *w, sim_host *h, uint32_t i)
     if (h->tier != 0)
         return 0;
     uint64_t n = (uint64_t)h->index * w->p.processes + i;
-    sim_rng_seed(&p->arrivals, w->p.seed, STREAM_ARRIVALS + n);
+    sim_rng_seed(&p->arrivals, w->p.seed, SIM_STREAM_ARRIVALS + n);
     double mean_ns = (double)SIM_NS_PER_S * w->p.processes / w->p.rate;
     sim_schedule(&w->q, &p->arrival, sim_rng_exp_ns(&p->arrivals, mean_ns),
                  on_arrival);
@@ -223,8 +219,8 @@ static int build(sim_world *w)
 {
     const sim_params *p = &w->p;
     sim_queue_init(&w->q);
-    sim_rng_seed(&w->jitter, p->seed, STREAM_JITTER);
-    sim_rng_seed(&w->lb, p->seed, STREAM_LB);
+    sim_rng_seed(&w->jitter, p->seed, SIM_STREAM_JITTER);
+    sim_rng_seed(&w->lb, p->seed, SIM_STREAM_LB);
     sim_server_init(&w->deepest, p->layers, NULL, p->workers, p->service_ns,
                     p->queue);
     sim_event_init(&w->halve_on);
