@@ -614,7 +614,8 @@ static int write_series(const storm_cfg *c, const variant *v, const run *r,
     FILE *f = fopen(path, "we");
     if (f == NULL)
         return bench_fail_errno(path);
-    fprintf(f, "# second goodput sim retries sim load sim\n");
+    fprintf(f, "# trigger %d %d\n# second goodput sim retries sim load sim\n",
+            c->before_s, c->before_s + c->trigger_s);
     for (int s = 0; s < total_s(c) && s < MAX_S; s++)
         fprintf(f, "%d %u %u %u %u %u %u\n", s, r->bins[s].goodput,
                 sim->bins[s].goodput, r->bins[s].retries, sim->bins[s].retries,
