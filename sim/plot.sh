@@ -10,8 +10,9 @@
 #                            processes per host, log scale
 #   storm-real.png           with SERIES_DIR: the one-host storm
 #                            (bench_storm run with BENCH_STORM_SERIES=DIR):
-#                            goodput per second, real against retryd-sim's
-#                            prediction of the same setup
+#                            goodput and retries per second, a panel per
+#                            variant, real against retryd-sim's prediction
+#                            of the same setup
 #
 # usage: sim/plot.sh RETRYD_SIM OUTDIR [SERIES_DIR]   (e.g.
 #        build/sim/retryd-sim docs/images); the data it plotted is left in
@@ -90,29 +91,34 @@ EOF
 made="$out/storm-goodput.png $out/storm-amplification.png"
 
 # --- the one-host storm, real and predicted -------------------------------------
+# A panel per variant: goodput and retries per second, the real run as
+# points, the simulator's prediction as lines.
 if [ -n "$series" ]; then
-    plots=""
+    panels=""
     for v in retryd retryd-local naive; do
         f=$series/storm-$v.dat
         [ -f "$f" ] ||
             { echo "plot.sh: no $f (bench_storm with BENCH_STORM_SERIES)" >&2; exit 2; }
         cp "$f" "$data/"
-        plots="$plots${plots:+, }'$f' using 1:2 with points pt 7 ps 0.7 title '$v: real', '$f' using 1:3 with lines lw 2 title '$v: retryd-sim'"
+        panels="$panels
+set title '$v'
+plot '$f' using 1:2 with points pt 7 ps 0.6 lc rgb '#1f5fa0' title 'goodput, real', '$f' using 1:3 with lines lw 2 lc rgb '#1f5fa0' title 'goodput, retryd-sim', '$f' using 1:4 with points pt 5 ps 0.5 lc rgb '#c0392b' title 'retries, real', '$f' using 1:5 with lines lw 2 lc rgb '#c0392b' title 'retries, retryd-sim'"
     done
     trig=$(sed -n 's/^# trigger //p' "$series/storm-retryd.dat")
     t0=${trig% *}
     t1=${trig#* }
     gnuplot <<EOF
-set terminal pngcairo size 1100,560 font 'DejaVu Sans,11'
+set terminal pngcairo size 1200,460 font 'DejaVu Sans,10'
+set termoption noenhanced
 set output '$out/storm-real.png'
-set title "The one-host storm: 16 processes on the executor, 280 calls/s, an upstream of 8 workers x 20 ms, half of them from $t0 s to $t1 s\n(bench_storm's real runs as points, retryd-sim given the same setup as lines)"
+set multiplot layout 1,3 title "The one-host storm (bench_storm): 16 processes on the executor, 280 calls/s, an upstream of 8 workers x 20 ms, half of them from $t0 s to $t1 s (shaded).\\nPer second: the real run as points, retryd-sim given the same setup as lines"
+set yrange [0:900]
 set xlabel 'seconds'
-set ylabel 'goodput (calls answered 200, per second)'
-set yrange [0:420]
-set key outside right top
+set key top right opaque font ',8'
 set grid
-set object 1 rect from $t0,0 to $t1,420 fc rgb '#dddddd' fs solid 0.5 noborder behind
-plot $plots
+set object 1 rect from $t0,0 to $t1,900 fc rgb '#dddddd' fs solid 0.5 noborder behind
+$panels
+unset multiplot
 EOF
     made="$made $out/storm-real.png"
 fi

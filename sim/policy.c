@@ -49,15 +49,14 @@ static void free_state(sim_proc *p)
     p->policy = NULL;
 }
 
-/* --- naive ---------------------------------------------------------------- */
+/* --- naive --------------------------------------------------------------- */
 
 static const sim_policy policy_naive = {
     .name = "naive",
     .what = "N attempts, no budget",
 };
 
-/* --- Finagle ----------------------------------------------------------------
- */
+/* --- Finagle ------------------------------------------------------------- */
 
 #define FINAGLE_SLICES 10
 #define FINAGLE_SLICE_NS SIM_NS_PER_S /* ttl 10 s in 10 slices */

@@ -84,7 +84,7 @@ static const rd_slot *slot_of(const sim_call *c)
     return &((const rd_host *)c->proc->host->policy)->slot;
 }
 
-/* --- the host's segment --------------------------------------------------- */
+/* --- the host's segment -------------------------------------------------- */
 
 /* What the daemon registers an upstream with (owner_upstream_alloc): the
  * budget's parameters, one second of floor to start, share and health
@@ -166,8 +166,7 @@ static void rd_proc_free(sim_proc *p)
     p->policy = NULL;
 }
 
-/* --- the process-local bucket ----------------------------------------------
- */
+/* --- the process-local bucket -------------------------------------------- */
 
 /* As retryd_upstream_open makes one: the library's defaults, one second
  * of floor, the health defaults. A restarted process makes a new one. */

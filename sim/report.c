@@ -71,8 +71,7 @@ static const char *down_text(const sim_params *p)
                                         : "answers nothing (attempts time out)";
 }
 
-/* --- outage -----------------------------------------------------------------
- */
+/* --- outage -------------------------------------------------------------- */
 
 static void outage_json(const sim_report *r, const sim_outage_result *rows)
 {
@@ -128,8 +127,18 @@ void sim_report_outage(const sim_report *r, const sim_outage_result *rows)
     }
 }
 
-/* --- floors ------------------------------------------------------------------
- */
+/* --- floors -------------------------------------------------------------- */
+
+/* A table cell: @p v with @p decimals and @p unit, or "-" when it is no
+ * number (0 / 0). */
+static void cell(char *buf, size_t len, double v, int decimals,
+                 const char *unit)
+{
+    if (isfinite(v))
+        snprintf(buf, len, "%.*f%s", decimals, v, unit);
+    else
+        snprintf(buf, len, "-");
+}
 
 /* Retries/s beyond what the policy's ratio of first attempts allows: the
  * floors' part. NaN for a policy without a ratio. */
@@ -191,21 +200,28 @@ void sim_report_floors(const sim_report *r, const uint32_t *procs, size_t np,
             down_text(r->p), seconds(r->p->measure_from_ns),
             seconds(r->p->duration_ns));
     fprintf(r->out, "%-16s", "policy");
-    for (size_t k = 0; k < np; k++)
-        fprintf(r->out, " %7s%-2u", "P=", procs[k]);
+    for (size_t k = 0; k < np; k++) {
+        char head[16];
+        snprintf(head, sizeof(head), "P=%u", procs[k]);
+        fprintf(r->out, " %8s", head);
+    }
     fprintf(r->out, " %8s %9s %9s\n", "growth", "floors@1", "floors@P");
     for (size_t i = 0; i < r->n; i++) {
         const sim_policy *pol = r->policies[i];
+        char g[16], f1[16], fp[16];
         fprintf(r->out, "%-16s", pol->name);
         for (size_t k = 0; k < np; k++)
-            fprintf(r->out, " %9.1f", retries[i][k]);
-        fprintf(r->out, " %7.2fx %9.1f %9.1f\n",
-                retries[i][np - 1] / retries[i][0],
-                beyond_ratio(pol, retries[i][0], first[i][0]),
-                beyond_ratio(pol, retries[i][np - 1], first[i][np - 1]));
+            fprintf(r->out, " %8.1f", retries[i][k]);
+        cell(g, sizeof(g), retries[i][np - 1] / retries[i][0], 2, "x");
+        cell(f1, sizeof(f1), beyond_ratio(pol, retries[i][0], first[i][0]), 1,
+             "");
+        cell(fp, sizeof(fp),
+             beyond_ratio(pol, retries[i][np - 1], first[i][np - 1]), 1, "");
+        fprintf(r->out, " %8s %9s %9s\n", g, f1, fp);
     }
-    fprintf(r->out, "\nfloors@P: retries/s beyond the policy's ratio of first "
-                    "attempts (nan: it has none)\n");
+    fprintf(r->out, "\ngrowth: retries/s at the largest P over P=1; floors@P: "
+                    "retries/s beyond the\npolicy's ratio of first attempts "
+                    "(-: it has none, or nothing was retried)\n");
 }
 
 /* --- metastability

@@ -106,7 +106,7 @@ int sim_outage_run(const sim_params *p, sim_outage_result *ret)
     return r;
 }
 
-/* --- floors --------------------------------------------------------------- */
+/* --- floors -------------------------------------------------------------- */
 
 void sim_floors_params(sim_params *p)
 {
@@ -115,8 +115,7 @@ void sim_floors_params(sim_params *p)
     p->measure_from_ns = 20 * SIM_NS_PER_S;
 }
 
-/* --- metastability -----------------------------------------------------------
- */
+/* --- metastability ------------------------------------------------------- */
 
 void sim_meta_apply(sim_params *p, const sim_meta_phases *ph)
 {

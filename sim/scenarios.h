@@ -17,7 +17,7 @@
  * layer, a floor of 10/s per host, seed 1. */
 void sim_params_default(sim_params *p);
 
-/* --- outage: the deepest layer answers 503 to everything --------------- */
+/* --- outage: the deepest layer answers 503 to everything ----------------- */
 
 /* Down from the start; timeouts and deadline of 60 s, long enough for
  * every layer's attempts to be made (the figure is the retries', not the
@@ -42,12 +42,12 @@ int sim_outage_run(const sim_params *p, sim_outage_result *ret);
  * is not a ratio and a floor). */
 double sim_outage_expected(const sim_params *p);
 
-/* --- floors: a dead upstream, 1 to 64 processes per host ---------------- */
+/* --- floors: a dead upstream, 1 to 64 processes per host ----------------- */
 
 /* The outage with one layer, 40 s, rates over the last 20. */
 void sim_floors_params(sim_params *p);
 
-/* --- metastability: capacity halved for a while, then restored ---------- */
+/* --- metastability: capacity halved for a while, then restored ----------- */
 
 typedef struct sim_meta_phases {
     int64_t before_ns, trigger_ns, after_ns;
@@ -86,7 +86,7 @@ int sim_meta_run(const sim_params *p, const sim_meta_phases *ph,
                  sim_meta_result *ret);
 void sim_meta_result_free(sim_meta_result *r);
 
-/* --- restart storms: tier 0 crash-looping during an outage ---------------- */
+/* --- restart storms: tier 0 crash-looping during an outage --------------- */
 
 /* The outage with one layer, 16 processes, crashes every 5 s; 60 s,
  * rates over the last 40. */

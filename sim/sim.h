@@ -216,7 +216,7 @@ static inline sim_host *sim_host_at(sim_world *w, uint32_t tier, uint32_t index)
     return &w->hosts[(size_t)tier * w->p.hosts + index];
 }
 
-/* --- client.c: calls ------------------------------------------------------ */
+/* --- client.c: calls ----------------------------------------------------- */
 
 /* Start a call of @p proc to the next tier, serving @p parent (NULL at
  * tier 0). */
@@ -229,7 +229,7 @@ void sim_call_answer(sim_world *w, sim_call *c, int status);
  * the servers, which go on with them. */
 void sim_proc_kill_calls(sim_world *w, sim_proc *proc);
 
-/* --- server.c: servers ---------------------------------------------------- */
+/* --- server.c: servers --------------------------------------------------- */
 
 void sim_server_init(sim_server *s, uint32_t tier, sim_host *host,
                      uint32_t workers, int64_t service_ns, uint32_t queue);
@@ -246,7 +246,7 @@ void sim_req_respond(sim_world *w, sim_req *r, int status);
 /* Workers serving now: @p active, the queue served up to it. */
 void sim_server_set_active(sim_world *w, sim_server *s, uint32_t active);
 
-/* --- world.c: objects ----------------------------------------------------- */
+/* --- world.c: objects ---------------------------------------------------- */
 
 sim_call *sim_call_alloc(sim_world *w);
 void sim_call_release(sim_world *w, sim_call *c);

@@ -12,7 +12,7 @@
 #include "sim/policy.h"
 #include "sim/sim.h"
 
-/* --- objects -------------------------------------------------------------- */
+/* --- objects ------------------------------------------------------------- */
 
 /* Calls and requests come from blocks of this many, freed together at the
  * end: whatever is still in flight then (at a server, on the wire) goes
@@ -97,7 +97,7 @@ sim_bin *sim_bin_now(sim_world *w)
     return i < w->n_bins ? &w->bins[i] : NULL;
 }
 
-/* --- tier 0: arrivals and crashes ----------------------------------------- */
+/* --- tier 0: arrivals and crashes ---------------------------------------- */
 
 static void on_arrival(void *ctx, sim_event *e)
 {
