@@ -93,6 +93,8 @@ static const opt opts[] = {
      "one hop's latency (500)"},
     {"--host-floor", OPT_DOUBLE, AT(p.host_floor), 0, 1e6, S_ALL,
      "retryd's floor per host, retries/s (10)"},
+    {"--throttle-window", OPT_SECONDS, AT(p.throttle_window_ns), 1, 3600, S_ALL,
+     "retryd-adaptive's throttle_window, s (30)"},
     {"--workers", OPT_U32, AT(p.workers), 2, 100000, S_META,
      "the server's workers (10)"},
     {"--service-ms", OPT_DOUBLE, AT(p.service_ns), 0.001, 60000, S_META,

@@ -104,8 +104,10 @@ static void register_upstream(seg_upstream *s, uint64_t floor_micro,
 static health_params health_of(const sim_world *w)
 {
     health_params hp = retryd__health_defaults;
-    if (w->p.policy == &sim_policy_retryd_adaptive)
-        hp.flags |= SEG_HEALTH_THROTTLE; /* K 2, 30 s, quorum 1: defaults */
+    if (w->p.policy == &sim_policy_retryd_adaptive) {
+        hp.flags |= SEG_HEALTH_THROTTLE; /* K 2, quorum 1: the defaults */
+        hp.window_ns = (uint64_t)w->p.throttle_window_ns;
+    }
     return hp;
 }
 

@@ -35,6 +35,7 @@ void sim_params_default(sim_params *p)
         .duration_ns = 60 * SIM_NS_PER_S,
         .measure_from_ns = 30 * SIM_NS_PER_S,
         .host_floor = 10,
+        .throttle_window_ns = 30 * SIM_NS_PER_S,
         .seed = 1,
     };
 }

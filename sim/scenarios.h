@@ -14,7 +14,7 @@
 /* retryd's defaults and the executor's: 1 layer, 1 host, 1 process, 1000
  * first attempts/s, 3 attempts, 10 s attempts, a 30 s deadline, 50 ms
  * minimum, full jitter from 100 ms, 0.5 ms a hop, an unbounded deepest
- * layer, a floor of 10/s per host, seed 1. */
+ * layer, a floor of 10/s per host, a throttle window of 30 s, seed 1. */
 void sim_params_default(sim_params *p);
 
 /* --- outage: the deepest layer answers 503 to everything ----------------- */

@@ -83,6 +83,8 @@ typedef struct sim_params {
     /* A host's floor of retries per second for retryd's host budget
      * (policy_retryd.c, sim_host_floor()); retryd's default is 10. */
     double host_floor;
+    /* retryd-adaptive's throttle_window (docs/health.md; 30 s). */
+    int64_t throttle_window_ns;
     uint64_t seed;
 } sim_params;
 
