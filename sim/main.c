@@ -400,13 +400,16 @@ static void usage(FILE *out)
     for (size_t i = 0; i < N_SUBCOMMANDS; i++)
         fprintf(out, "  %-11s %s\n", subcommands[i].name,
                 subcommands[i].summary);
-    fprintf(out, "\noptions (the scenarios that take each):\n");
+    fprintf(out, "\noptions (of every scenario, unless they are named):\n");
     for (size_t i = 0; i < N_OPTS; i++) {
-        fprintf(out, "  %-16s %s [", opts[i].name, opts[i].help);
-        for (size_t k = 0; k < N_SUBCOMMANDS; k++)
-            if (opts[i].scenarios & subcommands[k].scenario)
-                fprintf(out, " %s", subcommands[k].name);
-        fprintf(out, " ]\n");
+        fprintf(out, "  %-17s %s", opts[i].name, opts[i].help);
+        const char *sep = " (";
+        for (size_t k = 0; opts[i].scenarios != S_ALL && k < N_SUBCOMMANDS; k++)
+            if (opts[i].scenarios & subcommands[k].scenario) {
+                fprintf(out, "%s%s", sep, subcommands[k].name);
+                sep = ", ";
+            }
+        fprintf(out, "%s\n", opts[i].scenarios != S_ALL ? ")" : "");
     }
     fprintf(out, "\nThe same seed prints the same numbers. docs/storms.md "
                  "tells the model and\nthe commands that made its tables. "

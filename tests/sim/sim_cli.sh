@@ -80,6 +80,7 @@ refuse "--workers is not an option of outage" outage --workers 4
 refuse "--layers needs a value" outage --layers
 refuse "unknown scenario 'storm'" storm
 refuse "--measure-from must be below --duration" outage --duration 10 --measure-from 10
-refuse "more than 4000000 processes" outage --hosts 100000 --processes 1000
+refuse "more than 4000000 processes" outage --hosts 10000 --processes 1000
+refuse "--hosts: bad value '100000'" outage --hosts 100000
 refuse "--failure: expected 503 or timeout" restart --failure 500
 echo "sim_cli: ok"
