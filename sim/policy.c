@@ -16,6 +16,9 @@
  *   aws      the AWS SDKs' standard retry quota (500 tokens, 5 per retry,
  *            10 per retry after a timeout, 1 back per success without a
  *            retry, the retry's cost back when it succeeds), per process.
+ *   aws-2026 the same quota with the SDKs' 2026 retry costs
+ *            (AWS_NEW_RETRIES_2026): 14 per transient retry, timeouts
+ *            like any transient error, 5 after throttling (429).
  *   envoy    Envoy's retry budget (budget_percent 20, min_retry_concurrency
  *            3), per proxy (a sidecar per process): retries in progress
  *            at most max(3, 20 % of the requests in flight).
@@ -199,18 +202,36 @@ static const sim_policy policy_grpc = {
 #define AWS_RETRY_COST 5
 #define AWS_TIMEOUT_COST 10
 #define AWS_NO_RETRY_INCREMENT 1
+/* The 2026 costs: a transient error (a timeout among them) 14, a
+ * throttling error 5. */
+#define AWS_2026_RETRY_COST 14
+#define AWS_2026_THROTTLE_COST 5
 
 typedef struct aws_state {
     int32_t quota;
+    int32_t retry_cost, timeout_cost, throttle_cost;
 } aws_state;
+
+static int aws_init_costs(sim_proc *p, int32_t retry, int32_t timeout,
+                          int32_t throttle)
+{
+    if (alloc_state(p, sizeof(aws_state)) < 0)
+        return -1;
+    *(aws_state *)p->policy = (aws_state){AWS_QUOTA, retry, timeout, throttle};
+    return 0;
+}
 
 static int aws_init(sim_world *w, sim_proc *p)
 {
     (void)w;
-    if (alloc_state(p, sizeof(aws_state)) < 0)
-        return -1;
-    ((aws_state *)p->policy)->quota = AWS_QUOTA;
-    return 0;
+    return aws_init_costs(p, AWS_RETRY_COST, AWS_TIMEOUT_COST, AWS_RETRY_COST);
+}
+
+static int aws_2026_init(sim_world *w, sim_proc *p)
+{
+    (void)w;
+    return aws_init_costs(p, AWS_2026_RETRY_COST, AWS_2026_RETRY_COST,
+                          AWS_2026_THROTTLE_COST);
 }
 
 static void aws_outcome(sim_world *w, sim_call *c, int status)
@@ -218,6 +239,7 @@ static void aws_outcome(sim_world *w, sim_call *c, int status)
     (void)w;
     aws_state *a = proc_state(c);
     c->timed_out = status == 0;
+    c->throttled = status == 429;
     if (status != 200)
         return;
     /* A success gives back what its retry took, or one token when it
@@ -229,7 +251,10 @@ static void aws_outcome(sim_world *w, sim_call *c, int status)
 
 static int32_t aws_cost(const sim_call *c)
 {
-    return c->timed_out ? AWS_TIMEOUT_COST : AWS_RETRY_COST;
+    const aws_state *a = proc_state(c);
+    return c->timed_out   ? a->timeout_cost
+           : c->throttled ? a->throttle_cost
+                          : a->retry_cost;
 }
 
 static bool aws_peek(void *ctx)
@@ -259,6 +284,17 @@ static const sim_policy policy_aws = {
             "per process",
     .per_process = true,
     .proc_init = aws_init,
+    .proc_free = free_state,
+    .outcome = aws_outcome,
+    .budget = &aws_budget,
+};
+
+static const sim_policy policy_aws_2026 = {
+    .name = "aws-2026",
+    .what = "AWS standard retry quota with the 2026 costs: 500, 14 a "
+            "transient retry, 5 after throttling, per process",
+    .per_process = true,
+    .proc_init = aws_2026_init,
     .proc_free = free_state,
     .outcome = aws_outcome,
     .budget = &aws_budget,
@@ -365,6 +401,7 @@ const sim_policy *const sim_policies[] = {
     &policy_finagle,
     &policy_grpc,
     &policy_aws,
+    &policy_aws_2026,
     &policy_envoy,
     &sim_policy_retryd,
     &sim_policy_retryd_adaptive,

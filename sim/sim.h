@@ -157,6 +157,7 @@ typedef struct sim_call {
     uint32_t taken;   /* retries granted */
     /* What the per-process policies keep per call (policy.c). */
     bool timed_out;    /* the last attempt timed out (AWS's cost) */
+    bool throttled;    /* the last attempt was a 429 (AWS 2026's cost) */
     uint32_t aws_held; /* AWS: the quota the last retry acquired */
     bool retry_held;   /* Envoy: holds one of the active retries */
     bool attempt_out;  /* Envoy: counts as an active request */
