@@ -9,8 +9,10 @@
 # libncurses-dev: retrydctl top's live screen.
 # libmicrohttpd-dev: the daemon's /metrics endpoint. curl, jq, iproute2 (ss): the
 # operators' kit tests (deploy/prometheus/, tests/ops/) ask Prometheus's
-# HTTP API and read the dashboard's JSON. promtool and prometheus: see
-# install_prometheus below; chromium: see install_chromium.
+# HTTP API and read the dashboard's JSON. gnuplot-nox: the storm pictures
+# of docs/storms.md, drawn from retryd-sim's JSON (sim/plot.sh, which
+# reads it with jq). promtool and prometheus: see install_prometheus
+# below; chromium: see install_chromium.
 # Idempotent: when every package is already installed (and promtool and
 # prometheus are in their cache, chromium on PATH) it runs no apt-get at all.
 set -eu
@@ -32,6 +34,7 @@ libuv1-dev
 libncurses-dev
 libmicrohttpd-dev
 curl jq iproute2
+gnuplot-nox
 "
 
 SUDO=""

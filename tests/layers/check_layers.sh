@@ -5,13 +5,14 @@
 # sources, so a forbidden call fails even where CMake would let it link.
 #
 # usage:
-#   check_layers.sh check [--cc CC] [--src DIR] [--daemon BIN]
+#   check_layers.sh check [--cc CC] [--src DIR] [--daemon BIN] [--sim BIN]
 #                         [--layer NAME OBJ...]...
 #     Every undefined symbol of a layer's objects must be defined by the
 #     same layer, by a layer its arrows reach, or by a system library its
-#     arrows reach (ARROWS below); BIN's DT_NEEDED must not name libcurl,
-#     libuuid or liburcu-bp; the #include lines under DIR keep the rules of
-#     check_includes. Each part runs when its input is given.
+#     arrows reach (ARROWS below); the daemon's DT_NEEDED must not name
+#     libcurl, libuuid or liburcu-bp, the simulator's (retryd-sim) no
+#     libcurl, libuuid or liburcu; the #include lines under DIR keep the
+#     rules of check_includes. Each part runs when its input is given.
 #   check_layers.sh selftest [--cc CC] --work DIR [--layer NAME OBJ...]...
 #     Proves the checker fails: feeds it an object that calls
 #     curl_easy_init as if it were in decide, a decide source that includes
@@ -37,6 +38,10 @@ arrows() {
     exec) echo "budget decide shared base libs: c m gcc curl uuid" ;;
     # The Prometheus renderer: the proto's types, the engine's names.
     prom) echo "decide base proto libs: c gcc" ;;
+    # The storm simulator (sim/, docs/storms.md): the real engine and the
+    # real bucket and health code, on a segment in memory; no attachment,
+    # no executor, no libcurl.
+    sim) echo "decide shared base libs: c m gcc" ;;
     # The daemon's wings (daemon/CMakeLists.txt), bottom up, then the
     # daemon proper (the event loop), which may use them all.
     dcore) echo "shared base proto prom libs: c m gcc protobuf-c urcu-memb urcu-cds inih" ;;
@@ -53,6 +58,7 @@ arrows() {
     test_shared) echo "shared base proto libs: c m gcc protobuf-c criterion" ;;
     test_budget) echo "budget decide shared base proto libs: c m gcc protobuf-c urcu-bp urcu-cds criterion" ;;
     test_exec) echo "exec budget decide shared base proto test_support libs: c m gcc protobuf-c urcu-bp urcu-cds curl uuid criterion" ;;
+    test_sim) echo "sim decide shared base libs: c m gcc" ;;
     *) return 1 ;;
     esac
 }
@@ -94,6 +100,8 @@ RUNTIME_PREFIXES="__asan_ __ubsan_ __tsan_ __sanitizer_ __sancov_ __msan __gcov_
 # The daemon's DT_NEEDED must not name these (it never performs a request
 # and registers its own RCU threads).
 DAEMON_FORBIDDEN_NEEDED="libcurl libuuid liburcu-bp"
+# Nor the simulator's: it performs no request and attaches to no daemon.
+SIM_FORBIDDEN_NEEDED="libcurl libuuid liburcu"
 
 die() {
     echo "check_layers: $*" >&2
@@ -257,24 +265,25 @@ check_symbols() {
     return 1
 }
 
-# --- the daemon's DT_NEEDED ------------------------------------------------
+# --- the daemon's and the simulator's DT_NEEDED ---------------------------
+# check_needed BIN WHO FORBIDDEN: BIN (the daemon, the simulator) needs
+# none of the libraries FORBIDDEN (a space-separated list).
 check_needed() {
     needed=$(readelf -d "$1" | sed -n 's/.*(NEEDED).*\[\(.*\)\].*/\1/p') ||
         die "readelf -d $1 failed"
     bad=0
     for lib in $needed; do
-        for f in $DAEMON_FORBIDDEN_NEEDED; do
+        for f in $3; do
             case $lib in
             "$f".so* | "$f"-*.so*)
-                echo "layers: FAIL daemon -> ${f#lib}: $1 needs $lib" \
-                    "(the daemon never links $DAEMON_FORBIDDEN_NEEDED)"
+                echo "layers: FAIL $2 -> ${f#lib}: $1 needs $lib" \
+                    "(the $2 never links $3)"
                 bad=1
                 ;;
             esac
         done
     done
-    [ $bad = 0 ] && echo "layers: needed: ${1##*/} needs none of" \
-        "$DAEMON_FORBIDDEN_NEEDED"
+    [ $bad = 0 ] && echo "layers: needed: ${1##*/} needs none of $3"
     return $bad
 }
 
@@ -322,6 +331,13 @@ check_includes() {
         "shared includes no decide, budget, exec, decision, client, curl or urcu header" \
         '(^|/)(decide|budget|exec)/|^retryd/(decision|client|retryd)\.h$|^curl/|urcu' \
         $(files libclient/shared) || bad=1
+    # The simulator: the engine and the shared layer, never the budget
+    # layer's attachment, the executor, curl or urcu.
+    # shellcheck disable=SC2046
+    includes_rule \
+        "the simulator includes no budget, exec, client, budget API, curl or urcu header" \
+        '(^|/)(budget|exec)/|^retryd/(client|budget|budget_decide|multi|retryd)\.h$|^curl/|urcu' \
+        $(files sim) || bad=1
     # The daemon (retrydctl, a client of the library, lives apart).
     # shellcheck disable=SC2046
     includes_rule \
@@ -344,7 +360,7 @@ check_includes() {
         '^control/' $(files daemon/stats) || bad=1
     cd - >/dev/null
     [ $bad = 0 ] && echo "layers: includes: base, decide, shared, the daemon" \
-        "and its wings include only what their arrows allow"
+        "and its wings, the simulator include only what their arrows allow"
     return $bad
 }
 
@@ -352,6 +368,7 @@ check_includes() {
 CC=${CC:-cc}
 SRC=
 DAEMON=
+SIM=
 WORK=
 mode=${1:-}
 [ $# -gt 0 ] && shift
@@ -365,6 +382,7 @@ while [ $# -gt 0 ]; do
     --cc) CC=$2; shift 2 ;;
     --src) SRC=$2; shift 2 ;;
     --daemon) DAEMON=$2; shift 2 ;;
+    --sim) SIM=$2; shift 2 ;;
     --work) WORK=$2; shift 2 ;;
     --layer) layer=$2; shift 2 ;;
     --*) die "unknown option $1" ;;
@@ -379,7 +397,12 @@ done
 run_check() {
     rc=0
     if [ -s "$LAYERS_FILE" ]; then check_symbols || rc=1; fi
-    if [ -n "$DAEMON" ]; then check_needed "$DAEMON" || rc=1; fi
+    if [ -n "$DAEMON" ]; then
+        check_needed "$DAEMON" daemon "$DAEMON_FORBIDDEN_NEEDED" || rc=1
+    fi
+    if [ -n "$SIM" ]; then
+        check_needed "$SIM" simulator "$SIM_FORBIDDEN_NEEDED" || rc=1
+    fi
     if [ -n "$SRC" ]; then check_includes "$SRC" || rc=1; fi
     return $rc
 }
@@ -406,7 +429,7 @@ expect() {
 selftest() {
     [ -n "$WORK" ] || die "selftest needs --work DIR"
     rm -rf "$WORK"
-    mkdir -p "$WORK/src/libclient/decide" "$WORK/src/daemon"
+    mkdir -p "$WORK/src/libclient/decide" "$WORK/src/daemon" "$WORK/src/sim"
     self=$(cd "$(dirname "$0")" && pwd)/$(basename "$0")
     # The layers given (the real base and decide, say) stay as they are;
     # the two objects join decide.
@@ -422,6 +445,7 @@ selftest() {
     "$CC" -c -fPIC -o "$WORK/bad.o" "$WORK/bad.c" || die "cannot compile"
     printf '#include <curl/curl.h>\n' >"$WORK/src/libclient/decide/bad.c"
     printf '#include "retryd/decision.h"\n' >"$WORK/src/daemon/bad.h"
+    printf '#include "retryd/client.h"\n' >"$WORK/src/sim/bad.c"
     printf 'int main(void) { return 0; }\n' >"$WORK/main.c"
     # shellcheck disable=SC2046 # pkg-config's flags, one word each
     "$CC" -o "$WORK/needs_curl" "$WORK/main.c" -Wl,--no-as-needed \
@@ -443,6 +467,16 @@ selftest() {
         "$self" check --src "$WORK/src" || rc=1
     expect 1 "a daemon that needs libcurl fails" "FAIL daemon -> curl" \
         "$self" check --daemon "$WORK/needs_curl" || rc=1
+    # The simulator: a sim object that calls libcurl, a sim source that
+    # includes the executor's header, a simulator linked with libcurl.
+    expect 1 "a sim object that calls curl_easy_init fails" \
+        "FAIL sim -> curl: bad.o (sim) references curl_easy_init" \
+        "$self" check --cc "$CC" "$@" --layer sim "$WORK/bad.o" || rc=1
+    expect 1 "a sim source that includes retryd/client.h fails" \
+        "sim/bad.c:1: #include retryd/client.h" \
+        "$self" check --src "$WORK/src" || rc=1
+    expect 1 "a simulator that needs libcurl fails" "FAIL simulator -> curl" \
+        "$self" check --sim "$WORK/needs_curl" || rc=1
 
     # The daemon's wings: a segment function, a stats object that calls
     # it (its arrows reach the segment, its deny list forbids the call), a

@@ -1,0 +1,338 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * retryd's policies on retryd's own code: the bucket arithmetic
+ * (shared/bucket.h) and the host health (shared/health.h) run on a segment
+ * in memory, formatted and validated by the segment code the daemon uses
+ * (shared/segment.h), its upstream slot initialised as the daemon
+ * initialises a registered one; the admission and the classification of an
+ * attempt are the engine's (retryd_admit, retryd_health_classify). Only
+ * the clock is the simulator's: every one of those functions takes the
+ * time (a bucket_clock, a now_ns), so the library's hot paths are the ones
+ * measured in docs/benchmarks.md, unchanged.
+ *
+ *   retryd           one budget per upstream per host (the segment)
+ *   retryd-adaptive  the same with the host throttle on (docs/health.md:
+ *                    K 2, a 30 s window, a quorum of 1)
+ *   retryd-local     a process-local bucket per process: what the library
+ *                    falls back to without a daemon
+ *
+ * What this leaves out, and why the figures do not need it: fair shares'
+ * claims (docs/budget.md#fair-shares) divide a host's tokens among its
+ * processes, not their number, and they need the daemon's heartbeat to
+ * decay; the tallies here keep no claim, so the bucket is first come,
+ * first served (the request's share of a short balance still applies, as
+ * the library's withdrawal asks it). Pushback needs a Retry-After, which
+ * no simulated server sends.
+ */
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "retryd/common.h"
+#include "shared/bucket.h"
+#include "shared/health.h"
+#include "shared/segment.h"
+#include "sim/policy.h"
+
+/* Simulated time starts an hour into a monotonic clock: the segment's
+ * words read 0 as "never" (a refill stamp, a probe, a share). */
+#define CLOCK_BASE_NS (INT64_C(3600) * SIM_NS_PER_S)
+
+/* One bucket as the library binds it: the slot, its ident, the tally. */
+typedef struct rd_slot {
+    seg_upstream *s;
+    uint64_t ident;
+    bucket_tally tally;
+} rd_slot;
+
+typedef struct rd_host {
+    void *mem; /* the segment */
+    seg_view view;
+    rd_slot slot; /* the next tier's upstream */
+} rd_host;
+
+typedef struct rd_proc {
+    /* Where this process's count in the rejecters ring is (health.h). */
+    _Atomic uint64_t reject_epoch;
+    seg_upstream *local; /* retryd-local: its own bucket */
+    rd_slot slot;        /* retryd-local: bound to it */
+} rd_proc;
+
+static uint64_t sim_clock_now(void *ctx)
+{
+    return (uint64_t)(((const sim_world *)ctx)->q.now + CLOCK_BASE_NS);
+}
+
+static uint64_t now_of(const sim_world *w)
+{
+    return (uint64_t)(w->q.now + CLOCK_BASE_NS);
+}
+
+double sim_host_floor(const sim_world *w, const sim_host *h)
+{
+    /* Every host the same: the fleet tier would give each its share of a
+     * fleet-wide floor here. */
+    (void)h;
+    return w->p.host_floor;
+}
+
+static const rd_slot *slot_of(const sim_call *c)
+{
+    const rd_proc *p = c->proc->policy;
+    if (p->local != NULL)
+        return &p->slot;
+    return &((const rd_host *)c->proc->host->policy)->slot;
+}
+
+/* --- the host's segment -------------------------------------------------- */
+
+/* What the daemon registers an upstream with (owner_upstream_alloc): the
+ * budget's parameters, one second of floor to start, share and health
+ * parameters, and only then the ident that makes the slot active. */
+static void register_upstream(seg_upstream *s, uint64_t floor_micro,
+                              const health_params *hp, uint64_t now)
+{
+    const uint32_t gen = 1;
+    memcpy(s->name, "next-tier", sizeof("next-tier"));
+    retryd__bucket_init(s, gen, SEG_DEFAULT_RATIO_MICRO, floor_micro,
+                        SEG_DEFAULT_CAP_MICRO, floor_micro, now);
+    retryd__health_init(s, hp);
+    atomic_store_explicit(&s->ident, seg_ident(gen, SEG_ACTIVE),
+                          memory_order_release);
+}
+
+static health_params health_of(const sim_world *w)
+{
+    health_params hp = retryd__health_defaults;
+    if (w->p.policy == &sim_policy_retryd_adaptive) {
+        hp.flags |= SEG_HEALTH_THROTTLE; /* K 2, quorum 1: the defaults */
+        hp.window_ns = (uint64_t)w->p.throttle_window_ns;
+    }
+    return hp;
+}
+
+static int rd_host_init(sim_world *w, sim_host *h)
+{
+    size_t size = retryd__segment_size(1, 1);
+    rd_host *r = calloc(1, sizeof(*r));
+    if (r == NULL)
+        return -1;
+    r->mem = aligned_alloc(4096, size);
+    if (r->mem == NULL) {
+        free(r);
+        return -1;
+    }
+    memset(r->mem, 0, size);
+    retryd__segment_format_zeroed(r->mem, 1, 1, w->p.seed, 0);
+    if (retryd__segment_view(r->mem, size, &r->view) < 0) {
+        free(r->mem);
+        free(r);
+        return -1;
+    }
+    seg_upstream *s = retryd__segment_upstream(&r->view, 0);
+    uint64_t floor_micro;
+    if (!seg_tokens_to_micro(sim_host_floor(w, h), SEG_MAX_FLOOR_MICRO,
+                             &floor_micro))
+        floor_micro = SEG_DEFAULT_FLOOR_MICRO_PER_S;
+    health_params hp = health_of(w);
+    register_upstream(s, floor_micro, &hp, now_of(w));
+    r->slot = (rd_slot){s, atomic_load(&s->ident),
+                        (bucket_tally){s->counters, false, NULL, NULL}};
+    h->policy = r;
+    return 0;
+}
+
+static void rd_host_free(sim_host *h)
+{
+    rd_host *r = h->policy;
+    if (r != NULL)
+        free(r->mem);
+    free(r);
+    h->policy = NULL;
+}
+
+static int rd_proc_init(sim_world *w, sim_proc *p)
+{
+    (void)w;
+    free(p->policy);
+    p->policy = calloc(1, sizeof(rd_proc));
+    return p->policy ? 0 : -1;
+}
+
+static void rd_proc_free(sim_proc *p)
+{
+    rd_proc *r = p->policy;
+    if (r != NULL)
+        free(r->local);
+    free(r);
+    p->policy = NULL;
+}
+
+/* --- the process-local bucket -------------------------------------------- */
+
+/* As retryd_upstream_open makes one: the library's defaults, one second
+ * of floor, the health defaults. A restarted process makes a new one. */
+static int local_init(sim_world *w, sim_proc *p)
+{
+    rd_proc_free(p);
+    rd_proc *r = calloc(1, sizeof(*r));
+    seg_upstream *s = aligned_alloc(SEG_LINE, sizeof(seg_upstream));
+    if (r == NULL || s == NULL) {
+        free(r);
+        free(s);
+        return -1;
+    }
+    memset(s, 0, sizeof(*s));
+    health_params hp = retryd__health_defaults;
+    register_upstream(s, SEG_DEFAULT_FLOOR_MICRO_PER_S, &hp, now_of(w));
+    r->local = s;
+    r->slot = (rd_slot){s, atomic_load(&s->ident),
+                        (bucket_tally){s->counters, false, NULL, NULL}};
+    p->policy = r;
+    return 0;
+}
+
+/* --- the budget
+ * --------------------------------------------------------------- */
+
+static void rd_first(sim_world *w, sim_call *c)
+{
+    (void)w;
+    const rd_slot *r = slot_of(c);
+    (void)retryd__bucket_deposit(r->s, r->ident, &r->tally);
+}
+
+static bucket_clock clock_of(const sim_call *c)
+{
+    return (bucket_clock){sim_clock_now, c->proc->host->world};
+}
+
+static bool rd_peek(void *ctx)
+{
+    const sim_call *c = ctx;
+    const rd_slot *r = slot_of(c);
+    bucket_clock clk = clock_of(c);
+    return retryd__bucket_peek(r->s, r->ident, &clk, &r->tally) == 1;
+}
+
+/* As retryd_upstream_withdraw_for: a request that took retries already
+ * may take one more only within its share of a short balance. */
+static int rd_take_for(void *ctx, uint32_t taken)
+{
+    const sim_call *c = ctx;
+    const rd_slot *r = slot_of(c);
+    bucket_clock clk = clock_of(c);
+    if (taken > 0) {
+        uint64_t seen =
+            retryd__bucket_projected_balance(r->s, clk.now(clk.ctx));
+        if (!retryd__share_request_ok(r->s, taken, seen)) {
+            bucket_tally_add(&r->tally, SEG_C_DENIED_OVER_SHARE, 1);
+            return RETRYD_EREQSHARE;
+        }
+    }
+    return retryd__bucket_withdraw(r->s, r->ident, &clk, &r->tally);
+}
+
+static bool rd_take(void *ctx)
+{
+    return rd_take_for(ctx, 0) == 0;
+}
+
+static const retryd_budget_iface rd_budget = {sizeof(retryd_budget_iface),
+                                              rd_peek, rd_take, rd_take_for};
+
+/* --- host health
+ * ------------------------------------------------------------------ */
+
+/* As retryd_upstream_admit, for a first attempt (the sim's only
+ * admission): the throttle's probability from the window, the engine's
+ * admission, the slot's probe for a throttled one. */
+static bool rd_admit(sim_world *w, sim_call *c)
+{
+    const rd_slot *r = slot_of(c);
+    seg_upstream *s = r->s;
+    uint64_t flags =
+        atomic_load_explicit(&s->health_flags, memory_order_relaxed);
+    if (!(flags & SEG_HEALTH_THROTTLE))
+        return true;
+    uint64_t now = now_of(w);
+    health_view v;
+    retryd__health_view(s, now, &v);
+    if (v.probability == 0)
+        return true;
+    retryd_admit_facts f = {
+        .sz = sizeof(f),
+        .first_attempt = true,
+        .throttle_probability = v.probability,
+        .draw = sim_rng_unit(&w->jitter),
+        .remaining_ns = c->deadline - w->q.now,
+        .min_attempt_ns = w->p.min_attempt_ns,
+    };
+    retryd_admission a;
+    int64_t wait;
+    if (retryd_admit(&f, sim_rng_source, &w->jitter, &a, &wait) < 0 ||
+        a != RETRYD_ADMIT_THROTTLED)
+        return true;
+    if (retryd__health_claim_probe(s, now))
+        return true; /* the slot's one probe goes out */
+    retryd__health_record(s, now, 1, 0);
+    bucket_tally_add(&r->tally, SEG_C_THROTTLED, 1);
+    return false;
+}
+
+/* As retryd_upstream_observe: the attempt counts in the window. */
+static void rd_outcome(sim_world *w, sim_call *c, int status)
+{
+    const rd_slot *r = slot_of(c);
+    retryd_health_count k =
+        retryd_health_classify(status ? RETRYD_EVIDENCE_RESPONSE_RECEIVED
+                                      : RETRYD_EVIDENCE_SENT_NO_RESPONSE,
+                               status);
+    if (k == RETRYD_HEALTH_NOT_COUNTED)
+        return;
+    uint64_t now = now_of(w);
+    retryd__health_record(r->s, now, 1, k == RETRYD_HEALTH_ACCEPT);
+    if (k == RETRYD_HEALTH_REJECT)
+        retryd__health_reject(r->s, now,
+                              &((rd_proc *)c->proc->policy)->reject_epoch);
+}
+
+const sim_policy sim_policy_retryd = {
+    .name = "retryd",
+    .what = "retryd: 10 %, 10/s, cap 100, one budget per host",
+    .ratio = 0.1,
+    .floor = 10,
+    .host_init = rd_host_init,
+    .host_free = rd_host_free,
+    .proc_init = rd_proc_init,
+    .proc_free = rd_proc_free,
+    .first = rd_first,
+    .outcome = rd_outcome,
+    .budget = &rd_budget,
+};
+
+const sim_policy sim_policy_retryd_adaptive = {
+    .name = "retryd-adaptive",
+    .what = "retryd's host budget and host throttle (K 2, 30 s window)",
+    .host_init = rd_host_init,
+    .host_free = rd_host_free,
+    .proc_init = rd_proc_init,
+    .proc_free = rd_proc_free,
+    .admit = rd_admit,
+    .first = rd_first,
+    .outcome = rd_outcome,
+    .budget = &rd_budget,
+};
+
+const sim_policy sim_policy_retryd_local = {
+    .name = "retryd-local",
+    .what = "retryd's bucket, process-local (no daemon): 10 %, 10/s, cap 100",
+    .per_process = true,
+    .ratio = 0.1,
+    .floor = 10,
+    .proc_init = local_init,
+    .proc_free = rd_proc_free,
+    .first = rd_first,
+    .outcome = rd_outcome,
+    .budget = &rd_budget,
+};
