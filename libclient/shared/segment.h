@@ -19,7 +19,7 @@
 #include <stdint.h>
 
 #define SEG_MAGIC UINT64_C(0x4753445952544552) /* "RETRYDSG", little-endian */
-#define SEG_LAYOUT_VERSION 4u /* 4: fair shares (docs/budget.md) */
+#define SEG_LAYOUT_VERSION 5u /* 5: the fleet tier (docs/fleet.md) */
 #define SEG_LINE 64
 #define SEG_HEADER_SIZE 4096u
 
@@ -215,6 +215,9 @@ typedef struct seg_header {
 #define SEG_HEALTH_PUSHBACK_FIRST 0x4u /* pushback_first_attempts = on */
 #define SEG_HEALTH_FLAGS_ALL 0x7u
 
+/* The fleet tier's block (seg_fleet, docs/fleet.md), in a file of its own. */
+#include "shared/fleet_layout.h"
+
 typedef struct seg_upstream {
     /* The bucket: the only line every process writes on the hot path. */
     alignas(SEG_LINE) _Atomic uint64_t tokens; /* gen16 | balance48 */
@@ -265,6 +268,8 @@ typedef struct seg_upstream {
     /* Counters of exited processes (folded in by the daemon) and of
      * processes whose own table is full. */
     alignas(SEG_LINE) _Atomic uint64_t counters[SEG_COUNTERS];
+    /* The fleet tier: what the daemon learned from the other hosts. */
+    seg_fleet fleet;
 } seg_upstream;
 
 #define SEG_PROC_ENTRIES 32
