@@ -50,7 +50,7 @@ typedef struct reply_health_item {
     uint64_t n;
 } reply_health_item;
 
-#define REPLY_HEALTH_KINDS 11
+#define REPLY_HEALTH_KINDS 12
 
 static inline void reply_health_items(const Retryd__StatsReply *r,
                                       reply_health_item out[REPLY_HEALTH_KINDS])
@@ -70,6 +70,7 @@ static inline void reply_health_items(const Retryd__StatsReply *r,
         {"health_repaired", h->health_repaired},
         {"shares_repaired", h->shares_repaired},
         {"freed_slot_writes", h->freed_slot_writes},
+        {"fleet_repaired", h->fleet_repaired},
     };
     for (size_t i = 0; i < REPLY_HEALTH_KINDS; i++)
         out[i] = items[i];

@@ -16,6 +16,7 @@
 #include "core/rcu.h"
 
 #include "shared/bucket.h"
+#include "segment/fleet_slots.h"
 #include "segment/keeper.h"
 #include "segment/shares.h"
 #include "core/log.h"
@@ -292,7 +293,7 @@ ready:
     atomic_store(&o->view.hdr->daemon_pid, (uint64_t)getpid());
     atomic_store(&o->view.hdr->daemon_start_time,
                  retryd__process_start_time((uint64_t)getpid()));
-    if (take_copies(o) < 0) {
+    if (take_copies(o) < 0 || owner_fleet_open(o) < 0) {
         snprintf(why, why_len, "out of memory");
         owner_close(o);
         return RETRYD_ENOMEM;
@@ -311,6 +312,7 @@ void owner_close(owner *o)
     free(o->procs);
     free(o->programs);
     owner_shares_free(o);
+    owner_fleet_free(o);
     o->slots = NULL;
     o->procs = NULL;
     o->programs = NULL;
@@ -412,6 +414,7 @@ int owner_upstream_alloc(owner *o, const char *name, const budget_params *p,
         write_params(s, p);
         health_params h = budget_params_health(p);
         retryd__health_init(s, &h);
+        owner_fleet_clear(o, i); /* nothing of a previous occupant's */
         atomic_store_explicit(&s->ident, seg_ident(gen, SEG_ACTIVE),
                               memory_order_release);
         o->slots[i].ident = seg_ident(gen, SEG_ACTIVE);
@@ -468,6 +471,7 @@ void owner_upstream_retire(owner *o, uint32_t slot)
                           memory_order_release);
     atomic_store_explicit(&s->tokens, seg_token_word(gen, 0),
                           memory_order_release);
+    owner_fleet_clear(o, slot);
 }
 
 int owner_process_alloc(owner *o, pid_t pid, uint64_t start_time, uid_t uid,
@@ -639,6 +643,7 @@ static const char *const damage_what[OWNER_DAMAGE_KINDS] = {
     [OWNER_D_FREED] = "counts written into freed process slots moved to "
                       "their upstreams (a process forked without "
                       "libretryd's fork handler?)",
+    [OWNER_D_FLEET] = "fleet blocks put back from the daemon's copy",
 };
 
 static void found(owner *o, enum owner_damage kind)
@@ -753,6 +758,8 @@ static void police_upstream(owner *o, uint32_t i, uint64_t now_ns)
                                     &want) != 0) {
         found(o, OWNER_D_HEALTH);
     }
+    if (owner_fleet_police(o, i))
+        found(o, OWNER_D_FLEET);
     bucket_tally t = {s->counters, false, NULL, NULL};
     unsigned damage = retryd__bucket_check(s, w->ident, now_ns, &t);
     if (damage & BUCKET_BROKEN) {
@@ -881,6 +888,7 @@ void owner_health_fill(const owner *o, struct Retryd__SegmentHealth *h)
     h->health_repaired = D(OWNER_D_HEALTH);
     h->shares_repaired = D(OWNER_D_SHARES);
     h->freed_slot_writes = D(OWNER_D_FREED);
+    h->fleet_repaired = D(OWNER_D_FLEET);
     h->last_damage_unix_ms =
         atomic_load_explicit(&m->last_damage_unix_ms, memory_order_relaxed);
 #undef D

@@ -29,6 +29,7 @@ enum owner_damage {
     OWNER_D_HEALTH,     /* a health window word or pushback hold repaired */
     OWNER_D_SHARES,     /* a sum of fair-share claims put back */
     OWNER_D_FREED,      /* counts written into a freed process slot */
+    OWNER_D_FLEET,      /* a fleet block put back (fleet_slots.h) */
     OWNER_DAMAGE_KINDS
 };
 
@@ -85,6 +86,7 @@ typedef struct owner {
     owner_proc *procs;           /* one per process slot */
     owner_program *programs;     /* one per process slot; any thread reads */
     struct owner_shares *shares; /* the fair-share sweep's (shares.c) */
+    struct owner_fleet *fleet;   /* the fleet blocks' copies (fleet_slots.c) */
     _Atomic bool draining;
     /* Called when the heartbeat retired a slot beyond repair, so the
      * registry forgets it (upstreams.c sets it). */
