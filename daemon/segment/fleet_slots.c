@@ -59,9 +59,15 @@ void owner_fleet_clear(owner *o, uint32_t slot)
     if (s == NULL || o->fleet == NULL)
         return;
     memset(&o->fleet[slot].copy, 0, sizeof(o->fleet[slot].copy));
-    atomic_store_explicit(&o->fleet[slot].hold_written, 0,
-                          memory_order_relaxed);
     retryd__fleet_store(&s->fleet, &o->fleet[slot].copy);
+}
+
+void owner_fleet_forget(owner *o, uint32_t slot)
+{
+    owner_fleet_clear(o, slot);
+    if (o->fleet != NULL && slot < o->view.upstream_capacity)
+        atomic_store_explicit(&o->fleet[slot].hold_written, 0,
+                              memory_order_relaxed);
 }
 
 void owner_fleet_hold(owner *o, uint32_t slot, uint32_t gen, uint64_t until_ns)

@@ -35,9 +35,14 @@ void owner_fleet_free(owner *o); /* accepts a half-built owner */
 void owner_fleet_write(owner *o, uint32_t slot, uint32_t gen,
                        const fleet_view *v);
 
-/* Empty slot @p slot's block: a slot given out or retired, or a view the
- * host stops applying (fallback). Main thread. */
+/* Empty slot @p slot's block: a view the host stops applying (fallback).
+ * What it remembers of the fleet's hold stays, as the hold stays in the
+ * slot. Main thread. */
 void owner_fleet_clear(owner *o, uint32_t slot);
+
+/* owner_fleet_clear(), and the hold forgotten too: a slot given out or
+ * retired, whose hold goes with it. Main thread. */
+void owner_fleet_forget(owner *o, uint32_t slot);
 
 /*
  * Hold every process's retries to slot @p slot's upstream until @p until_ns

@@ -414,7 +414,7 @@ int owner_upstream_alloc(owner *o, const char *name, const budget_params *p,
         write_params(s, p);
         health_params h = budget_params_health(p);
         retryd__health_init(s, &h);
-        owner_fleet_clear(o, i); /* nothing of a previous occupant's */
+        owner_fleet_forget(o, i); /* nothing of a previous occupant's */
         atomic_store_explicit(&s->ident, seg_ident(gen, SEG_ACTIVE),
                               memory_order_release);
         o->slots[i].ident = seg_ident(gen, SEG_ACTIVE);
@@ -471,7 +471,7 @@ void owner_upstream_retire(owner *o, uint32_t slot)
                           memory_order_release);
     atomic_store_explicit(&s->tokens, seg_token_word(gen, 0),
                           memory_order_release);
-    owner_fleet_clear(o, slot);
+    owner_fleet_forget(o, slot);
 }
 
 int owner_process_alloc(owner *o, pid_t pid, uint64_t start_time, uid_t uid,
