@@ -294,7 +294,7 @@ static void free_config_rcu(struct rcu_head *head)
 static int reload_fleet_check(const config *o, const config *n, char *err,
                               size_t err_len)
 {
-    char why[FLEET_ERROR_MAX];
+    char why[512];
     if (!n->fleet.on || (o->fleet.on && fleet_same_link(&o->fleet, &n->fleet) &&
                          strcmp(o->fleet.name, n->fleet.name) == 0))
         return 0;
@@ -684,7 +684,7 @@ static int load_initial(const char *path, bool explicit_path, config **ret)
  */
 static int check_fleet(const config *c, bool checking)
 {
-    char why[FLEET_ERROR_MAX];
+    char why[512];
     if (!c->fleet.on)
         return 0;
     int r = fleet_login_check(&c->fleet, FLEET_CHECK_NS, why, sizeof(why));

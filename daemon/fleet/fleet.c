@@ -179,7 +179,17 @@ static int probe(fleet_link *l, const fleet_conf *c, uint64_t deadline,
         for (size_t i = 0; i < p.n; i++)
             freeReplyObject(replies[i]);
         /* Any error reply: a refused right, or a Redis without ZADD GT
-         * or PEXPIREAT NX/GT (before 7.0). Either way no sync would work. */
+         * or PEXPIREAT NX/GT (before 7.0). Either way no sync would work:
+         * said with what would. */
+        size_t n = strlen(err);
+        if (r == RETRYD_EPERM)
+            snprintf(err + n, err_len - n,
+                     " (the fleet's user needs HINCRBY, PEXPIRE, HGETALL, "
+                     "ZADD, PEXPIREAT and ZSCORE on the keys retryd:*)");
+        else if (r == RETRYD_EPROTO)
+            snprintf(err + n, err_len - n,
+                     " (the fleet needs Redis 7.0 or later: ZADD GT, "
+                     "PEXPIREAT NX and GT)");
         if (r == RETRYD_EPROTO)
             r = RETRYD_EPERM;
     }

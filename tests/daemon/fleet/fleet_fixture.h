@@ -52,7 +52,7 @@ static inline void fx_redis_start(const char *const *extra)
 {
     fx_main_pid = getpid();
     atexit(fx_cleanup);
-    int r = rd_redis_start(&fx_redis, extra);
+    int r = rd_redis_start(&fx_redis, 0, extra);
     if (r == -ENOENT)
         CHECK_SKIP("redis-server is not installed (Debian: redis-server, "
                    "deploy/install-deps.sh installs it)");

@@ -119,7 +119,13 @@ static int spawn(rd_redis *r)
     return -ETIMEDOUT;
 }
 
-int rd_redis_start(rd_redis *r, const char *const *extra)
+bool rd_redis_installed(void)
+{
+    char bin[256];
+    return find_bin("redis-server", bin, sizeof(bin));
+}
+
+int rd_redis_start(rd_redis *r, int port, const char *const *extra)
 {
     memset(r, 0, sizeof(*r));
     if (!find_bin("redis-server", r->bin, sizeof(r->bin)))
@@ -136,11 +142,11 @@ int rd_redis_start(rd_redis *r, const char *const *extra)
      * suites run two at a time): another one then. */
     int rc = -EADDRINUSE;
     for (int tries = 0; tries < 5 && rc == -EADDRINUSE; tries++) {
-        r->port = free_port();
+        r->port = port > 0 ? port : free_port();
         if (r->port < 0)
             return -errno;
         rc = spawn(r);
-        if (rc == -ECHILD)
+        if (rc == -ECHILD && port == 0)
             rc = -EADDRINUSE;
     }
     snprintf(r->addr, sizeof(r->addr), "127.0.0.1:%d", r->port);

@@ -30,13 +30,17 @@ typedef struct rd_redis {
 #define RD_REDIS_READY_MS 20000
 
 /*
- * Start redis-server with @p extra (NULL-terminated arguments after the
- * test's own, e.g. "--user", "fleet", "on", ">pw", "~*", "+@all"; NULL
- * for none; the strings must outlive @p r). 0; -ENOENT when redis-server
- * is not installed (skip, saying so); another negative errno when it did
- * not start (its log says why).
+ * Start redis-server on loopback port @p port (0: a free one) with
+ * @p extra (NULL-terminated arguments after the test's own, e.g. "--user",
+ * "fleet", "on", ">pw", "~*", "+@all"; NULL for none; the strings must
+ * outlive @p r). 0; -ENOENT when redis-server is not installed (skip,
+ * saying so); another negative errno when it did not start (its log says
+ * why).
  */
-int rd_redis_start(rd_redis *r, const char *const *extra);
+int rd_redis_start(rd_redis *r, int port, const char *const *extra);
+
+/* Whether redis-server is installed. */
+bool rd_redis_installed(void);
 
 /* Start it again on the same port with the same arguments (after
  * rd_redis_kill): a Redis restarted, its data gone. */
