@@ -11,6 +11,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,6 +59,43 @@ void fleet_pipe_free(fleet_pipe *p)
 {
     free(p->buf);
     *p = (fleet_pipe){0};
+}
+
+/* --- the reader ---------------------------------------------------------- */
+
+static redisReplyObjectFunctions bounded_fns;
+static void *(*default_array)(const redisReadTask *, int);
+static pthread_once_t bounded_once = PTHREAD_ONCE_INIT;
+
+/* An array reply, when its count is within the bound; NULL makes the
+ * reader fail (an out-of-memory error, which the link reports as a
+ * malformed reply). */
+static void *bounded_array(const redisReadTask *task, int elements)
+{
+    if (elements < 0 || elements > FLEET_REPLY_ELEMENTS_MAX)
+        return NULL;
+    return default_array(task, elements);
+}
+
+/* hiredis's own functions, kept but for the array's, taken from a reader
+ * made with them (they are not exported otherwise). */
+static void bounded_init(void)
+{
+    redisReader *r = redisReaderCreate();
+    if (r == NULL)
+        return;
+    bounded_fns = *r->fn;
+    default_array = bounded_fns.createArray;
+    bounded_fns.createArray = bounded_array;
+    redisReaderFree(r);
+}
+
+redisReader *fleet_reader_new(void)
+{
+    pthread_once(&bounded_once, bounded_init);
+    if (default_array == NULL)
+        return NULL;
+    return redisReaderCreateWithFunctions(&bounded_fns);
 }
 
 /* --- waiting ------------------------------------------------------------- */
@@ -218,7 +256,7 @@ int fleet_link_open(fleet_link *l, const fleet_conf *c, uint64_t deadline_ns,
                                                                 : RETRYD_EIO;
     }
     l->fd = fd;
-    l->reader = redisReaderCreate();
+    l->reader = fleet_reader_new();
     if (l->reader == NULL) {
         fleet_link_close(l);
         snprintf(err, err_len, "out of memory");

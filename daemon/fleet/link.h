@@ -29,6 +29,17 @@ int fleet_pipe_add(fleet_pipe *p, int argc, const char **argv);
 void fleet_pipe_reset(fleet_pipe *p); /* empties it, keeps its memory */
 void fleet_pipe_free(fleet_pipe *p);
 
+/*
+ * hiredis's reader, with one bound more: an array of more than
+ * FLEET_REPLY_ELEMENTS_MAX elements is a protocol error. hiredis 0.14
+ * allocates an array for the count its header announces, before any
+ * element arrives, so "*400000000" alone would cost gigabytes; no reply
+ * of the fleet's is longer than an interval's hash (a dozen). NULL when
+ * out of memory.
+ */
+#define FLEET_REPLY_ELEMENTS_MAX 64
+redisReader *fleet_reader_new(void);
+
 typedef struct fleet_link {
     int fd; /* -1: not connected */
     redisReader *reader;
