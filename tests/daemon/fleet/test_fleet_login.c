@@ -23,6 +23,7 @@
 #include <criterion/criterion.h>
 
 #include "harness.h"
+#include "metrics_http.h"
 #include "redis.h"
 #include "run.h"
 
@@ -262,6 +263,57 @@ Test(fleet_login, redis_down_at_the_start_is_no_error_and_joined_later)
     cr_assert_eq(rd_redis_start(&later, port, acl), 0, "redis on %d", port);
     cr_expect(rd_wait_until(connected, NULL, 20000), "%s", res.out);
     rd_redis_cleanup(&later);
+}
+
+/* --- what the operators' tools see --------------------------------------- */
+
+static bool prom_says(const char *line)
+{
+    return rd_ctl(&D, &res, "stats", "--prometheus", NULL) == 0 &&
+           strstr(res.out, line) != NULL;
+}
+
+static bool prom_down(void *arg)
+{
+    (void)arg;
+    return prom_says("\nretryd_fleet_up 0\n");
+}
+
+Test(fleet_login, the_fleet_families_pass_promtool_and_say_the_state)
+{
+    init();
+    configure(redis.addr, secret("fleet right", 0600));
+    cr_assert_eq(rd_daemon_start(&D), 0, "%s", log_text());
+    cr_assert(rd_wait_until(connected, NULL, 10000), "%s", res.out);
+    cr_assert(prom_says("\nretryd_fleet_up 1\n"), "%s", res.out);
+    /* Alone in the fleet: the whole floor of 10 is this host's. */
+    cr_expect(strstr(res.out, "retryd_upstream_fleet_applied{upstream=\"api\"}"
+                              " 1.000000\n") != NULL,
+              "%s", res.out);
+    cr_expect(strstr(res.out, "retryd_upstream_fleet_share{upstream=\"api\"} "
+                              "1.000000\n") != NULL,
+              "%s", res.out);
+    cr_expect(strstr(res.out, "retryd_upstream_floor_in_force_per_second{"
+                              "upstream=\"api\"} 10.000000\n") != NULL,
+              "%s", res.out);
+    const char *promtool = rd_promtool();
+    if (promtool != NULL) {
+        char file[256];
+        run_result r;
+        snprintf(file, sizeof(file), "%s/metrics.txt", D.dir);
+        cr_expect_eq(rd_promtool_check(promtool, file, res.out, &r), 0,
+                     "promtool check metrics failed:\n%s%s", r.out, r.err);
+    } else {
+        cr_log_warn("promtool not found: the exposition format unchecked");
+    }
+    kill(redis.pid, SIGSTOP);
+    cr_expect(rd_wait_until(prom_down, NULL, 10000), "%s", res.out);
+    cr_expect(strstr(res.out, "retryd_upstream_fleet_applied{upstream=\"api\"}"
+                              " 0.000000\n") != NULL,
+              "%s", res.out);
+    cr_expect(strstr(res.out, "retryd_fleet_fallbacks_total 1\n") != NULL, "%s",
+              res.out);
+    kill(redis.pid, SIGCONT);
 }
 
 /* --- the section's own mistakes ------------------------------------------ */
