@@ -56,7 +56,6 @@ static struct fleet *fleet_new(server *d)
         return NULL;
     *f = (struct fleet){.d = d,
                         .link = FLEET_LINK_INIT,
-                        .w = {.kind = WATCH_FLEET},
                         .wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK),
                         .kick_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK),
                         .stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)};
@@ -86,6 +85,12 @@ static void set_status(server *d, int state)
     pthread_mutex_unlock(&d->fleet_lock);
 }
 
+/* The main loop's watch of the wake descriptor: static, not in the
+ * fleet's state, because an event of a batch may still point at it after a
+ * reload in the same batch stopped the fleet (fleet_wake() then finds no
+ * fleet, or a new one whose descriptor has nothing to read). */
+static watch w_fleet = {.kind = WATCH_FLEET};
+
 int fleet_start(server *d, int epfd)
 {
     if (!d->cfg->fleet.on || d->fleet != NULL)
@@ -93,7 +98,7 @@ int fleet_start(server *d, int epfd)
     struct fleet *f = fleet_new(d);
     if (f == NULL)
         return RETRYD_ENOMEM;
-    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &f->w};
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &w_fleet};
     if (epoll_ctl(epfd, EPOLL_CTL_ADD, f->wake_fd, &ev) < 0) {
         int err = -errno;
         fleet_free(f);

@@ -64,7 +64,6 @@ struct fleet {
     int kick_fd; /* eventfd: the configuration changed */
     int stop_fd; /* eventfd: stop, whatever the thread waits for */
     _Atomic bool stopping;
-    watch w;
     /* The hand-over: the latest batch the main thread has not taken. */
     pthread_mutex_t lock;
     fleet_batch *ready;

@@ -232,6 +232,34 @@ Test(fleet_login, a_reload_with_a_wrong_password_is_refused_and_the_link_kept)
               log_text());
 }
 
+static bool fleet_off(void *arg)
+{
+    (void)arg;
+    return rd_ctl(&D, &res, "stats", "--json", NULL) == 0 &&
+           strstr(res.out, "\"fleet\":null},\"upstreams\"") != NULL;
+}
+
+/* The section removed by a reload: the thread stops, the views go (the
+ * host's own floor at once, not at a lapse); brought back: it joins. */
+Test(fleet_login, a_reload_turns_the_tier_off_and_on)
+{
+    init();
+    configure(redis.addr, secret("fleet right", 0600));
+    cr_assert_eq(rd_daemon_start(&D), 0, "%s", log_text());
+    cr_assert(rd_wait_until(connected, NULL, 10000), "%s", res.out);
+    cr_assert_eq(rd_daemon_write_config(&D, "[upstream api]\n"), 0);
+    kill(D.pid, SIGHUP);
+    cr_assert(rd_wait_until(fleet_off, NULL, 10000), "%s", res.out);
+    cr_expect(strstr(log_text(), "fleet: the [fleet] section is gone") != NULL,
+              "%s", log_text());
+    cr_expect(strstr(res.out, "\"min_retries_per_sec\":10.000000") != NULL &&
+                  strstr(res.out, "\"fleet\":null}") != NULL,
+              "%s", res.out);
+    configure(redis.addr, secret("fleet right", 0600));
+    kill(D.pid, SIGHUP);
+    cr_expect(rd_wait_until(connected, NULL, 10000), "%s", res.out);
+}
+
 Test(fleet_login, a_password_file_every_user_can_read_is_refused)
 {
     init();
