@@ -22,7 +22,7 @@
  * bucket is empty at both ends of the window and what was granted is what
  * the floors refilled.
  *
- * Then the fleet's pushback: a Retry-After: 2 that host 1 receives holds
+ * Then the fleet's pushback: a Retry-After: 3 that host 1 receives holds
  * host 8's retries (fleet_pushback = on) until it ends, while host 7,
  * whose upstream says fleet_pushback = off, retries at once (the control:
  * it is the fleet, not the upstream, that held host 8).
@@ -39,8 +39,11 @@
 #define F 20
 #define CAP 5
 #define WINDOW_MS 10000
+#define INTERVAL_MS 500
 #define BOUND_MS 60000
-#define HOLD_MS 2000
+/* A hold long enough to reach host 8 (two intervals) with time to spare
+ * on a loaded machine. */
+#define HOLD_MS 3000
 #define SLACK_MS 50
 /* A window in which a host fell back (its Redis round trip starved past
  * half an interval on a loaded machine) does not measure the fleet: it
@@ -119,8 +122,9 @@ static int dead_socket(void)
 /* What one window saw, per host. */
 typedef struct sample {
     double fleet[HOSTS], host[HOSTS]; /* retries granted */
-    double failures[HOSTS];           /* fleet syncs failed */
-    long long at[HOSTS];              /* when each host was read */
+    double failures[HOSTS], syncs[HOSTS];
+    bool applied[HOSTS]; /* the fleet's view in force when read */
+    long long at[HOSTS]; /* when each host was read */
 } sample;
 
 static void take(sample *s)
@@ -133,13 +137,31 @@ static void take(sample *s)
         s->host[i] =
             rd_json_number(fx_upstream("dead-host"), NULL, "retries_granted");
         s->failures[i] = fx_number("\"fleet\":{\"state\"", "sync_failures");
-        CHECK(fx_applied("dead-fleet"), "host %d: the fleet's view lapsed",
-              i + 1);
+        s->syncs[i] = fx_number("\"fleet\":{\"state\"", "syncs");
+        s->applied[i] = fx_applied("dead-fleet");
     }
 }
 
-/* One window: true when no host's sync failed in it, with the fleet's
- * and the hosts' floor retries and its mean length. */
+/* Whether host @p i kept the fleet's view in force from @p a to @p b: no
+ * failed sync, and no interval missed (a fleet thread starved for two
+ * intervals by the machine's load lets its view lapse, and the host runs
+ * on its own floor meanwhile: not a measure of the fleet). */
+static bool kept(const sample *a, const sample *b, int i)
+{
+    double missed = (double)(b->at[i] - a->at[i]) / INTERVAL_MS - 2 -
+                    (b->syncs[i] - a->syncs[i]);
+    if (a->applied[i] && b->applied[i] && b->failures[i] == a->failures[i] &&
+        missed <= 0)
+        return true;
+    printf("window: host %d: %.0f failed syncs, %.0f missed, view %s: "
+           "measured again\n",
+           i + 1, b->failures[i] - a->failures[i], missed > 0 ? missed : 0,
+           a->applied[i] && b->applied[i] ? "kept" : "lapsed");
+    return false;
+}
+
+/* One window: true when every host kept the fleet's view through it,
+ * with the fleet's and the hosts' floor retries and its mean length. */
 static bool window(double *fleet, double *host, double *seconds)
 {
     sample a, b;
@@ -152,12 +174,7 @@ static bool window(double *fleet, double *host, double *seconds)
         *fleet += b.fleet[i] - a.fleet[i];
         *host += b.host[i] - a.host[i];
         *seconds += (double)(b.at[i] - a.at[i]) / 1000 / HOSTS;
-        if (b.failures[i] != a.failures[i]) {
-            printf("window: host %d's sync failed %.0f times: measured "
-                   "again\n",
-                   i + 1, b.failures[i] - a.failures[i]);
-            clean = false;
-        }
+        clean = kept(&a, &b, i) && clean;
     }
     return clean;
 }
@@ -194,7 +211,7 @@ static int pushback_client(int i)
     retryd_profile *p = fx_profile(c, "api", api_url, i == 0 ? 1 : 2);
     char path[96];
     snprintf(path, sizeof(path), "/status?code=503%s&id=h%d",
-             i == 0 ? "&retry_after=2" : "", i + 1);
+             i == 0 ? "&retry_after=3" : "", i + 1);
     retryd_request q = {.sz = sizeof(q),
                         .method = "GET",
                         .path = path,
@@ -230,8 +247,8 @@ static void pushback(void)
     int64_t t1;
     arrivals(1, &t1, 1);
     long long seen = rd_now_ms();
-    CHECK(rd_wait_until(host8_held, NULL, HOLD_MS),
-          "host 1's Retry-After never reached host 8's slot");
+    CHECK(rd_wait_until(host8_held, NULL, HOLD_MS - 10 * SLACK_MS),
+          "host 1's Retry-After did not reach host 8's slot in time");
     printf("pushback: host 8 held %lld ms after host 1's Retry-After\n",
            rd_now_ms() - seen);
     pid_t h8 = fx_fork(pushback_client, 7), h7 = fx_fork(pushback_client, 6);
@@ -262,7 +279,8 @@ int main(void)
     snprintf(api_url, sizeof(api_url), "http://127.0.0.1:%d",
              testsrv_port(srv));
     for (int i = 0; i < HOSTS; i++)
-        fx_host_start(i, "sync_interval = 500ms\n", sections(i));
+        fx_host_start(i, "sync_interval = 500ms\n",
+                      sections(i)); /* INTERVAL_MS */
     bd = fx_shared(sizeof(*bd));
     pid_t pids[HOSTS];
     for (int i = 0; i < HOSTS; i++)
