@@ -278,9 +278,10 @@ int main(void)
     CHECK(testsrv_start(FAULTSRV_PATH, NULL, &srv) == 0, "faultsrv");
     snprintf(api_url, sizeof(api_url), "http://127.0.0.1:%d",
              testsrv_port(srv));
+    char fleet[64];
+    snprintf(fleet, sizeof(fleet), "sync_interval = %dms\n", INTERVAL_MS);
     for (int i = 0; i < HOSTS; i++)
-        fx_host_start(i, "sync_interval = 500ms\n",
-                      sections(i)); /* INTERVAL_MS */
+        fx_host_start(i, fleet, sections(i));
     bd = fx_shared(sizeof(*bd));
     pid_t pids[HOSTS];
     for (int i = 0; i < HOSTS; i++)
