@@ -29,7 +29,14 @@
  * directory on every path it controls (errors, SIGINT, SIGTERM); if it is
  * killed outright, PR_SET_PDEATHSIG stops them.
  *
- * usage: bench_budget [shm-ops-per-process] [round-trips-per-process] [runs]
+ * With --fleet the daemon has the fleet tier on (docs/fleet.md), linked to
+ * that redis-server, and both upstreams take part in it (a fleet floor of
+ * 0, so no refill adds tokens behind the count; fleet_health and
+ * fleet_pushback on): the hot path is measured with the fleet's views in
+ * force in the slots. Alternate runs with and without it to compare.
+ *
+ * usage: bench_budget [--fleet] [shm-ops-per-process]
+ *                     [round-trips-per-process] [runs]
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -123,6 +130,7 @@ typedef struct report {
 typedef struct options {
     long shm_ops, rpc_ops;
     int runs;
+    bool fleet; /* --fleet: the daemon's fleet tier on */
 } options;
 
 typedef struct results {
@@ -615,17 +623,54 @@ static int init_shared(bench_env *env)
     return r == 0 ? 0 : bench_fail_errno("process-shared mutex");
 }
 
-static int env_setup(bench_env *env)
+/* The daemon's configuration with the fleet tier on, linked to the
+ * benchmark's redis-server; both upstreams in the fleet. */
+static int fleet_config(bench_env *env)
+{
+    char text[2048];
+    snprintf(text, sizeof(text),
+             "[fleet]\nredis = 127.0.0.1:%d\nname = bench\n"
+             "[defaults]\nfleet_min_retries_per_sec = 0\nfleet_health = on\n"
+             "fleet_pushback = on\n%s",
+             env->redis_port, daemon_upstream);
+    return rd_daemon_write_config(&env->d, text) < 0
+               ? bench_fail_errno("the daemon's configuration")
+               : 0;
+}
+
+/* Whether the daemon's fleet is linked with both upstreams' views in
+ * force (retrydctl stats). */
+static bool fleet_applied(void *arg)
+{
+    static run_result r;
+    const bench_env *env = arg;
+    if (rd_ctl(&env->d, &r, "stats", "--json", NULL) != 0 ||
+        strstr(r.out, "\"fleet\":{\"state\":\"connected\"") == NULL)
+        return false;
+    const char *up = strstr(r.out, "\"upstreams_applied\":2,");
+    return up != NULL;
+}
+
+static int env_setup(bench_env *env, const options *o)
 {
     if (init_shared(env) < 0)
         return -1;
     if (rd_daemon_init(&env->d, daemon_upstream) < 0)
         return bench_fail_errno("the daemon's directory");
+    start_redis(env);
+    if (o->fleet && env->redis_skip[0] != '\0')
+        return bench_fail("--fleet needs redis-server: %s", env->redis_skip);
+    if (o->fleet && fleet_config(env) < 0)
+        return -1;
     if (rd_daemon_start(&env->d) < 0) {
         bench_print_tail(env->d.log);
         return bench_fail("retryd did not become ready");
     }
-    start_redis(env);
+    if (o->fleet && !rd_wait_until(fleet_applied, env, READY_TIMEOUT_MS)) {
+        bench_print_tail(env->d.log);
+        return bench_fail("the fleet tier did not link within %d ms",
+                          READY_TIMEOUT_MS);
+    }
     return 0;
 }
 
@@ -836,8 +881,9 @@ static void print_results(const bench_env *env, const options *o, results *res)
     for (int k = 0; k < N_KINDS; k++)
         ovl[k] = bench_median(res->overlap[k], (size_t)o->runs);
     printf("bench_budget: per process %ld shared-memory ops or %ld round "
-           "trips, x %d runs, medians\n",
-           o->shm_ops, o->rpc_ops, o->runs);
+           "trips, x %d runs, medians; fleet tier %s\n",
+           o->shm_ops, o->rpc_ops, o->runs,
+           o->fleet ? "on (linked, both upstreams' views in force)" : "off");
     printf("  %-41s %9s %12s %8s\n", "ns/op (wall / ops per process)",
            "1 process", "2 processes", "overlap");
     for (int k = 0; k < N_KINDS; k++) {
@@ -881,12 +927,16 @@ static int parse_args(int argc, char **argv, options *o)
 {
     long runs = 11;
     *o = (options){.shm_ops = 4000000, .rpc_ops = 5000};
+    if (argc > 1 && strcmp(argv[1], "--fleet") == 0) {
+        o->fleet = true;
+        argv++, argc--;
+    }
     if (argc > 4 ||
         (argc > 1 &&
          !retryd__parse_long(argv[1], 1, 1000000000, &o->shm_ops)) ||
         (argc > 2 && !retryd__parse_long(argv[2], 1, 100000000, &o->rpc_ops)) ||
         (argc > 3 && !retryd__parse_long(argv[3], 1, MAX_RUNS, &runs))) {
-        fprintf(stderr, "usage: bench_budget [shm-ops-per-process>0] "
+        fprintf(stderr, "usage: bench_budget [--fleet] [shm-ops-per-process>0] "
                         "[round-trips-per-process>0] [runs 1..64]\n");
         return -1;
     }
@@ -967,7 +1017,7 @@ int main(int argc, char **argv)
     if (bench_install_signals() < 0)
         return 1;
     cpu_mark start = cpu_now();
-    int rc = env_setup(&env);
+    int rc = env_setup(&env, &o);
     if (rc == 0)
         rc = measure(&env, &o, &res);
     if (env_teardown(&env) < 0)

@@ -81,6 +81,7 @@ typedef enum watch_kind {
     WATCH_PIDFD,
     WATCH_SIGNAL,
     WATCH_TIMER,
+    WATCH_FLEET, /* the fleet thread has a sync's outcome (daemon/fleet) */
 } watch_kind;
 
 typedef struct watch {
@@ -94,6 +95,35 @@ typedef struct proc_track {
     watch w;
     conn *conn; /* the connection that attached it, if still open */
 } proc_track;
+
+/*
+ * The fleet tier's state as the statistics show it (docs/fleet.md):
+ * written by the fleet thread under server.fleet_lock, copied out under it
+ * by the stats thread. What the configuration says (redis, name, host_id,
+ * sync_interval) is read from the configuration.
+ */
+enum fleet_state {
+    FLEET_OFF,       /* no [fleet] section */
+    FLEET_JOINING,   /* linked, not yet in a complete interval of the fleet */
+    FLEET_CONNECTED, /* the last sync succeeded: the fleet's views apply */
+    FLEET_FALLBACK,  /* Redis refused or did not answer: host-only budgets */
+};
+
+#define FLEET_ERROR_MAX 256
+
+typedef struct fleet_status {
+    int state;                       /* enum fleet_state */
+    uint64_t last_sync_unix_ms;      /* the last sync that succeeded; 0 none */
+    uint64_t last_sync_ns;           /* the same, CLOCK_MONOTONIC */
+    uint64_t fallback_since_unix_ms; /* 0 unless in fallback */
+    uint64_t syncs, sync_failures;   /* since the daemon started */
+    uint64_t fallbacks;              /* times it went to fallback */
+    uint64_t connects;               /* links made (logins) */
+    uint64_t round_trip_us;          /* of the last sync */
+    uint32_t upstreams;              /* taking part in the last sync */
+    uint32_t upstreams_applied;      /* of them, with a view in force */
+    char last_error[FLEET_ERROR_MAX];
+} fleet_status;
 
 typedef struct server {
     config *cfg; /* RCU: rcu_dereference() in readers */
@@ -143,6 +173,11 @@ typedef struct server {
     struct idle_slot {
         uint64_t activity, since_ns;
     } * idle;
+    /* The fleet tier (daemon/fleet): its thread's state, and what the
+     * statistics read of it (under fleet_lock). */
+    struct fleet *fleet; /* NULL: off */
+    pthread_mutex_t fleet_lock;
+    fleet_status fleet_status;
 } server;
 
 #endif

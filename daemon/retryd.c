@@ -31,6 +31,7 @@
 #include "shared/bucket.h"
 #include "control/control.h"
 #include "daemon.h"
+#include "fleet/fleet.h"
 #include "segment/keeper.h"
 #include "segment/upstreams.h"
 #include "stats/stats.h"
@@ -279,6 +280,38 @@ static void free_config_rcu(struct rcu_head *head)
     config_free(RETRYD_CONTAINER_OF(head, config, rcu));
 }
 
+/* How long a login check may take: at the start and at a reload the main
+ * loop waits for it (no client is served during either for longer). */
+#define FLEET_CHECK_NS (UINT64_C(1000) * 1000000)
+
+/*
+ * A [fleet] section that a reload brings or changes must log in: Redis
+ * refusing it (a wrong password, an ACL) is a mistake in the file, and the
+ * reload is refused like a syntax error; a Redis that does not answer
+ * says nothing about the file, and the reload goes on (the host runs on
+ * its own budgets until Redis answers). 0, or RETRYD_ECONFIG with @p err.
+ */
+static int reload_fleet_check(const config *o, const config *n, char *err,
+                              size_t err_len)
+{
+    char why[512];
+    if (!n->fleet.on || (o->fleet.on && fleet_same_link(&o->fleet, &n->fleet) &&
+                         strcmp(o->fleet.name, n->fleet.name) == 0))
+        return 0;
+    int r = fleet_login_check(&n->fleet, FLEET_CHECK_NS, why, sizeof(why));
+    if (r == RETRYD_EPERM) {
+        snprintf(err, err_len, "%s: [fleet] redis %s: %s", n->path,
+                 n->fleet.redis, why);
+        return RETRYD_ECONFIG;
+    }
+    if (r < 0)
+        log_warn("reload: [fleet] redis %s does not answer (%s): cannot "
+                 "check the login now; the host runs on its own budgets "
+                 "until it does",
+                 n->fleet.redis, why);
+    return 0;
+}
+
 /* Returns 0, or -1 with @p err saying why the file was refused (the
  * running configuration is kept). */
 static int reload(server *d, char *err, size_t err_len)
@@ -286,7 +319,12 @@ static int reload(server *d, char *err, size_t err_len)
     config *n;
     config *o = d->cfg;
 
-    if (config_load(o->path, &n, err, err_len) < 0) {
+    int r = config_load(o->path, &n, err, err_len);
+    if (r == 0 && reload_fleet_check(o, n, err, err_len) < 0) {
+        config_free(n);
+        r = RETRYD_ECONFIG;
+    }
+    if (r < 0) {
         /* A log line per mistake; then one line for the caller's STATUS=
          * (a newline would end the notify message's assignment). */
         for (const char *l = err; *l != '\0';) {
@@ -321,6 +359,7 @@ static int reload(server *d, char *err, size_t err_len)
     rcu_assign_pointer(d->cfg, n);
     log_set_level(n->log_level);
     daemon_apply_config(d);
+    fleet_reconfigure(d, d->epfd);
     rd_call_rcu(&o->rcu, free_config_rcu);
     log_info("configuration reloaded from %s", n->path);
     return 0;
@@ -378,11 +417,25 @@ static int setup_signals_and_timer(server *d)
     return 0;
 }
 
-static int setup(server *d)
+/* The loop's descriptors watched, and the threads started: the stats
+ * thread (its socket, /metrics) and the fleet's. */
+static int start_serving(server *d)
 {
     static watch w_listen = {.kind = WATCH_CONTROL_LISTEN};
     static watch w_signal = {.kind = WATCH_SIGNAL};
     static watch w_timer = {.kind = WATCH_TIMER};
+    struct epoll_event lev = {.events = EPOLLIN, .data.ptr = &w_listen};
+    if (watch_fd(d, d->control_fd, &w_listen) < 0 ||
+        control_accept_guard(d, d->epfd, lev) < 0 ||
+        watch_fd(d, d->signal_fd, &w_signal) < 0 ||
+        watch_fd(d, d->timer_fd, &w_timer) < 0 || metrics_setup(d) < 0 ||
+        stats_start(d) < 0 || fleet_start(d, d->epfd) < 0)
+        return RETRYD_EIO;
+    return 0;
+}
+
+static int setup(server *d)
+{
     char why[512];
     bool adopted;
 
@@ -432,14 +485,7 @@ static int setup(server *d)
     if (d->stats_fd < 0)
         return d->stats_fd;
 
-    struct epoll_event lev = {.events = EPOLLIN, .data.ptr = &w_listen};
-    if (watch_fd(d, d->control_fd, &w_listen) < 0 ||
-        control_accept_guard(d, d->epfd, lev) < 0 ||
-        watch_fd(d, d->signal_fd, &w_signal) < 0 ||
-        watch_fd(d, d->timer_fd, &w_timer) < 0 || metrics_setup(d) < 0 ||
-        stats_start(d) < 0)
-        return RETRYD_EIO;
-    return 0;
+    return start_serving(d);
 }
 
 /* Returns true when the daemon should stop. */
@@ -552,6 +598,9 @@ static int run(server *d, int notify_fd)
             case WATCH_TIMER:
                 stop = failed = on_timer(d);
                 break;
+            case WATCH_FLEET:
+                fleet_wake(d);
+                break;
             }
         }
         control_expire(d);
@@ -562,6 +611,7 @@ static int run(server *d, int notify_fd)
 
 static void teardown(server *d)
 {
+    fleet_stop(d); /* before the segment goes: it empties the fleet blocks */
     stats_stop(d);
     metrics_drop_pending(d);
     if (d->procs != NULL)
@@ -623,6 +673,37 @@ static int load_initial(const char *path, bool explicit_path, config **ret)
         }
         return r;
     }
+    return 0;
+}
+
+/*
+ * The [fleet] section's login, where it can be known: Redis refusing it is
+ * a configuration error (exit 78, as a mistake in the file); Redis not
+ * answering is a warning (the daemon starts on host-only budgets and
+ * joins when it answers). @p checking: --check-config's wording.
+ */
+static int check_fleet(const config *c, bool checking)
+{
+    char why[512];
+    if (!c->fleet.on)
+        return 0;
+    int r = fleet_login_check(&c->fleet, FLEET_CHECK_NS, why, sizeof(why));
+    if (r == RETRYD_EPERM) {
+        fprintf(stderr, "retryd: %s: [fleet] redis %s: %s\n", c->path,
+                c->fleet.redis, why);
+        return 78; /* EX_CONFIG */
+    }
+    if (r < 0)
+        fprintf(stderr,
+                "retryd: warning: [fleet] redis %s does not answer (%s): "
+                "the login cannot be checked now; %s\n",
+                c->fleet.redis, why,
+                checking ? "the daemon would start on its own budgets"
+                         : "starting on this host's own budgets until it "
+                           "answers");
+    else if (checking)
+        printf("%s: [fleet] redis %s: login and commands ok\n", c->path,
+               c->fleet.redis);
     return 0;
 }
 
@@ -692,6 +773,7 @@ int main(int argc, char **argv)
                 .timer_fd = -1,
                 .stop_fd = -1,
                 .metrics_lock = PTHREAD_MUTEX_INITIALIZER,
+                .fleet_lock = PTHREAD_MUTEX_INITIALIZER,
                 .metrics_wake_fd = -1};
     control_init(&d);
     int code = parse_args(argc, argv, &cl);
@@ -701,12 +783,18 @@ int main(int argc, char **argv)
     if (load_initial(cl.path, cl.explicit_path, &d.cfg) < 0)
         return 78; /* EX_CONFIG */
     if (cl.check) {
-        printf("%s: ok (%zu upstreams configured)\n", cl.path,
-               d.cfg->n_upstreams);
+        code = check_fleet(d.cfg, true);
+        if (code == 0)
+            printf("%s: ok (%zu upstreams configured)\n", cl.path,
+                   d.cfg->n_upstreams);
         config_free(d.cfg);
-        return 0;
+        return code;
     }
     log_set_level(d.cfg->log_level);
+    if ((code = check_fleet(d.cfg, false)) != 0) {
+        config_free(d.cfg);
+        return code;
+    }
     /* Blocked before any thread exists (liburcu starts some: the hash
      * table's resize worker, call_rcu's), so that threads inherit the
      * mask and only the signalfd sees these signals. A worker that ran

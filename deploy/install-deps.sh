@@ -7,7 +7,10 @@
 # (systemd-analyze security, systemd-sysusers; groff -man -ww on the manuals;
 # strace: the system calls the installed daemon makes, against its filter).
 # libncurses-dev: retrydctl top's live screen.
-# libmicrohttpd-dev: the daemon's /metrics endpoint. curl, jq, iproute2 (ss): the
+# libmicrohttpd-dev: the daemon's /metrics endpoint. libhiredis-dev: the
+# daemon's fleet tier (docs/fleet.md), which formats and parses the Redis
+# protocol with it; redis-server also runs the fleet tests' Redis and the
+# budget benchmark's baseline. curl, jq, iproute2 (ss): the
 # operators' kit tests (deploy/prometheus/, tests/ops/) ask Prometheus's
 # HTTP API and read the dashboard's JSON. gnuplot-nox: the storm pictures
 # of docs/storms.md, drawn from retryd-sim's JSON (sim/plot.sh, which
@@ -33,6 +36,7 @@ pmccabe abigail-tools
 libuv1-dev
 libncurses-dev
 libmicrohttpd-dev
+libhiredis-dev
 curl jq iproute2
 gnuplot-nox
 "

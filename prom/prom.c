@@ -12,6 +12,7 @@
  * are the operator's choice.
  */
 #include "prom.h"
+#include "prom_fleet.h"
 #include "reply.h"
 
 #include <inttypes.h>
@@ -567,6 +568,7 @@ int prom_render(FILE *out, const Retryd__StatsReply *r, prom_per_process mode)
     labelled(&x, true);
     group_denied(&x);
     labelled(&x, false);
+    prom_render_fleet(out, r);
     free(x.groups);
     return ferror(out) ? -1 : 0;
 }

@@ -75,7 +75,7 @@ typedef struct reply_health_item {
     uint64_t n;
 } reply_health_item;
 
-#define REPLY_HEALTH_KINDS 15
+#define REPLY_HEALTH_KINDS 16
 
 static inline void reply_health_items(const Retryd__StatsReply *r,
                                       reply_health_item out[REPLY_HEALTH_KINDS])
@@ -99,6 +99,7 @@ static inline void reply_health_items(const Retryd__StatsReply *r,
         {"refill_unexplained", h->refill_unexplained},
         {"ledger_rewritten", h->ledger_rewritten},
         {"hedge_repaired", h->hedge_repaired},
+        {"fleet_repaired", h->fleet_repaired},
     };
     for (size_t i = 0; i < REPLY_HEALTH_KINDS; i++)
         out[i] = items[i];

@@ -22,6 +22,7 @@
 
 #include "ctl.h"
 #include "ctl_client.h"
+#include "ctl_fleet.h"
 #include "ctl_opts.h"
 #include "ctl_status.h"
 
@@ -294,6 +295,33 @@ static bool check_upstreams(doctor *d, const ctl_sockets *s)
     return true;
 }
 
+/*
+ * The fleet tier (docs/fleet.md), when the daemon has one: linked (ok), or
+ * in fallback, which is a warning, not a failure: the host budget is still
+ * shared, on this host's own floors, throttle and holds. True when the
+ * fleet is off or linked.
+ */
+static bool check_fleet(const ctl_sockets *s)
+{
+    Retryd__StatsReply *r;
+    char err[CTL_ERR_MAX], line[1024];
+    if (ctl_fetch_stats_quiet(s, false, &r, err, sizeof(err)) < 0)
+        return true; /* check_upstreams() said so already */
+    bool fallback = ctl_fleet_fallback(r);
+    ctl_fleet_summary(r, line, sizeof(line));
+    if (line[0] != '\0' && !fallback)
+        ok("%s", line);
+    else if (fallback)
+        printf("warn  %s\n      fix: check that redis %s answers from this "
+               "host, and the password_file and the ACL of [fleet] in "
+               "retryd.conf; the daemon's log says why (journalctl -u "
+               "retryd | grep fleet); it rejoins by itself once Redis "
+               "answers\n",
+               line, r->fleet->redis);
+    retryd__stats_reply__free_unpacked(r, NULL);
+    return !fallback;
+}
+
 /* Where the control socket's path came from, and the path. */
 static void socket_source(doctor *d, const ctl_sockets *s, bool given)
 {
@@ -338,8 +366,12 @@ int ctl_doctor_main(int argc, char **argv)
                   check_path(&d, "control socket", d.socket, W_OK) &&
                   check_hello(&d) && check_attach(&d) &&
                   check_upstreams(&d, &s);
+    bool fleet_ok = !shares || check_fleet(&s);
     if (shares) {
-        printf("\nverdict: this identity shares the host budget\n");
+        printf("\nverdict: this identity shares the host budget%s\n",
+               fleet_ok ? ""
+                        : " (the fleet tier is in fallback: the host's own "
+                          "floors, throttle and holds; see above)");
         return CTL_EXIT_OK;
     }
     printf("\nverdict: this identity would NOT share the host budget: %s\n",

@@ -10,6 +10,7 @@
 
 #include "ctl.h"
 #include "ctl_client.h"
+#include "ctl_fleet.h"
 #include "ctl_opts.h"
 #include "prom.h"
 #include "reply.h"
@@ -152,6 +153,10 @@ static void print_table(const Retryd__StatsReply *r)
                "processes spend from local budgets\n\n",
                r->slots_refused_capacity, r->slots_refused_quota);
     print_health_line(r);
+    char line[1024];
+    ctl_fleet_summary(r, line, sizeof(line));
+    if (line[0] != '\0')
+        printf("%s\n\n", line);
     printf("%-24s %10s %8s %6s %8s %10s %9s %8s %6s   %s\n", "UPSTREAM",
            "BALANCE", "CAP", "RATIO", "FLOOR/s", "DEPOSITS", "GRANTED",
            "DENIED", "AMBIG", "NOT_SENT/SENT_NO_RESP/RESP/PARTIAL");
@@ -174,6 +179,9 @@ static void print_table(const Retryd__StatsReply *r)
         print_upstream_health(u);
         print_upstream_hedge(u);
         print_upstream_shares(u);
+        ctl_fleet_upstream_line(u, line, sizeof(line));
+        if (line[0] != '\0')
+            printf("      %s\n", line);
     }
     print_programs(r);
     if (r->n_processes == 0)
@@ -331,8 +339,10 @@ static void print_json_health(const Retryd__StatsReply *r)
            h ? h->unexplained_removed_micro : 0,
            h ? h->unexplained_spent_micro : 0);
     json_string(h && h->last_finding ? h->last_finding : "");
-    printf(",\"last_damage_unix_ms\":%" PRIu64 "}},\"upstreams\":[",
+    printf(",\"last_damage_unix_ms\":%" PRIu64 "},",
            h ? h->last_damage_unix_ms : 0);
+    ctl_fleet_json(r);
+    printf("},\"upstreams\":[");
 }
 
 static void print_json(const Retryd__StatsReply *r)
@@ -363,6 +373,7 @@ static void print_json(const Retryd__StatsReply *r)
         json_upstream_health(u);
         json_upstream_hedge(u);
         json_upstream_shares(u);
+        ctl_fleet_json_upstream(u);
         printf("}");
     }
     json_programs(r);

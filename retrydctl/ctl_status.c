@@ -14,6 +14,7 @@
 
 #include "ctl.h"
 #include "ctl_client.h"
+#include "ctl_fleet.h"
 #include "ctl_opts.h"
 #include "retryd/budget.h"
 
@@ -64,11 +65,28 @@ int ctl_share_probe(const char *control, const char *client,
     return 0;
 }
 
+/* The fleet tier's line (docs/fleet.md), when the daemon has one and this
+ * identity may read the stats socket: a second line, the exit code is the
+ * host budget's alone. */
+static void print_fleet(const ctl_sockets *s)
+{
+    Retryd__StatsReply *r;
+    char err[CTL_ERR_MAX], line[1024];
+    if (ctl_fetch_stats_quiet(s, false, &r, err, sizeof(err)) < 0)
+        return;
+    ctl_fleet_summary(r, line, sizeof(line));
+    if (line[0] != '\0')
+        printf("%s\n", line);
+    retryd__stats_reply__free_unpacked(r, NULL);
+}
+
 static const ctl_cmd status_cmd = {
     "status",
     "usage: retrydctl status [options]\n"
     "Attach as a service would and say in one line whether this process\n"
-    "shares the host budget, and if not why. Exit 0 shared, 70 not.\n"
+    "shares the host budget, and if not why (and in a second whether the\n"
+    "host is linked to its fleet, when the daemon has a fleet tier).\n"
+    "Exit 0 shared, 70 not.\n"
     "'retrydctl doctor' checks each step and says what to "
     "change.\n\n" CTL_COMMON_HELP,
     "h",
@@ -89,5 +107,6 @@ int ctl_status_main(int argc, char **argv)
         return CTL_EXIT_ERROR;
     }
     printf("%s: %s\n", retryd_share_status_name(st), ctl_share_advice(st));
+    print_fleet(&s);
     return st == RETRYD_SHARE_SHARED ? CTL_EXIT_OK : CTL_EXIT_ERROR;
 }

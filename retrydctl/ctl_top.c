@@ -28,6 +28,7 @@
 
 #include "ctl.h"
 #include "ctl_client.h"
+#include "ctl_fleet.h"
 #include "ctl_opts.h"
 #include "reply.h"
 #include "retryd/decision.h"
@@ -174,6 +175,10 @@ static void print_header(const top_sink *o, const top_frame *f)
           r->daemon_version, up / 86400, up / 3600 % 24, up / 60 % 60, up % 60,
           r->attached_processes, r->process_capacity, r->n_upstreams,
           r->upstream_capacity, r->draining ? "YES" : "no", health);
+    char fleet[512];
+    ctl_fleet_summary(r, fleet, sizeof(fleet));
+    if (fleet[0] != '\0')
+        emitf(o, "%s", fleet);
     if (f->prev)
         emitf(o, "rates over the last %.2f s", f->elapsed);
     else
@@ -366,6 +371,56 @@ static void hedge_row(const top_sink *o, const top_frame *f,
     emit(o, &b);
 }
 
+/* --- the fleet tier (docs/fleet.md) ------------------------------------- */
+
+/* Per upstream in the fleet: whether the fleet's view applies, the floor
+ * in force and the host's share of the fleet's, the hosts, the fleet's
+ * first attempts and retries in the share window, the other hosts'
+ * throttle counts, the fleet's hold left here. */
+static void fleet_rows(const top_sink *o, const top_frame *f)
+{
+    const Retryd__StatsReply *r = f->cur;
+    if (r->fleet == NULL)
+        return;
+    line_buf b = {.len = 0};
+    static const struct {
+        int w;
+        const char *t;
+    } cols[] = {{-TOP_NAME_W, "FLEET"},
+                {8, "APPLIED"},
+                {9, "FLOOR/s"},
+                {7, "SHARE"},
+                {6, "HOSTS"},
+                {10, "FLEET_1ST"},
+                {10, "FLEET_RET"},
+                {8, "+R"},
+                {8, "+A"},
+                {8, "HOLD"}};
+    for (size_t i = 0; i < sizeof(cols) / sizeof(cols[0]); i++)
+        cell(&b, cols[i].w, cols[i].t);
+    emit(o, &b);
+    for (size_t i = 0; i < r->n_upstreams; i++) {
+        const Retryd__UpstreamFleet *x = r->upstreams[i]->fleet;
+        char t[10][64];
+        if (x == NULL)
+            continue;
+        printable(r->upstreams[i]->name, t[0], sizeof(t[0]));
+        snprintf(t[1], 64, "%s", x->applied ? "yes" : "NO");
+        snprintf(t[2], 64, "%.2f", reply_tokens(x->floor_micro_per_s));
+        snprintf(t[3], 64, "%.1f%%", (double)x->share_ppm / 1e4);
+        snprintf(t[4], 64, "%u", x->hosts);
+        snprintf(t[5], 64, "%" PRIu64, x->first_attempts);
+        snprintf(t[6], 64, "%" PRIu64, x->retries_granted);
+        snprintf(t[7], 64, "%" PRIu64, x->requests);
+        snprintf(t[8], 64, "%" PRIu64, x->accepts);
+        snprintf(t[9], 64, "%.1fs", (double)x->pushback_remaining_ms / 1000);
+        b.len = 0;
+        for (size_t c = 0; c < 10; c++)
+            cell(&b, cols[c].w, x->applied || c < 3 ? t[c] : TOP_DASH);
+        emit(o, &b);
+    }
+}
+
 /* --- programs ------------------------------------------------------------ */
 
 /* The rates per program: the daemon's per-program rows, which keep the
@@ -452,6 +507,7 @@ static void render(const top_sink *o, const top_frame *f)
         hedge_title(o);
         for (size_t i = 0; i < f->cur->n_upstreams; i++)
             hedge_row(o, f, f->cur->upstreams[i]);
+        fleet_rows(o, f);
     }
     program_rows(o, f);
     if (f->cur->attached_processes == 0)

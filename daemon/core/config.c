@@ -8,6 +8,7 @@
  */
 #include "core/config.h"
 #include "core/config_keys.h"
+#include "core/config_fleet.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -38,7 +39,8 @@ typedef struct parse_state {
     int line;        /* lines handed to inih so far */
     size_t bytes;    /* read so far, against CONFIG_MAX_BYTES */
     int header_line; /* of the section header being read */
-    seen_lines seen_daemon, seen_defaults;
+    seen_lines seen_daemon, seen_defaults, seen_fleet;
+    int fleet_header; /* the line of the [fleet] header, 0 without one */
     seen_lines seen_programs[CONFIG_MAX_PROGRAMS]; /* parallel to programs */
     seen_lines *seen_upstreams; /* parallel to cfg->upstreams */
     size_t cap_upstreams;       /* of both arrays; grown by doubling */
@@ -65,6 +67,7 @@ typedef struct parse_state {
 #define SECTION_DEFAULTS "defaults"
 #define SECTION_UPSTREAM_PREFIX "upstream "
 #define SECTION_PROGRAM_PREFIX "program "
+#define SECTION_FLEET "fleet"
 
 /* Record a mistake at the current line; inih goes on parsing after one,
  * so that --check-config lists them all. */
@@ -171,6 +174,10 @@ static void note_section(parse_state *st, const char *line)
     st->section[n] = '\0';
     st->after_key = false;
     st->header_line = st->line;
+    /* [fleet] turns the tier on even with no key under it (then finish()
+     * says redis is missing); the first header is the one named. */
+    if (strcmp(st->section, SECTION_FLEET) == 0 && st->fleet_header == 0)
+        st->fleet_header = st->line;
     note_upstream_header(st);
 }
 
@@ -410,6 +417,11 @@ static void *section_of(parse_state *st, const char *section, const char *key,
         *ret_seen = &st->seen_defaults;
         return &st->cfg->defaults;
     }
+    if (strcmp(section, SECTION_FLEET) == 0) {
+        *ret_kind = CONFIG_SECTION_FLEET;
+        *ret_seen = &st->seen_fleet;
+        return st->cfg;
+    }
     if (strncmp(section, SECTION_PROGRAM_PREFIX,
                 strlen(SECTION_PROGRAM_PREFIX)) == 0) {
         *ret_kind = CONFIG_SECTION_PROGRAM;
@@ -576,11 +588,50 @@ static void finish_unset(config *c, const parse_state *st)
         }
 }
 
+/* The first line that sets a fleet key of [defaults] or an upstream in
+ * @p seen, 0 for none; its key in *@p ret_key. */
+static int fleet_key_line(const seen_lines *seen, const char **ret_key)
+{
+    static const int keys[] = {CK_FLEET_MIN_RETRIES_PER_SEC, CK_FLEET_HEALTH,
+                               CK_FLEET_PUSHBACK};
+    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+        if (seen->key[keys[i]] != 0) {
+            *ret_key = config_keys[keys[i]].key;
+            return seen->key[keys[i]];
+        }
+    return 0;
+}
+
+/* A fleet key with no [fleet] section would share nothing: said at its
+ * line rather than ignored. */
+static int fleet_keys_need_section(const config *c, const parse_state *st,
+                                   char *err, size_t err_len)
+{
+    const char *key = NULL, *prefix = "", *section = SECTION_DEFAULTS;
+    int line = fleet_key_line(&st->seen_defaults, &key);
+    for (size_t i = 0; line == 0 && i < c->n_upstreams; i++) {
+        line = fleet_key_line(&st->seen_upstreams[i], &key);
+        prefix = SECTION_UPSTREAM_PREFIX;
+        section = c->upstreams[i].name;
+    }
+    if (c->fleet.on || line == 0)
+        return 0;
+    snprintf(err, err_len,
+             "%s:%d: [%s%s] %s: the fleet tier is off (no [fleet] section): "
+             "add one naming redis, or remove the key (docs/fleet.md)",
+             c->path, line, prefix, section, key);
+    return RETRYD_ECONFIG;
+}
+
 static int finish(config *c, parse_state *st, char *err, size_t err_len)
 {
     if (finish_paths(c, err, err_len) < 0 ||
         check_distinct(c, st, err, err_len) < 0 ||
-        limits_finish(c, st, err, err_len) < 0)
+        limits_finish(c, st, err, err_len) < 0 ||
+        config_fleet_finish(c, st->fleet_header,
+                            st->seen_fleet.key[CK_FLEET_REDIS] != 0, err,
+                            err_len) < 0 ||
+        fleet_keys_need_section(c, st, err, err_len) < 0)
         return RETRYD_ECONFIG;
     if (c->n_upstreams > c->upstream_capacity) {
         snprintf(err, err_len,

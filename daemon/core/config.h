@@ -60,6 +60,12 @@ typedef struct budget_params {
     uint64_t hedge_cap_micro;
     uint64_t hedge_min_delay_ns;
     uint64_t hedge_window_ns;
+    /* The fleet tier (docs/fleet.md), the daemon's alone too: the fleet's
+     * floor (FLEET_FLOOR_UNSET: none), and whether this host obeys the
+     * other hosts' health counts and holds. */
+    uint64_t fleet_floor_micro_per_s;
+    uint64_t fleet_health;   /* 0 or 1 */
+    uint64_t fleet_pushback; /* 0 or 1 */
 } budget_params;
 
 /* The hedge parameters @p p configures, as a slot holds them. */
@@ -92,6 +98,24 @@ static inline bool budget_hedge_equal(const budget_params *a,
     return memcmp(&x, &y, sizeof(x)) == 0;
 }
 
+/* fleet_min_retries_per_sec unset: the upstream has no fleet floor. */
+#define FLEET_FLOOR_UNSET UINT64_MAX
+
+/* Whether the upstream takes part in the fleet tier: any fleet key set. */
+static inline bool budget_params_in_fleet(const budget_params *p)
+{
+    return p->fleet_floor_micro_per_s != FLEET_FLOOR_UNSET || p->fleet_health ||
+           p->fleet_pushback;
+}
+
+static inline bool budget_fleet_equal(const budget_params *a,
+                                      const budget_params *b)
+{
+    return a->fleet_floor_micro_per_s == b->fleet_floor_micro_per_s &&
+           a->fleet_health == b->fleet_health &&
+           a->fleet_pushback == b->fleet_pushback;
+}
+
 /* The share window a slot holds for @p p: 0 when fair shares are off. */
 static inline uint64_t budget_params_slot_window(const budget_params *p)
 {
@@ -114,6 +138,30 @@ typedef struct program_conf {
     char name[CONFIG_PROGRAM_NAME_MAX + 1];
     uint64_t weight_micro;
 } program_conf;
+
+/*
+ * The fleet tier's link to Redis (docs/fleet.md), the [fleet] section; off
+ * when the section is absent. The password is read from password_file
+ * when the configuration is loaded (at start and at each reload), never
+ * from the command line or the file itself.
+ */
+#define FLEET_ADDRESS_MAX 256 /* redis = HOST:PORT or a socket path */
+#define FLEET_NAME_MAX 64     /* the key namespace */
+#define FLEET_HOST_ID_MAX 128
+#define FLEET_SECRET_MAX 256 /* an ACL user name, a password */
+typedef struct fleet_conf {
+    bool on;
+    char redis[FLEET_ADDRESS_MAX]; /* as written: for logs and stats */
+    bool unix_socket;              /* redis is a socket path */
+    char host[FLEET_ADDRESS_MAX];  /* TCP: a name or an address */
+    uint32_t port;
+    char password_file[PATH_MAX];
+    char user[FLEET_SECRET_MAX];     /* "": Redis's default user */
+    char password[FLEET_SECRET_MAX]; /* "": no AUTH */
+    char name[FLEET_NAME_MAX + 1];
+    char host_id[FLEET_HOST_ID_MAX + 1]; /* this host in the fleet */
+    uint64_t sync_interval_ns;
+} fleet_conf;
 
 typedef struct config {
     char path[PATH_MAX];
@@ -166,6 +214,7 @@ typedef struct config {
     size_t n_upstreams;
     program_conf programs[CONFIG_MAX_PROGRAMS];
     size_t n_programs;
+    fleet_conf fleet;
     struct rcu_head rcu;
 } config;
 

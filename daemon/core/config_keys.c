@@ -17,8 +17,10 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 
+#include "core/config_fleet.h"
 #include "core/log.h"
 #include "prom.h"
+#include "shared/fleet.h"
 #include "retryd/common.h"
 
 /* Write the reason into @p why; RETRYD_ECONFIG. */
@@ -365,6 +367,11 @@ static int parse_listen_key(const config_key *k, const char *v, void *field,
     }
 #define PARAMS(name, f, lo, hi, dflt)                                          \
     PARAMS_OF(name, parse_tokens_key, f, lo, hi, dflt)
+#define FLEET(name, parser, f, lo, hi, dflt, text)                             \
+    {                                                                          \
+        CONFIG_SECTION_FLEET, name, parser, FIELD(config, fleet.f), lo, hi,    \
+            dflt, text                                                         \
+    }
 /* The limits a neighbour meets (docs/daemon.md, "Limits and timeouts"):
  * decimals in a range; a default of 0 is derived from another key. */
 #define LIMIT(f, lo, hi, dflt) DAEMON(#f, parse_u32_key, f, lo, hi, dflt, NULL)
@@ -423,6 +430,15 @@ const config_key config_keys[CK_COUNT] = {
     [CK_HEDGE_WINDOW] = PARAMS_OF("hedge_window", parse_duration_key,
                                   hedge_window_ns, HEDGE_MIN_WINDOW_NS,
                                   HEDGE_MAX_WINDOW_NS, UINT64_C(1000000000)),
+    /* The fleet tier (docs/fleet.md): the fleet's floor (unset: none),
+     * and whether the other hosts' health counts here. */
+    [CK_FLEET_MIN_RETRIES_PER_SEC] =
+        PARAMS("fleet_min_retries_per_sec", fleet_floor_micro_per_s, 0,
+               SEG_MAX_FLOOR_MICRO, FLEET_FLOOR_UNSET),
+    [CK_FLEET_HEALTH] =
+        PARAMS_OF("fleet_health", parse_switch_key, fleet_health, 0, 1, 0),
+    [CK_FLEET_PUSHBACK] =
+        PARAMS_OF("fleet_pushback", parse_switch_key, fleet_pushback, 0, 1, 0),
     [CK_WEIGHT] = {CONFIG_SECTION_PROGRAM, "weight", parse_tokens_key,
                    FIELD(program_conf, weight_micro), SEG_MICRO / 1000,
                    CONFIG_MAX_WEIGHT_MICRO, CONFIG_DEFAULT_WEIGHT_MICRO, NULL},
@@ -484,7 +500,20 @@ const config_key config_keys[CK_COUNT] = {
     [CK_LOG_LIMIT_LINES] = LIMIT(log_limit_lines, 1, 1000, LOG_LIMIT_LINES),
     [CK_LOG_LIMIT_INTERVAL_S] =
         LIMIT(log_limit_interval_s, 1, 3600, LOG_LIMIT_WINDOW_MS / 1000),
+    /* [fleet] (docs/fleet.md): the section's presence turns the tier on. */
+    [CK_FLEET_REDIS] = FLEET("redis", config_parse_redis, redis, 0, 0, 0, NULL),
+    [CK_FLEET_PASSWORD_FILE] =
+        FLEET("password_file", config_parse_password_file, password_file, 0, 0,
+              0, NULL),
+    [CK_FLEET_NAME] =
+        FLEET("name", config_parse_fleet_name, name, 0, 0, 0, "default"),
+    [CK_FLEET_HOST_ID] =
+        FLEET("host_id", config_parse_host_id, host_id, 0, 0, 0, NULL),
+    [CK_FLEET_SYNC_INTERVAL] = FLEET(
+        "sync_interval", parse_duration_key, sync_interval_ns,
+        UINT64_C(100000000), FLEET_MAX_INTERVAL_NS, UINT64_C(1000000000), NULL),
 };
+#undef FLEET
 #undef LIMIT
 #undef PARAMS
 #undef PARAMS_OF
@@ -506,8 +535,8 @@ void config_keys_set_defaults(config *c)
         const config_key *k = &config_keys[i];
         if (k->section == CONFIG_SECTION_PROGRAM)
             continue; /* each [program NAME] is given its own */
-        void *base = k->section == CONFIG_SECTION_DAEMON ? (void *)c
-                                                         : (void *)&c->defaults;
+        void *base = k->section == CONFIG_SECTION_PARAMS ? (void *)&c->defaults
+                                                         : (void *)c;
         /* A default always parses: the table's own values. */
         (void)k->parse(k, NULL, config_key_field(k, base), c, why);
     }

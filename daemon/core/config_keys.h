@@ -20,6 +20,7 @@ typedef enum config_section {
     CONFIG_SECTION_DAEMON,
     CONFIG_SECTION_PARAMS,
     CONFIG_SECTION_PROGRAM, /* [program NAME]: a program_conf */
+    CONFIG_SECTION_FLEET,   /* [fleet]: the config's fleet_conf */
 } config_section;
 
 /* Every row, in table order. The limits whose default depends on another
@@ -43,6 +44,9 @@ enum config_key_id {
     CK_HEDGE_CAP,
     CK_HEDGE_MIN_DELAY,
     CK_HEDGE_WINDOW,
+    CK_FLEET_MIN_RETRIES_PER_SEC,
+    CK_FLEET_HEALTH,
+    CK_FLEET_PUSHBACK,
     CK_WEIGHT,
     CK_RUNTIME_DIR,
     CK_CONTROL_SOCKET,
@@ -73,6 +77,11 @@ enum config_key_id {
     CK_METRICS_REPLY_TIMEOUT_MS,
     CK_LOG_LIMIT_LINES,
     CK_LOG_LIMIT_INTERVAL_S,
+    CK_FLEET_REDIS,
+    CK_FLEET_PASSWORD_FILE,
+    CK_FLEET_NAME,
+    CK_FLEET_HOST_ID,
+    CK_FLEET_SYNC_INTERVAL,
     CK_COUNT
 };
 

@@ -34,6 +34,7 @@
 
 #include "core/log.h"
 #include "segment/audit.h"
+#include "segment/fleet_slots.h"
 
 #define NS_PER_S UINT64_C(1000000000)
 /* Reads of the balance per check: the lowest is compared, the highest
@@ -63,10 +64,14 @@ typedef struct audit_row {
 typedef struct audit_up {
     uint64_t ident; /* the slot's when the base was taken; 0: no base */
     uint64_t ratio, floor, cap;
-    int64_t balance;    /* micro-tokens at the base */
-    uint64_t n[A_N];    /* the summed ledgers at the base */
-    uint64_t stamp;     /* the refill stamp the refill base counts from */
-    uint64_t refills;   /* the summed refills at the refill base */
+    int64_t balance;  /* micro-tokens at the base */
+    uint64_t n[A_N];  /* the summed ledgers at the base */
+    uint64_t stamp;   /* the refill stamp at the last audit */
+    uint64_t refills; /* the summed refills at the refill base */
+    /* What the floor paid for the time the stamp advanced since the
+     * refill base, and the floor in force at the last audit. */
+    u128 allowed;
+    uint64_t rate;
     uint64_t stamp_max; /* the latest stamp seen (never ahead of now) */
     uint64_t discards;  /* the summed discards at the last audit */
     int64_t suspect;    /* an excess seen at the last audit, else 0 */
@@ -294,6 +299,24 @@ static uint64_t take_back(seg_upstream *s, uint64_t ident, uint64_t amount)
     }
 }
 
+/* The highest floor upstream @p u may have refilled at since the last
+ * audit: its own, or the host's share of the fleet's while the daemon's
+ * view applies one (docs/fleet.md; the clients' refill_due() reads the
+ * same), any share written meanwhile included. */
+static uint64_t floor_in_force(owner *o, uint32_t u)
+{
+    uint64_t own = o->slots[u].params.floor_micro_per_s;
+    if (o->fleet == NULL)
+        return own;
+    const fleet_view *v = &o->fleet[u].copy;
+    uint64_t f = o->fleet[u].floor_seen;
+    o->fleet[u].floor_seen = 0;
+    if ((v->flags & SEG_FLEET_FLOOR) && v->valid_until_ns != 0 &&
+        v->floor_micro_per_s > f)
+        f = v->floor_micro_per_s;
+    return f > own ? f : own;
+}
+
 static void take_base(audit_up *up, uint64_t ident, const budget_params *p,
                       const uint64_t n[A_N], uint64_t stamp, int64_t balance,
                       uint64_t now)
@@ -306,6 +329,8 @@ static void take_base(audit_up *up, uint64_t ident, const budget_params *p,
     memcpy(up->n, n, sizeof(up->n));
     up->stamp = stamp < now ? stamp : now;
     up->refills = n[A_REFILL];
+    up->allowed = 0;
+    up->rate = p->floor_micro_per_s;
     up->stamp_max = up->stamp;
     up->discards = n[A_DISC];
     up->suspect = 0;
@@ -372,12 +397,19 @@ static uint64_t audit_refill(owner *o, uint32_t u, const uint64_t n[A_N],
     uint64_t at = stamp < now ? stamp : now;
     if (at > up->stamp_max)
         up->stamp_max = at;
-    u128 allowed =
-        at > up->stamp ? (u128)(at - up->stamp) * up->floor / NS_PER_S : 0;
+    /* The floor may have changed since the last audit (a fleet view
+     * renewed or lapsed): the time since is paid at the higher of the two,
+     * which a claim spanning the change cannot exceed. */
+    uint64_t rate = floor_in_force(o, u);
+    uint64_t paid_at = rate > up->rate ? rate : up->rate;
+    if (at > up->stamp)
+        up->allowed += (u128)(at - up->stamp) * paid_at / NS_PER_S;
+    up->stamp = at;
+    up->rate = rate;
     uint64_t used = n[A_REFILL] - up->refills;
-    if ((u128)used <= allowed + SEG_MICRO)
+    if ((u128)used <= up->allowed + SEG_MICRO)
         return 0;
-    uint64_t excess = used - (uint64_t)allowed;
+    uint64_t excess = used - (uint64_t)up->allowed;
     uint64_t discarded = n[A_DISC] - up->discards;
     uint64_t landed = excess > discarded ? excess - discarded : 0;
     uint64_t took = take_back(s, o->slots[u].ident, landed);
@@ -389,14 +421,14 @@ static uint64_t audit_refill(owner *o, uint32_t u, const uint64_t n[A_N],
             "through %s; %llu.%06llu taken back from the balance",
             o->slots[u].name, (unsigned long long)(excess / SEG_MICRO),
             (unsigned long long)(excess % SEG_MICRO),
-            (unsigned long long)(up->floor / SEG_MICRO),
-            (unsigned long long)(up->floor % SEG_MICRO), who,
+            (unsigned long long)(up->rate / SEG_MICRO),
+            (unsigned long long)(up->rate % SEG_MICRO), who,
             (unsigned long long)(took / SEG_MICRO),
             (unsigned long long)(took % SEG_MICRO));
     atomic_fetch_add(&o->audit_removed_micro, took);
     atomic_fetch_add(&o->audit_spent_micro, landed - took);
-    up->stamp = at;
     up->refills = n[A_REFILL];
+    up->allowed = 0;
     return took;
 }
 

@@ -17,6 +17,7 @@
 
 #include "shared/bucket.h"
 #include "shared/hedge.h"
+#include "segment/fleet_slots.h"
 #include "segment/keeper.h"
 #include "segment/audit.h"
 #include "segment/shares.h"
@@ -299,7 +300,7 @@ ready:
     atomic_store(&o->view.hdr->daemon_pid, (uint64_t)getpid());
     atomic_store(&o->view.hdr->daemon_start_time,
                  retryd__process_start_time((uint64_t)getpid()));
-    if (take_copies(o) < 0) {
+    if (take_copies(o) < 0 || owner_fleet_open(o) < 0) {
         snprintf(why, why_len, "out of memory");
         owner_close(o);
         return RETRYD_ENOMEM;
@@ -319,6 +320,7 @@ void owner_close(owner *o)
     free(o->programs);
     owner_shares_free(o);
     owner_audit_free(o);
+    owner_fleet_free(o);
     o->slots = NULL;
     o->procs = NULL;
     o->programs = NULL;
@@ -422,6 +424,7 @@ int owner_upstream_alloc(owner *o, const char *name, const budget_params *p,
         retryd__health_init(s, &h);
         hedge_params hp = budget_params_hedge(p);
         retryd__hedge_init(&s->hedge, &hp, retryd__clock_coarse_ns());
+        owner_fleet_forget(o, i); /* nothing of a previous occupant's */
         atomic_store_explicit(&s->ident, seg_ident(gen, SEG_ACTIVE),
                               memory_order_release);
         o->slots[i].ident = seg_ident(gen, SEG_ACTIVE);
@@ -487,6 +490,7 @@ void owner_upstream_retire(owner *o, uint32_t slot)
                           memory_order_release);
     atomic_store_explicit(&s->tokens, seg_token_word(gen, 0),
                           memory_order_release);
+    owner_fleet_forget(o, slot);
 }
 
 int owner_process_alloc(owner *o, pid_t pid, uint64_t start_time, uid_t uid,
@@ -665,6 +669,7 @@ static const char *const damage_what[OWNER_DAMAGE_KINDS] = {
     [OWNER_D_LEDGER] = "process ledgers rewritten (a count went back, an "
                        "entry moved)",
     [OWNER_D_HEDGE] = "hedge pictures or hedge balances repaired",
+    [OWNER_D_FLEET] = "fleet blocks put back from the daemon's copy",
 };
 
 void owner_found(owner *o, enum owner_damage kind)
@@ -787,6 +792,8 @@ static void police_upstream(owner *o, uint32_t i, uint64_t now_ns)
         owner_found(o, OWNER_D_PARAMS);
     if (hd & (HEDGE_PICTURE_RESET | HEDGE_BUCKET_REPAIRED))
         owner_found(o, OWNER_D_HEDGE);
+    if (owner_fleet_police(o, i))
+        owner_found(o, OWNER_D_FLEET);
     bucket_tally t = {s->counters, false, NULL, NULL};
     unsigned damage = retryd__bucket_check(s, w->ident, now_ns, &t);
     if (damage & BUCKET_BROKEN) {
@@ -929,6 +936,7 @@ void owner_health_fill(const owner *o, struct Retryd__SegmentHealth *h,
     owner_audit_last(o, finding, len);
     h->last_finding = finding;
     h->hedge_repaired = D(OWNER_D_HEDGE);
+    h->fleet_repaired = D(OWNER_D_FLEET);
     h->last_damage_unix_ms =
         atomic_load_explicit(&m->last_damage_unix_ms, memory_order_relaxed);
 #undef D

@@ -35,6 +35,7 @@ enum owner_damage {
     OWNER_D_REFILL_UNEXPLAINED,  /* a stamp set back, a refill beyond it */
     OWNER_D_LEDGER,              /* a process's counts went back or moved */
     OWNER_D_HEDGE,               /* a hedge picture or hedge balance repaired */
+    OWNER_D_FLEET,               /* a fleet block put back (fleet_slots.h) */
     OWNER_DAMAGE_KINDS
 };
 
@@ -96,6 +97,7 @@ typedef struct owner {
      * and already spent when it found them. */
     _Atomic uint64_t audit_removed_micro;
     _Atomic uint64_t audit_spent_micro;
+    struct owner_fleet *fleet; /* the fleet blocks' copies (fleet_slots.c) */
     _Atomic bool draining;
     /* Called when the heartbeat retired a slot beyond repair, so the
      * registry forgets it (upstreams.c sets it). */

@@ -187,7 +187,8 @@ static void update_params(server *d, reg_entry *found, const budget_params *p)
     reg_entry e = *found;
     if (params_equal(&found->params, p) &&
         budget_health_equal(&found->params, p) &&
-        budget_hedge_equal(&found->params, p))
+        budget_hedge_equal(&found->params, p) &&
+        budget_fleet_equal(&found->params, p))
         return;
     e.params = *p;
     owner_upstream_set_params(&d->seg, e.slot, p);
@@ -260,6 +261,12 @@ void daemon_adopt_upstreams(server *d)
             .cap_micro = atomic_load(&s->cap_micro),
         };
         budget_params_read_share(&e.params, s);
+        /* The fleet keys are the daemon's alone and not in the slot: the
+         * configuration's (its [defaults] for a client's upstream). */
+        const budget_params *conf = config_params_for(d->cfg, e.name);
+        e.params.fleet_floor_micro_per_s = conf->fleet_floor_micro_per_s;
+        e.params.fleet_health = conf->fleet_health;
+        e.params.fleet_pushback = conf->fleet_pushback;
         health_params h;
         retryd__health_params_of(s, &h);
         if (!retryd__health_params_ok(&h))

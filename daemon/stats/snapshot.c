@@ -162,6 +162,8 @@ static int add_upstream(const reg_entry *e, void *arg)
     u->claimed_micro = atomic_load(&s->claimed_micro);
     u->shares_kept = atomic_load(&s->share_since_ns) != 0;
     fill_drained(b, i, e->slot, e->generation);
+    if (stats_upstream_fleet(e, s, now, &b->fleet[i]))
+        u->fleet = &b->fleet[i];
     fill_counters(&b->counters[i], b->totals[e->slot],
                   b->numbers + i * STATS_NUMBERS);
     u->counters = &b->counters[i];
@@ -220,6 +222,7 @@ void stats_snapshot_free(stats_snapshot *s)
     free(s->b.params), free(s->b.counters), free(s->b.health);
     free(s->b.hedge);
     free(s->b.numbers), free(s->b.drained), free(s->b.drained_names);
+    free(s->b.fleet);
     free(s->rows), free(s->prs), free(s->prptr), free(s->prc), free(s->prnum);
     memset(s, 0, sizeof(*s));
 }
@@ -256,10 +259,11 @@ static int snapshot_alloc(stats_snapshot *s, size_t ucap, size_t pcap)
     s->b.numbers = calloc(ucap * STATS_NUMBERS, sizeof(*s->b.numbers));
     s->b.drained = calloc(ucap, sizeof(*s->b.drained));
     s->b.drained_names = calloc(ucap, sizeof(*s->b.drained_names));
+    s->b.fleet = calloc(ucap, sizeof(*s->b.fleet));
     if (!programs_alloc(s) || !s->ps || !s->pptr || !s->pcs || !s->pnum ||
         !s->programs || !s->b.totals || !s->b.ups || !s->b.up_ptrs ||
         !s->b.names || !s->b.params || !s->b.counters || !s->b.health ||
-        !s->b.numbers || !s->b.drained || !s->b.drained_names)
+        !s->b.numbers || !s->b.drained || !s->b.drained_names || !s->b.fleet)
         return RETRYD_ENOMEM;
     return 0;
 }
@@ -300,6 +304,7 @@ int stats_snapshot_take(server *d, bool processes, stats_snapshot *s)
     registry_for_each(d->reg, add_upstream, &s->b);
     rep->n_processes = processes ? add_processes(d, s) : 0;
     rep->n_programs = add_programs(d, s);
+    stats_fleet_fill(d, rcu_dereference(d->cfg), &s->fleet, rep);
     rd_rcu_read_unlock();
 
     rep->generation = d->seg.generation;

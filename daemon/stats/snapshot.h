@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "daemon.h"
+#include "stats/fleet_stats.h"
 #include "stats/programs.h"
 
 /* Per Counters message: denials (index 0 unused, as the proto's
@@ -29,6 +30,7 @@ typedef struct stats_build {
     Retryd__UpstreamHedge *hedge;
     uint64_t *numbers; /* denied and evidence arrays */
     Retryd__DrainedBy *drained;
+    Retryd__UpstreamFleet *fleet; /* docs/fleet.md */
     char (*drained_names)[OWNER_PROGRAM_MAX];
     size_t n, cap;
 } stats_build;
@@ -48,6 +50,7 @@ typedef struct stats_snapshot {
     char (*programs)[OWNER_PROGRAM_MAX];
     /* Per program (programs.h): the ledger's rows and their messages. */
     program_row *rows;
+    stats_fleet fleet; /* the fleet tier's link (fleet_stats.h) */
     Retryd__ProgramStats *prs;
     Retryd__ProgramStats **prptr;
     Retryd__Counters *prc;

@@ -66,7 +66,10 @@ RETRYD_EXPORT void retryd_upstream_observe(retryd_upstream *up,
  * (retryd_facts.pushback_ns). */
 RETRYD_EXPORT int64_t retryd_upstream_pushback(retryd_upstream *up);
 
-/** An upstream's health as the host sees it now (retryd_upstream_health). */
+/** An upstream's health as the host sees it now (retryd_upstream_health):
+ * the window's counts are those the host's admissions throttle by, so
+ * with fleet_health on (docs/fleet.md) they include the other hosts' while
+ * the daemon's fleet view applies. */
 typedef struct retryd_health {
     size_t sz;          /**< sizeof(retryd_health) (docs/abi.md) */
     bool throttle;      /**< adaptive_throttle is on for the upstream */

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "budget/host.h"
+#include "shared/fleet.h"
 #include "base/macros.h"
 
 #define NS_PER_S UINT64_C(1000000000)
@@ -585,8 +586,8 @@ static inline double throttle_probability(seg_upstream *s, uint64_t now)
 {
     throttle_memo *m = &throttle_memo_tls;
     if (__builtin_expect(m->slot != s || m->now_ns != now, 0)) {
-        health_view v;
-        retryd__health_view(s, now, &v);
+        health_view v; /* with the other hosts' while the fleet's applies */
+        retryd__health_view_fleet(s, now, &v);
         *m = (throttle_memo){
             .slot = s,
             .now_ns = now,
@@ -736,9 +737,10 @@ int retryd_upstream_health(retryd_upstream *up, retryd_health *ret)
         return RETRYD_EINVAL;
     health_place h = health_place_of(up);
     uint64_t now = retryd__clock_coarse_ns();
-    health_view v; /* summed now, not the admissions' memo */
+    health_view v; /* summed now, not the admissions' memo; the fleet's
+                    * counts in, as the admissions see them */
     health_params p;
-    retryd__health_view(h.slot, now, &v);
+    retryd__health_view_fleet(h.slot, now, &v);
     retryd__health_params_of(h.slot, &p);
     retryd_health out = {
         .sz = sizeof(out),

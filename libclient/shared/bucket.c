@@ -31,6 +31,7 @@
  * checked first.
  */
 #include "shared/bucket.h"
+#include "shared/fleet.h"
 
 #include "retryd/common.h"
 
@@ -97,13 +98,16 @@ static int credit(seg_upstream *s, uint64_t ident, uint64_t amount,
 }
 
 /* The floor refill due for the interval (@p last, @p now]: what refill()
- * credits and retryd__bucket_projected_balance() foresees, one formula. */
+ * credits and retryd__bucket_projected_balance() foresees, one formula.
+ * The floor is the one in force at @p now: the host's share of the
+ * fleet's while the daemon's fleet view applies one (docs/fleet.md), else
+ * the slot's own. */
 static uint64_t refill_due(const seg_upstream *s, uint64_t last, uint64_t now)
 {
     if (now <= last)
         return 0;
     uint64_t floor =
-        atomic_load_explicit(&s->floor_micro_per_s, memory_order_relaxed);
+        retryd__fleet_floor((seg_upstream *)(uintptr_t)s, now); /* reads */
     __extension__ typedef unsigned __int128 u128;
     u128 add = (u128)(now - last) * floor / NS_PER_S;
     return add > SEG_MAX_CAP_MICRO ? SEG_MAX_CAP_MICRO : (uint64_t)add;

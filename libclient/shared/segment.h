@@ -21,7 +21,8 @@
 #include "shared/hedge_layout.h"
 
 #define SEG_MAGIC UINT64_C(0x4753445952544552) /* "RETRYDSG", little-endian */
-#define SEG_LAYOUT_VERSION 5u /* 5: hedging (docs/hedging.md) */
+#define SEG_LAYOUT_VERSION                                                     \
+    6u /* 5: hedging (docs/hedging.md); 6: the fleet tier (docs/fleet.md) */
 #define SEG_LINE 64
 #define SEG_HEADER_SIZE 4096u
 
@@ -217,6 +218,9 @@ typedef struct seg_header {
 #define SEG_HEALTH_PUSHBACK_FIRST 0x4u /* pushback_first_attempts = on */
 #define SEG_HEALTH_FLAGS_ALL 0x7u
 
+/* The fleet tier's block (seg_fleet, docs/fleet.md), in a file of its own. */
+#include "shared/fleet_layout.h"
+
 typedef struct seg_upstream {
     /* The bucket: the only line every process writes on the hot path. */
     alignas(SEG_LINE) _Atomic uint64_t tokens; /* gen16 | balance48 */
@@ -270,6 +274,8 @@ typedef struct seg_upstream {
     /* Hedging (docs/hedging.md): its bucket, parameters, picture,
      * counters and latency histogram, in a block of its own. */
     seg_hedge hedge;
+    /* The fleet tier: what the daemon learned from the other hosts. */
+    seg_fleet fleet;
 } seg_upstream;
 
 #define SEG_PROC_ENTRIES 32

@@ -34,6 +34,7 @@
 #include "shared/frame.h"
 #include "shared/health.h"
 #include "shared/hedge.h"
+#include "shared/fleet.h"
 #include "shared/segment.h"
 
 /* flaky: the host throttle on, with a window (an hour: its slots do not
@@ -766,6 +767,50 @@ Test(segment_attacks, a_scribbled_hedge_block_hedges_nobody_for_free)
     double bal = number_in_res("\"name\":\"payments\"", "hedge_balance");
     cr_expect_leq(bal, 10, "the stats show the configured cap: %s", res.out);
     cr_expect(daemon_running());
+    child_stop(&c);
+    munmap(m.map, m.size);
+}
+
+/*
+ * A fleet view forged into a slot of a daemon with no fleet tier: a floor
+ * of a million tokens a second, the other hosts' windows full of
+ * rejections, valid for a minute. The daemon puts the block back to what
+ * it wrote (nothing) at its next heartbeat and counts it; from then on
+ * the bucket refills at its own floor (0 here) again.
+ */
+Test(segment_attacks, a_forged_fleet_view_is_put_back)
+{
+    child c;
+    start_client(&c);
+    ask(&c, "open payments", "ok shared=1");
+    double repaired = health("fleet_repaired");
+    mapped m;
+    map_segment(&m);
+    seg_upstream *s = slot_named(&m, "payments");
+    uint64_t now = retryd__clock_coarse_ns();
+    fleet_view forged = {.valid_until_ns = now + 60 * UINT64_C(1000000000),
+                         .flags = SEG_FLEET_FLAGS_ALL,
+                         .floor_micro_per_s = SEG_MAX_FLOOR_MICRO,
+                         .requests = 1000000,
+                         .rejecters = 1000};
+    long long t0 = rd_now_ms();
+    retryd__fleet_store(&s->fleet, &forged);
+    wait_health("fleet_repaired", repaired + 1);
+    cr_log_info("fleet block put back %lld ms after the forgery",
+                rd_now_ms() - t0);
+    fleet_view back, none = {0};
+    retryd__fleet_load(&s->fleet, &back);
+    cr_expect_eq(memcmp(&back, &none, sizeof(back)), 0,
+                 "the block still holds a view (floor %llu, until %llu)",
+                 (unsigned long long)back.floor_micro_per_s,
+                 (unsigned long long)back.valid_until_ns);
+    cr_expect_eq(retryd__fleet_floor(s, retryd__clock_coarse_ns()), 0,
+                 "the slot's own floor (0) is in force again");
+    /* The bucket (no deposit yet, no floor) is empty, and stays so: a
+     * forged floor still in force would fill it to its cap of 20. */
+    struct timespec nap = {0, 300000000};
+    nanosleep(&nap, NULL);
+    ask(&c, "withdraw 10", "granted 0 denied 10");
     child_stop(&c);
     munmap(m.map, m.size);
 }

@@ -20,8 +20,13 @@ trap 'rm -rf "$tmp"' EXIT
 
 # What the daemon and its segment keeper call: traced with strace -f over a
 # start, an attach, a stats read, a drain, a reload, a stop and a restart
-# (glibc's and liburcu's calls included), plus what the design relies on.
+# (glibc's and liburcu's calls included), plus what the design relies on;
+# and with the fleet tier on (docs/fleet.md), syncing with a Redis named
+# by a host name: uname (gethostname, for the default host_id; the
+# resolver), the rest (socket, connect, poll, sendto, recvfrom) already
+# here.
 NEEDED="
+uname
 accept4 access arch_prctl bind brk chmod chown clock_nanosleep clone clone3
 close close_range connect dup2 epoll_create1 epoll_ctl epoll_pwait epoll_wait
 eventfd2 execve exit exit_group fallocate fchmod fchown fcntl flock fstat

@@ -48,7 +48,9 @@ arrows() {
     dsegment) echo "dcore shared base proto libs: c m gcc protobuf-c urcu-memb urcu-cds" ;;
     dcontrol) echo "dsegment dcore shared base proto libs: c m gcc protobuf-c urcu-memb urcu-cds" ;;
     dstats) echo "dsegment dcore shared base proto prom libs: c m gcc protobuf-c urcu-memb urcu-cds microhttpd" ;;
-    daemon) echo "dstats dcontrol dsegment dcore shared base proto prom libs: c m gcc protobuf-c urcu-memb urcu-cds inih microhttpd systemd" ;;
+    # The fleet tier (docs/fleet.md): its thread talks to Redis (hiredis).
+    dfleet) echo "dsegment dcore shared base proto libs: c m gcc protobuf-c urcu-memb urcu-cds hiredis" ;;
+    daemon) echo "dfleet dstats dcontrol dsegment dcore shared base proto prom libs: c m gcc protobuf-c urcu-memb urcu-cds inih microhttpd systemd hiredis" ;;
     # The library's test suites (tests/libclient/<layer>): their layer and
     # those below it, criterion, and (for the executors) the test servers'
     # client side, which uses libc alone.
@@ -67,10 +69,12 @@ arrows() {
 # the layer that defines them. The stats wing only reads: nothing that
 # creates, changes or frees upstreams, process slots, the segment or the
 # registry; of a slot's health (docs/health.md) it may sum the window and
-# read the hold, never record, rotate, push, claim, clear or repair.
+# read the hold, never record, rotate, push, claim, clear or repair. The
+# fleet wing (docs/fleet.md) is held to the same: what it learns reaches
+# the segment only through the owner's fleet functions (owner_fleet_*).
 denied() {
     case $1 in
-    dstats)
+    dstats | dfleet)
         echo "owner_open owner_close owner_heartbeat owner_police" \
             "owner_set_draining owner_upstream_alloc owner_upstream_set_params" \
             "owner_upstream_retire owner_process_alloc owner_process_release" \
@@ -88,7 +92,7 @@ denied() {
 # pkg-config package of each library key.
 PKGS="protobuf-c=libprotobuf-c curl=libcurl uuid=uuid urcu-bp=liburcu-bp
 urcu-cds=liburcu-cds urcu-memb=liburcu-memb inih=inih microhttpd=libmicrohttpd systemd=libsystemd
-criterion=criterion"
+hiredis=hiredis criterion=criterion"
 
 # Defined by the static linker, not by any library.
 LINKER_SYMBOLS="_GLOBAL_OFFSET_TABLE_ _DYNAMIC __dso_handle __ehdr_start"
@@ -348,16 +352,19 @@ check_includes() {
     # state they share, is types only).
     # shellcheck disable=SC2046
     includes_rule "the daemon's core includes no wing's header" \
-        '^(segment|control|stats)/|^daemon\.h$' $(files daemon/core) || bad=1
+        '^(segment|control|stats|fleet)/|^daemon\.h$' $(files daemon/core) || bad=1
     # shellcheck disable=SC2046
-    includes_rule "the segment wing includes no control or stats header" \
-        '^(control|stats)/' $(files daemon/segment) || bad=1
+    includes_rule "the segment wing includes no control, stats or fleet header" \
+        '^(control|stats|fleet)/' $(files daemon/segment) || bad=1
     # shellcheck disable=SC2046
-    includes_rule "the control wing includes no stats header" \
-        '^stats/' $(files daemon/control) || bad=1
+    includes_rule "the control wing includes no stats or fleet header" \
+        '^(stats|fleet)/' $(files daemon/control) || bad=1
     # shellcheck disable=SC2046
-    includes_rule "the stats wing includes no control header" \
-        '^control/' $(files daemon/stats) || bad=1
+    includes_rule "the stats wing includes no control or fleet header" \
+        '^(control|fleet)/' $(files daemon/stats) || bad=1
+    # shellcheck disable=SC2046
+    includes_rule "the fleet wing includes no control or stats header" \
+        '^(control|stats)/' $(files daemon/fleet) || bad=1
     cd - >/dev/null
     [ $bad = 0 ] && echo "layers: includes: base, decide, shared, the daemon" \
         "and its wings, the simulator include only what their arrows allow"
@@ -498,6 +505,10 @@ selftest() {
         "FAIL dstats: stats_bad.o (dstats) references owner_upstream_retire" \
         "$self" check --cc "$CC" --layer dsegment "$WORK/seg.o" \
         --layer dstats "$WORK/stats_bad.o" || rc=1
+    expect 1 "a fleet object that retires an upstream fails" \
+        "FAIL dfleet: stats_bad.o (dfleet) references owner_upstream_retire" \
+        "$self" check --cc "$CC" --layer dsegment "$WORK/seg.o" \
+        --layer dfleet "$WORK/stats_bad.o" || rc=1
     expect 1 "a segment object that calls the control wing fails" \
         "FAIL dsegment -> dcontrol: seg_bad.o (dsegment) references control_accept" \
         "$self" check --cc "$CC" --layer dcontrol "$WORK/ctl.o" \

@@ -1,0 +1,210 @@
+/* SPDX-License-Identifier: MIT */
+#include "redis.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static bool find_bin(const char *name, char *out, size_t cap)
+{
+    const char *path = getenv("PATH");
+    char copy[4096], *save = NULL;
+    if (path == NULL || strlen(path) >= sizeof(copy))
+        path = "/usr/local/bin:/usr/bin:/bin";
+    snprintf(copy, sizeof(copy), "%s", path);
+    for (char *d = strtok_r(copy, ":", &save); d;
+         d = strtok_r(NULL, ":", &save)) {
+        int n = snprintf(out, cap, "%s/%s", d, name);
+        if (n > 0 && (size_t)n < cap && access(out, X_OK) == 0)
+            return true;
+    }
+    return false;
+}
+
+/* A loopback port nothing listens on now (the kernel's pick). */
+static int free_port(void)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(a);
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&a, len) < 0 ||
+        getsockname(fd, (struct sockaddr *)&a, &len) < 0) {
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
+/* Whether it answers PING (PONG, or NOAUTH when it wants a login). */
+static bool answers(int port)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_port = htons((uint16_t)port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    bool ok = false;
+    struct timeval tv = {1, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
+        write(fd, "PING\r\n", 6) == 6) {
+        char buf[64] = {0};
+        ssize_t n = read(fd, buf, sizeof(buf) - 1);
+        ok = n > 0 &&
+             (strncmp(buf, "+PONG", 5) == 0 || strncmp(buf, "-NOAUTH", 7) == 0);
+    }
+    if (fd >= 0)
+        close(fd);
+    return ok;
+}
+
+static int spawn(rd_redis *r)
+{
+    char port[16];
+    const char *argv[RD_REDIS_MAX_ARGS + 16];
+    size_t n = 0;
+    snprintf(port, sizeof(port), "%d", r->port);
+    const char *own[] = {r->bin,      "--port", port,   "--bind",
+                         "127.0.0.1", "--save", "",     "--appendonly",
+                         "no",        "--dir",  r->dir, "--daemonize",
+                         "no"};
+    for (size_t i = 0; i < sizeof(own) / sizeof(own[0]); i++)
+        argv[n++] = own[i];
+    for (size_t i = 0; r->extra[i] != NULL; i++)
+        argv[n++] = r->extra[i];
+    argv[n] = NULL;
+    pid_t pid = fork();
+    if (pid < 0)
+        return -errno;
+    if (pid == 0) {
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() == 1)
+            _exit(127);
+        int log = open(r->log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+        if (log >= 0) {
+            dup2(log, 1);
+            dup2(log, 2);
+        }
+        execv(r->bin, (char *const *)(uintptr_t)argv);
+        _exit(127);
+    }
+    r->pid = pid;
+    long long deadline = rd_now_ms() + RD_REDIS_READY_MS;
+    while (rd_now_ms() < deadline) {
+        if (answers(r->port))
+            return 0;
+        if (waitpid(pid, NULL, WNOHANG) == pid) {
+            r->pid = 0;
+            return -ECHILD; /* the port was taken since, or bad arguments */
+        }
+        struct timespec ts = {0, 10000000};
+        nanosleep(&ts, NULL);
+    }
+    rd_redis_kill(r);
+    return -ETIMEDOUT;
+}
+
+bool rd_redis_installed(void)
+{
+    char bin[256];
+    return find_bin("redis-server", bin, sizeof(bin));
+}
+
+int rd_redis_start(rd_redis *r, int port, const char *const *extra)
+{
+    memset(r, 0, sizeof(*r));
+    if (!find_bin("redis-server", r->bin, sizeof(r->bin)))
+        return -ENOENT;
+    size_t n = 0;
+    for (; extra != NULL && extra[n] != NULL && n < RD_REDIS_MAX_ARGS; n++)
+        r->extra[n] = extra[n];
+    r->extra[n] = NULL;
+    snprintf(r->dir, sizeof(r->dir), "/tmp/retryd-redis-XXXXXX");
+    if (mkdtemp(r->dir) == NULL)
+        return -errno;
+    snprintf(r->log, sizeof(r->log), "%s/redis.log", r->dir);
+    /* A port the kernel had free may be taken before redis binds it (the
+     * suites run two at a time): another one then. */
+    int rc = -EADDRINUSE;
+    for (int tries = 0; tries < 5 && rc == -EADDRINUSE; tries++) {
+        r->port = port > 0 ? port : free_port();
+        if (r->port < 0)
+            return -errno;
+        rc = spawn(r);
+        if (rc == -ECHILD && port == 0)
+            rc = -EADDRINUSE;
+    }
+    snprintf(r->addr, sizeof(r->addr), "127.0.0.1:%d", r->port);
+    return rc;
+}
+
+int rd_redis_restart(rd_redis *r)
+{
+    rd_redis_kill(r);
+    return spawn(r);
+}
+
+void rd_redis_kill(rd_redis *r)
+{
+    if (r->pid <= 0)
+        return;
+    kill(r->pid, SIGKILL);
+    rd_reap(r->pid, 10000);
+    r->pid = 0;
+}
+
+static int rm_one(const char *path, const struct stat *st, int flag,
+                  struct FTW *ftw)
+{
+    (void)st, (void)flag, (void)ftw;
+    return remove(path);
+}
+
+void rd_redis_cleanup(rd_redis *r)
+{
+    if (r->pid > 0) {
+        kill(r->pid, SIGTERM);
+        kill(r->pid, SIGCONT);
+        rd_reap(r->pid, 10000);
+        r->pid = 0;
+    }
+    if (r->dir[0] != '\0')
+        nftw(r->dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+    r->dir[0] = '\0';
+}
+
+int rd_redis_cli(const rd_redis *r, run_result *res, const char *arg, ...)
+{
+    char cli[256], port[16];
+    char *argv[24];
+    size_t n = 0;
+    if (!find_bin("redis-cli", cli, sizeof(cli)))
+        return -ENOENT;
+    snprintf(port, sizeof(port), "%d", r->port);
+    argv[n++] = cli;
+    argv[n++] = (char *)(uintptr_t) "-p";
+    argv[n++] = port;
+    va_list ap;
+    va_start(ap, arg);
+    for (const char *a = arg; a != NULL && n < 20; a = va_arg(ap, const char *))
+        argv[n++] = (char *)(uintptr_t)a;
+    va_end(ap);
+    argv[n] = NULL;
+    int rc = run_program(argv, 10000, res);
+    return rc < 0 ? rc : res->exit_code;
+}
