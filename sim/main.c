@@ -22,13 +22,15 @@
 /* Memory bounds every run: processes of all tiers together. */
 #define MAX_WORLD_PROCESSES 4000000u
 #define FLOORS_MAX 64u
+#define HOSTS_MAX 1000u
 
 enum scenario {
     S_OUTAGE = 1,
     S_FLOORS = 2,
     S_META = 4,
     S_RESTART = 8,
-    S_ALL = 15,
+    S_HOSTS = 16,
+    S_ALL = 31,
 };
 
 typedef struct cli {
@@ -37,6 +39,7 @@ typedef struct cli {
     sim_params p;
     sim_meta_phases ph;
     uint32_t max_processes;
+    uint32_t max_hosts;
     bool json;
 } cli;
 
@@ -76,15 +79,17 @@ static const opt opts[] = {
      S_OUTAGE | S_META | S_RESTART, "processes per host"},
     {"--max-processes", OPT_U32, AT(max_processes), 1, SIM_MAX_PROCESSES,
      S_FLOORS, "the largest P, doubling from 1 (64)"},
+    {"--max-hosts", OPT_U32, AT(max_hosts), 1, SIM_MAX_HOSTS, S_HOSTS,
+     "the largest H, tenfold from 1 (1000)"},
     {"--rate", OPT_DOUBLE, AT(p.rate), 0.001, 1e7, S_ALL,
      "first attempts per second per host of the top layer"},
     {"--seed", OPT_U64, AT(p.seed), 0, 9.2e18, S_ALL, "the random seed (1)"},
     {"--duration", OPT_SECONDS, AT(p.duration_ns), 1, 3600,
-     S_OUTAGE | S_FLOORS | S_RESTART, "simulated seconds"},
+     S_OUTAGE | S_FLOORS | S_HOSTS | S_RESTART, "simulated seconds"},
     {"--measure-from", OPT_SECONDS, AT(p.measure_from_ns), 0, 3599,
-     S_OUTAGE | S_FLOORS | S_RESTART, "rates from this second on"},
+     S_OUTAGE | S_FLOORS | S_HOSTS | S_RESTART, "rates from this second on"},
     {"--failure", OPT_FAILURE, AT(p.down_mode), 0, 0,
-     S_OUTAGE | S_FLOORS | S_RESTART, "503 (the default) or timeout"},
+     S_OUTAGE | S_FLOORS | S_HOSTS | S_RESTART, "503 (the default) or timeout"},
     {"--timeout-ms", OPT_MS, AT(p.attempt_timeout_ns), 1, 3.6e6, S_ALL,
      "an attempt's timeout"},
     {"--deadline-ms", OPT_MS, AT(p.deadline_ns), 1, 3.6e6, S_ALL,
@@ -245,7 +250,8 @@ static int check_cli(const cli *c)
 {
     const sim_params *p = &c->p;
     uint64_t procs =
-        (uint64_t)p->layers * p->hosts *
+        (uint64_t)p->layers *
+        (c->scenario == S_HOSTS ? c->max_hosts : p->hosts) *
         (c->scenario == S_FLOORS ? c->max_processes : p->processes);
     if (procs > MAX_WORLD_PROCESSES)
         return usage_error("layers x hosts x processes: more than %u "
@@ -301,23 +307,25 @@ static int run_outage(cli *c)
     return 0;
 }
 
-static int run_floors(cli *c)
+/* A dead upstream for every policy at each of @p ax's values, which set
+ * the processes per host (floors) or the hosts (hosts). */
+static int run_axis(cli *c, const sim_axis *ax, size_t np)
 {
     const sim_policy *const *pols;
-    size_t n = policies_of(c, &pols), np = 0;
-    uint32_t procs[16];
-    for (uint32_t k = 1; k <= c->max_processes && np < 16; k *= 2)
-        procs[np++] = k;
+    size_t n = policies_of(c, &pols);
     double table[16][16], first[16][16];
     const double *rows[16], *firsts[16];
     for (size_t i = 0; i < n; i++) {
         for (size_t k = 0; k < np; k++) {
             sim_params p = c->p;
             p.policy = pols[i];
-            p.processes = procs[k];
+            if (ax->letter == 'P')
+                p.processes = ax->values[k];
+            else
+                p.hosts = ax->values[k];
             sim_outage_result o;
             if (sim_outage_run(&p, &o) < 0)
-                return failed("floors");
+                return failed(ax->scenario);
             table[i][k] = o.deepest_retries_per_s;
             first[i][k] = o.first_per_s;
         }
@@ -326,8 +334,32 @@ static int run_floors(cli *c)
     }
     c->p.policy = pols[0];
     sim_report r = {stdout, c->json, pols, n, &c->p};
-    sim_report_floors(&r, procs, np, rows, firsts);
+    sim_report_floors(&r, ax, np, rows, firsts);
     return 0;
+}
+
+static int run_floors(cli *c)
+{
+    uint32_t procs[16];
+    size_t np = 0;
+    for (uint32_t k = 1; k <= c->max_processes && np < 16; k *= 2)
+        procs[np++] = k;
+    const sim_axis ax = {"floors", 'P', "processes_per_host",
+                         "as the host's first attempts are split among P "
+                         "processes",
+                         procs};
+    return run_axis(c, &ax, np);
+}
+
+static int run_hosts(cli *c)
+{
+    uint32_t hosts[16];
+    size_t nh = 0;
+    for (uint32_t k = 1; k <= c->max_hosts && nh < 16; k *= 10)
+        hosts[nh++] = k;
+    const sim_axis ax = {"hosts", 'H', "hosts",
+                         "as H hosts each make the same first attempts", hosts};
+    return run_axis(c, &ax, nh);
 }
 
 static int run_meta(cli *c)
@@ -389,6 +421,8 @@ static const subcommand subcommands[] = {
      "capacity halved for a while: goodput over time"},
     {"restart", S_RESTART, run_restart,
      "processes crash-looping during an outage: retries per restart"},
+    {"hosts", S_HOSTS, run_hosts,
+     "a dead upstream, 1 to 1000 hosts: retries/s (the fleet tier)"},
 };
 
 #define N_SUBCOMMANDS (sizeof(subcommands) / sizeof(subcommands[0]))
@@ -418,8 +452,13 @@ static void usage(FILE *out)
 
 static void defaults_for(cli *c, unsigned scenario)
 {
-    *c = (cli){.scenario = scenario, .max_processes = FLOORS_MAX};
+    *c = (cli){.scenario = scenario,
+               .max_processes = FLOORS_MAX,
+               .max_hosts = HOSTS_MAX};
     switch (scenario) {
+    case S_HOSTS:
+        sim_hosts_params(&c->p);
+        break;
     case S_OUTAGE:
         sim_outage_params(&c->p);
         break;

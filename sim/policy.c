@@ -406,6 +406,7 @@ const sim_policy *const sim_policies[] = {
     &sim_policy_retryd,
     &sim_policy_retryd_adaptive,
     &sim_policy_retryd_local,
+    &sim_policy_retryd_fleet,
 };
 
 const size_t sim_policy_count = sizeof(sim_policies) / sizeof(sim_policies[0]);

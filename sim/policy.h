@@ -19,6 +19,9 @@ typedef struct sim_policy {
     const char *name;
     const char *what; /* one line: the budget and its scope */
     bool per_process; /* its allowance lives in each process */
+    /* Its floor is the fleet's (the fleet tier, docs/fleet.md): one floor
+     * for all the hosts of a tier, each host's part its share of it. */
+    bool fleet_wide;
     /* What its budget lets retry in a steady outage, for the expected
      * figures: a share of first attempts and a floor per second, per host
      * or per process; 0 and 0 for a budget of another kind. */
@@ -40,6 +43,10 @@ typedef struct sim_policy {
     void (*outcome)(sim_world *w, sim_call *c, int status);
     /* The call is over (or lost in a crash). */
     void (*finish)(sim_world *w, sim_call *c);
+    /* Once per fleet sync interval from the start, when not NULL: what
+     * the fleet tier's daemons learn from each other and write into each
+     * host's segment (retryd-fleet). */
+    void (*fleet_sync)(sim_world *w);
     /* What the engine spends from; NULL: no budget (naive). */
     const retryd_budget_iface *budget;
 } sim_policy;
@@ -55,10 +62,15 @@ const sim_policy *sim_policy_find(const char *name);
 extern const sim_policy sim_policy_retryd;
 extern const sim_policy sim_policy_retryd_adaptive;
 extern const sim_policy sim_policy_retryd_local;
+extern const sim_policy sim_policy_retryd_fleet;
 
-/* A host's floor of retries per second under retryd's host budget. One
- * place, so that a fleet-wide floor (a share of F per host) can replace
- * it. */
+/* The fleet tier's sync interval in the simulator: its default. */
+#define SIM_FLEET_INTERVAL_NS SIM_NS_PER_S
+
+/* A host's floor of retries per second under retryd's host budget: its
+ * own until a fleet view says otherwise (retryd-fleet: the fleet tier's
+ * arithmetic, retryd__fleet_floor_share, writes each host's share of the
+ * fleet's floor into its segment once per sync). */
 double sim_host_floor(const sim_world *w, const sim_host *h);
 
 #endif

@@ -15,6 +15,15 @@
  *                    K 2, a 30 s window, a quorum of 1)
  *   retryd-local     a process-local bucket per process: what the library
  *                    falls back to without a daemon
+ *   retryd-fleet     retryd with the fleet tier (docs/fleet.md): the floor
+ *                    is the fleet's, each host's part of it its share of
+ *                    the tier's first attempts over the share window (equal
+ *                    without traffic), as retryd__fleet_floor_share()
+ *                    computes it in the daemon, written once per sync into
+ *                    the host's segment as a fleet view that the real
+ *                    refill reads (retryd__fleet_floor). What the daemons'
+ *                    Redis round trip adds (a sync's delay, a lost one) is
+ *                    left out: the view is in force from the first sync.
  *
  * What this leaves out, and why the figures do not need it: fair shares'
  * claims (docs/budget.md#fair-shares) divide a host's tokens among its
@@ -30,6 +39,7 @@
 
 #include "retryd/common.h"
 #include "shared/bucket.h"
+#include "shared/fleet.h"
 #include "shared/health.h"
 #include "shared/segment.h"
 #include "sim/policy.h"
@@ -45,10 +55,17 @@ typedef struct rd_slot {
     bucket_tally tally;
 } rd_slot;
 
+/* The fleet tier's share window, in sync intervals (the daemon's). */
+#define FLEET_WINDOW 8
+
 typedef struct rd_host {
     void *mem; /* the segment */
     seg_view view;
     rd_slot slot; /* the next tier's upstream */
+    /* retryd-fleet: the host's first attempts (deposits) per interval of
+     * the share window, and the count at the last sync. */
+    uint64_t window[FLEET_WINDOW];
+    uint64_t deposits_seen;
 } rd_host;
 
 typedef struct rd_proc {
@@ -321,6 +338,83 @@ const sim_policy sim_policy_retryd_adaptive = {
     .admit = rd_admit,
     .first = rd_first,
     .outcome = rd_outcome,
+    .budget = &rd_budget,
+};
+
+/* --- the fleet tier
+ * -------------------------------------------------------------- */
+
+/* This sync's first attempts of host @p h, into its window at @p slot;
+ * returns the window's sum. */
+static uint64_t fleet_note(sim_host *h, size_t slot)
+{
+    rd_host *r = h->policy;
+    uint64_t n = atomic_load_explicit(&r->slot.s->counters[SEG_C_DEPOSITS],
+                                      memory_order_relaxed);
+    r->window[slot] = n - r->deposits_seen;
+    r->deposits_seen = n;
+    uint64_t sum = 0;
+    for (size_t i = 0; i < FLEET_WINDOW; i++)
+        sum += r->window[i];
+    return sum;
+}
+
+/* What the daemons of tier @p tier's hosts learn from each other: each
+ * host's share of the fleet's floor, in force for two intervals. */
+static void fleet_sync_tier(sim_world *w, uint32_t tier, size_t slot,
+                            uint64_t *own)
+{
+    uint64_t total = 0, fleet_floor;
+    uint32_t hosts = w->p.hosts;
+    if (!seg_tokens_to_micro(w->p.host_floor, SEG_MAX_FLOOR_MICRO,
+                             &fleet_floor))
+        fleet_floor = SEG_DEFAULT_FLOOR_MICRO_PER_S;
+    for (uint32_t i = 0; i < hosts; i++)
+        total += own[i] = fleet_note(sim_host_at(w, tier, i), slot);
+    uint64_t now = now_of(w);
+    for (uint32_t i = 0; i < hosts; i++) {
+        rd_host *r = sim_host_at(w, tier, i)->policy;
+        fleet_view v = {
+            .valid_until_ns = now + 2 * (uint64_t)SIM_FLEET_INTERVAL_NS,
+            .flags = SEG_FLEET_FLOOR,
+            .floor_micro_per_s =
+                retryd__fleet_floor_share(fleet_floor, own[i], total, hosts),
+            .synced_ns = now,
+            .fleet_floor_micro_per_s = fleet_floor,
+            .share_ppm = retryd__fleet_share_ppm(own[i], total, hosts),
+            .hosts = hosts,
+        };
+        retryd__fleet_store(&r->slot.s->fleet, &v);
+    }
+}
+
+static void rd_fleet_sync(sim_world *w)
+{
+    uint64_t *own = calloc(w->p.hosts, sizeof(*own));
+    if (own == NULL) {
+        w->failed = true;
+        return;
+    }
+    size_t slot = (size_t)(w->q.now / SIM_FLEET_INTERVAL_NS) % FLEET_WINDOW;
+    for (uint32_t t = 0; t < w->p.layers; t++)
+        fleet_sync_tier(w, t, slot, own);
+    free(own);
+}
+
+const sim_policy sim_policy_retryd_fleet = {
+    .name = "retryd-fleet",
+    .what = "retryd with the fleet tier: 10 %, the fleet's 10/s split by "
+            "traffic, cap 100",
+    .ratio = 0.1,
+    .floor = 10,
+    .fleet_wide = true,
+    .host_init = rd_host_init,
+    .host_free = rd_host_free,
+    .proc_init = rd_proc_init,
+    .proc_free = rd_proc_free,
+    .first = rd_first,
+    .outcome = rd_outcome,
+    .fleet_sync = rd_fleet_sync,
     .budget = &rd_budget,
 };
 

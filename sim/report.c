@@ -149,17 +149,17 @@ static double beyond_ratio(const sim_policy *pol, double retries, double first)
     return retries - pol->ratio * first;
 }
 
-static void floors_json(const sim_report *r, const uint32_t *procs, size_t np,
+static void floors_json(const sim_report *r, const sim_axis *ax, size_t np,
                         const double *const *retries,
                         const double *const *first)
 {
     sim_json j;
     sim_json_init(&j, r->out);
     sim_json_object(&j, NULL);
-    json_params(&j, "floors", r->p);
-    sim_json_array(&j, "processes_per_host");
+    json_params(&j, ax->scenario, r->p);
+    sim_json_array(&j, ax->json_key);
     for (size_t k = 0; k < np; k++)
-        sim_json_int(&j, NULL, procs[k]);
+        sim_json_int(&j, NULL, ax->values[k]);
     sim_json_end_array(&j);
     sim_json_array(&j, "rows");
     for (size_t i = 0; i < r->n; i++) {
@@ -186,26 +186,28 @@ static void floors_json(const sim_report *r, const uint32_t *procs, size_t np,
     sim_json_done(&j);
 }
 
-void sim_report_floors(const sim_report *r, const uint32_t *procs, size_t np,
+void sim_report_floors(const sim_report *r, const sim_axis *ax, size_t np,
                        const double *const *retries, const double *const *first)
 {
     if (r->json) {
-        floors_json(r, procs, np, retries, first);
+        floors_json(r, ax, np, retries, first);
         return;
     }
-    print_header(r, "floors");
-    fprintf(r->out,
-            "retries/s reaching a dead upstream (it %s), over %g..%g s,\n"
-            "as the host's first attempts are split among P processes\n\n",
-            down_text(r->p), seconds(r->p->measure_from_ns),
-            seconds(r->p->duration_ns));
+    print_header(r, ax->scenario);
+    fprintf(
+        r->out,
+        "retries/s reaching a dead upstream (it %s), over %g..%g s,\n%s\n\n",
+        down_text(r->p), seconds(r->p->measure_from_ns),
+        seconds(r->p->duration_ns), ax->what);
     fprintf(r->out, "%-16s", "policy");
     for (size_t k = 0; k < np; k++) {
         char head[16];
-        snprintf(head, sizeof(head), "P=%u", procs[k]);
+        snprintf(head, sizeof(head), "%c=%u", ax->letter, ax->values[k]);
         fprintf(r->out, " %8s", head);
     }
-    fprintf(r->out, " %8s %9s %9s\n", "growth", "floors@1", "floors@P");
+    char fat[16];
+    snprintf(fat, sizeof(fat), "floors@%c", ax->letter);
+    fprintf(r->out, " %8s %9s %9s\n", "growth", "floors@1", fat);
     for (size_t i = 0; i < r->n; i++) {
         const sim_policy *pol = r->policies[i];
         char g[16], f1[16], fp[16];
@@ -219,9 +221,11 @@ void sim_report_floors(const sim_report *r, const uint32_t *procs, size_t np,
              beyond_ratio(pol, retries[i][np - 1], first[i][np - 1]), 1, "");
         fprintf(r->out, " %8s %9s %9s\n", g, f1, fp);
     }
-    fprintf(r->out, "\ngrowth: retries/s at the largest P over P=1; floors@P: "
-                    "retries/s beyond the\npolicy's ratio of first attempts "
-                    "(-: it has none, or nothing was retried)\n");
+    fprintf(r->out,
+            "\ngrowth: retries/s at the largest %c over %c=1; floors@%c: "
+            "retries/s beyond the\npolicy's ratio of first attempts "
+            "(-: it has none, or nothing was retried)\n",
+            ax->letter, ax->letter, ax->letter);
 }
 
 /* --- metastability

@@ -25,10 +25,20 @@ typedef struct sim_report {
 
 void sim_report_outage(const sim_report *r, const sim_outage_result *rows);
 
-/* Floors: @p retries[policy][i] at @p procs[i] processes per host, of
- * @p first[policy][i] first attempts per second. */
-void sim_report_floors(const sim_report *r, const uint32_t *procs,
-                       size_t n_procs, const double *const *retries,
+/* What a floors table varies: processes per host (floors) or hosts
+ * (hosts). */
+typedef struct sim_axis {
+    const char *scenario; /* "floors", "hosts" */
+    char letter;          /* 'P', 'H' */
+    const char *json_key; /* "processes_per_host", "hosts" */
+    const char *what;     /* a line under the title */
+    const uint32_t *values;
+} sim_axis;
+
+/* Floors: @p retries[policy][i] at @p ax->values[i] processes per host
+ * (or hosts), of @p first[policy][i] first attempts per second. */
+void sim_report_floors(const sim_report *r, const sim_axis *ax, size_t n,
+                       const double *const *retries,
                        const double *const *first);
 
 void sim_report_meta(const sim_report *r, const sim_meta_phases *ph,

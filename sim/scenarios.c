@@ -69,8 +69,9 @@ double sim_outage_expected(const sim_params *p)
     if (pol->admit != NULL || (pol->ratio == 0 && pol->floor == 0))
         return NAN;
     double first = p->rate * p->hosts, load = first;
-    double scopes =
-        pol->per_process ? (double)p->hosts * p->processes : (double)p->hosts;
+    double scopes = pol->fleet_wide    ? 1
+                    : pol->per_process ? (double)p->hosts * p->processes
+                                       : (double)p->hosts;
     double floor = pol->per_process ? pol->floor : p->host_floor;
     for (uint32_t t = 0; t < p->layers; t++) {
         double allowed = pol->ratio * load + scopes * floor;
@@ -114,6 +115,16 @@ void sim_floors_params(sim_params *p)
     sim_outage_params(p);
     p->duration_ns = 40 * SIM_NS_PER_S;
     p->measure_from_ns = 20 * SIM_NS_PER_S;
+}
+
+/* --- hosts -------------------------------------------------------------- */
+
+void sim_hosts_params(sim_params *p)
+{
+    sim_floors_params(p);
+    /* Ten first attempts a second per host: a thousand hosts are ten
+     * thousand a second, and the floors' part is not lost in the ratio's. */
+    p->rate = 10;
 }
 
 /* --- metastability ------------------------------------------------------- */

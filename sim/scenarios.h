@@ -47,6 +47,11 @@ double sim_outage_expected(const sim_params *p);
 /* The outage with one layer, 40 s, rates over the last 20. */
 void sim_floors_params(sim_params *p);
 
+/* --- hosts: a dead upstream, 1 to 1000 hosts ---------------------------- */
+
+/* The floors' setup with 10 first attempts/s per host. */
+void sim_hosts_params(sim_params *p);
+
 /* --- metastability: capacity halved for a while, then restored ----------- */
 
 typedef struct sim_meta_phases {

@@ -189,6 +189,7 @@ typedef struct sim_world {
     sim_host *hosts; /* tier t's host h is hosts[t * H + h], t < d */
     sim_server deepest;
     sim_event halve_on, halve_off, down_on, down_off;
+    sim_event fleet_sync; /* the fleet tier's, when the policy has one */
     sim_tier_stats tiers[SIM_MAX_LAYERS + 1];
     uint64_t top_started, top_ok, top_failed, top_throttled;
     uint64_t restarts; /* in the measurement window */

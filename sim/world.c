@@ -152,9 +152,18 @@ static void on_up(void *ctx, sim_event *e)
     ((sim_world *)ctx)->deepest.down = false;
 }
 
+static void on_fleet_sync(void *ctx, sim_event *e)
+{
+    sim_world *w = ctx;
+    w->p.policy->fleet_sync(w);
+    sim_schedule(&w->q, e, w->q.now + SIM_FLEET_INTERVAL_NS, on_fleet_sync);
+}
+
 static void schedule_changes(sim_world *w)
 {
     const sim_params *p = &w->p;
+    if (p->policy->fleet_sync != NULL)
+        sim_schedule(&w->q, &w->fleet_sync, 0, on_fleet_sync);
     if (p->halve_to_ns > p->halve_from_ns) {
         sim_schedule(&w->q, &w->halve_on, p->halve_from_ns, on_halve);
         sim_schedule(&w->q, &w->halve_off, p->halve_to_ns, on_restore);
@@ -227,6 +236,7 @@ static int build(sim_world *w)
     sim_event_init(&w->halve_off);
     sim_event_init(&w->down_on);
     sim_event_init(&w->down_off);
+    sim_event_init(&w->fleet_sync);
     w->n_bins = (size_t)((p->duration_ns + SIM_BIN_NS - 1) / SIM_BIN_NS);
     w->bins = calloc(w->n_bins, sizeof(*w->bins));
     w->hosts = calloc((size_t)p->layers * p->hosts, sizeof(*w->hosts));

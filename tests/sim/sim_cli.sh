@@ -33,7 +33,7 @@ echo "sim_cli: outage --policy retryd --json: $(jq -c '{deepest_load_ratio, retr
 jq -r '.rows[].policy' "$work/all.json" >"$work/rows"
 "$sim" policies | awk '{print $1}' >"$work/names"
 cmp -s "$work/rows" "$work/names" || fail "rows $(tr '\n' ' ' <"$work/rows") against policies $(tr '\n' ' ' <"$work/names")"
-for p in naive finagle grpc aws aws-2026 envoy retryd retryd-adaptive; do
+for p in naive finagle grpc aws aws-2026 envoy retryd retryd-adaptive retryd-fleet; do
     grep -qx "$p" "$work/names" || fail "no policy $p"
 done
 

@@ -13,6 +13,9 @@
  *                bucket's) grow 64x (+-5 %)
  *   metastable   naive stays collapsed for 5 minutes after the trigger;
  *                retryd recovers within 10 s
+ *   hosts        a dead upstream, 1 -> 1000 hosts: retryd with the fleet
+ *                tier keeps the floors' part at the fleet's 10/s, one
+ *                floor per host makes it 1000 x 10/s
  *   restart      extra retries per crash: retryd 0, gRPC 4, AWS 100 (35
  *                with the 2026 costs),
  *                Finagle 50 (its reserve of 100 less the 5 s x 10/s a
@@ -109,6 +112,35 @@ static void test_floors(void)
         snprintf(what, sizeof(what), "%s: floors' retries/s, 64 / 1", per[i]);
         within(what, many / one, 64, 0.05);
     }
+}
+
+/* The floors' part of retryd's retries/s at a dead upstream with @p hosts
+ * hosts, with the fleet tier (retryd-fleet) or without (retryd). */
+static double host_floors(const char *pol, uint32_t hosts)
+{
+    sim_params p;
+    sim_hosts_params(&p);
+    p.policy = policy(pol);
+    p.hosts = hosts;
+    sim_outage_result r;
+    CHECK(sim_outage_run(&p, &r) == 0, "hosts %s: out of memory", pol);
+    return r.deepest_retries_per_s - p.policy->ratio * r.first_per_s;
+}
+
+/* The fleet tier's arithmetic (retryd__fleet_floor_share, in the real
+ * refill): the floors' retries to a dead upstream stay F = 10/s from 1
+ * host to 1000, where one floor per host makes them 1000 x F. */
+static void test_hosts(void)
+{
+    double one = host_floors("retryd-fleet", 1);
+    double fleet = host_floors("retryd-fleet", 1000);
+    double per_host = host_floors("retryd", 1000);
+    printf("floors' retries/s at a dead upstream: %.1f with 1 host, %.1f "
+           "with 1000 and the fleet tier, %.1f with 1000 and a floor each\n",
+           one, fleet, per_host);
+    within("retryd-fleet: floors' retries/s at 1000 hosts", fleet, 10, 0.1);
+    within("retryd-fleet: 1000 hosts / 1", fleet / one, 1, 0.1);
+    within("retryd: floors' retries/s at 1000 hosts", per_host, 10000, 0.05);
 }
 
 static void test_metastable(void)
@@ -212,16 +244,16 @@ int main(int argc, char **argv)
         const char *name;
         void (*run)(void);
     } tests[] = {
-        {"outage", test_outage},           {"floors", test_floors},
-        {"metastable", test_metastable},   {"restart", test_restart},
-        {"determinism", test_determinism},
+        {"outage", test_outage},   {"floors", test_floors},
+        {"hosts", test_hosts},     {"metastable", test_metastable},
+        {"restart", test_restart}, {"determinism", test_determinism},
     };
     for (size_t i = 0; argc == 2 && i < sizeof(tests) / sizeof(tests[0]); i++)
         if (strcmp(argv[1], tests[i].name) == 0) {
             tests[i].run();
             return 0;
         }
-    fprintf(stderr, "usage: test_sim_figures outage|floors|metastable|"
+    fprintf(stderr, "usage: test_sim_figures outage|floors|hosts|metastable|"
                     "restart|determinism\n");
     return 2;
 }
