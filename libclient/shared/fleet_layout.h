@@ -3,7 +3,7 @@
  * The fleet tier's block of an upstream slot (docs/fleet.md): what the
  * daemon learned from the fleet's Redis about one upstream, for the
  * clients' arithmetic, and what the daemon's statistics show of it.
- * Included by shared/segment.h alone, inside its layout (layout 5);
+ * Included by shared/segment.h alone, inside its layout (layout 6);
  * shared/fleet.h has the functions that read and write it.
  *
  * Only the daemon writes it, from its fleet wing; clients read the first
