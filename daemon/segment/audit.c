@@ -160,22 +160,6 @@ static void name_slot(const owner *o, uint32_t slot, char *buf, size_t len)
              program[0] ? program : "?");
 }
 
-/* The active upstream slot of entry key @p key, by the daemon's copy of
- * the idents; -1 when none. */
-static int64_t key_slot(const owner *o, uint64_t key)
-{
-    if (key == 0)
-        return -1;
-    uint32_t i = (uint32_t)(key >> 32) - 1;
-    if (i >= o->view.upstream_capacity)
-        return -1;
-    uint64_t id = o->slots[i].ident;
-    return seg_ident_state(id) == SEG_ACTIVE &&
-                   seg_ident_generation(id) == (uint32_t)key
-               ? (int64_t)i
-               : -1;
-}
-
 static void read_entry(const seg_process *p, int e, uint64_t n[A_N])
 {
     for (int c = 0; c < A_N; c++)
@@ -184,7 +168,7 @@ static void read_entry(const seg_process *p, int e, uint64_t n[A_N])
 
 static void mark_rebase(struct owner_audit *a, const owner *o, uint64_t key)
 {
-    int64_t u = key_slot(o, key);
+    int64_t u = owner_key_slot(o, key);
     if (u >= 0)
         a->ups[u].rebase = true;
 }
@@ -235,7 +219,7 @@ static void note_row(owner *o, uint32_t i, int e)
             r->refilled = n[A_REFILL] - r->n[A_REFILL];
     }
     memcpy(r->n, n, sizeof(n));
-    int64_t u = key_slot(o, key);
+    int64_t u = owner_key_slot(o, key);
     if (u < 0)
         return;
     audit_up *up = &a->ups[u];

@@ -548,6 +548,20 @@ static seg_upstream *entry_upstream(const owner *o, uint64_t key)
                : NULL;
 }
 
+int64_t owner_key_slot(const owner *o, uint64_t key)
+{
+    if (key == 0)
+        return -1;
+    uint32_t i = (uint32_t)(key >> 32) - 1;
+    if (i >= o->view.upstream_capacity)
+        return -1;
+    uint64_t id = o->slots[i].ident; /* ours: the segment's may lie */
+    return seg_ident_state(id) == SEG_ACTIVE &&
+                   seg_ident_generation(id) == (uint32_t)key
+               ? (int64_t)i
+               : -1;
+}
+
 uint64_t owner_entry_sum(const seg_process *p, int e, int c)
 {
     uint64_t sum = 0;

@@ -199,6 +199,10 @@ unsigned owner_collect(const owner *o, uint64_t (*per_upstream)[SEG_COUNTERS]);
 /* One process slot's totals over its entries and lanes. */
 void owner_process_totals(const owner *o, uint32_t slot,
                           uint64_t out[SEG_COUNTERS]);
+/* The active upstream slot an entry key names, by the daemon's own copy of
+ * the idents (the segment's may lie), or -1: none, or another generation
+ * than the key's. */
+int64_t owner_key_slot(const owner *o, uint64_t key);
 /* Counter @p c of entry @p e of process slot @p p, its lanes summed. */
 uint64_t owner_entry_sum(const seg_process *p, int e, int c);
 /* Entry @p e of process slot @p slot: its totals over the lanes, and the

@@ -59,21 +59,6 @@ static uint64_t entry_activity(const seg_process *p, int e)
            owner_entry_sum(p, e, SEG_C_DENIED_OVER_SHARE);
 }
 
-/* The active upstream slot index of entry key @p key, or -1. */
-static int64_t key_slot(const owner *o, uint64_t key)
-{
-    if (key == 0)
-        return -1;
-    uint32_t i = (uint32_t)(key >> 32) - 1;
-    if (i >= o->view.upstream_capacity)
-        return -1;
-    uint64_t id = o->slots[i].ident; /* ours: the segment's may lie */
-    return seg_ident_state(id) == SEG_ACTIVE &&
-                   seg_ident_generation(id) == (uint32_t)key
-               ? (int64_t)i
-               : -1;
-}
-
 static bool proc_active(const owner *o, uint32_t i)
 {
     return seg_ident_state(o->procs[i].ident) == SEG_ACTIVE;
@@ -110,7 +95,7 @@ static void note_entry(owner *o, struct owner_shares *sh, uint32_t i, int e,
 {
     seg_process *p = &o->view.processes[i];
     uint64_t key = atomic_load(&p->entry_upstream[e]);
-    int64_t u = key_slot(o, key);
+    int64_t u = owner_key_slot(o, key);
     if (u < 0)
         return;
     seg_upstream *s = &o->view.upstreams[u];
@@ -191,7 +176,7 @@ static void hand_out(owner *o, struct owner_shares *sh, uint32_t i, int e,
 {
     seg_process *p = &o->view.processes[i];
     uint64_t key = atomic_load(&p->entry_upstream[e]);
-    int64_t u = key_slot(o, key);
+    int64_t u = owner_key_slot(o, key);
     const share_row *r = &sh->rows[(size_t)i * SEG_PROC_ENTRIES + (size_t)e];
     if (u < 0 || r->key != key)
         return;
@@ -270,7 +255,7 @@ void owner_shares_release(owner *o, uint32_t slot)
     if (p == NULL)
         return;
     for (int e = 0; e < SEG_PROC_ENTRIES; e++) {
-        int64_t u = key_slot(o, atomic_load(&p->entry_upstream[e]));
+        int64_t u = owner_key_slot(o, atomic_load(&p->entry_upstream[e]));
         if (u >= 0)
             (void)retryd__share_claim_sub(&o->view.upstreams[u], &p->claim[e],
                                           UINT64_MAX);

@@ -304,7 +304,11 @@ int stats_snapshot_take(server *d, bool processes, stats_snapshot *s)
     registry_for_each(d->reg, add_upstream, &s->b);
     rep->n_processes = processes ? add_processes(d, s) : 0;
     rep->n_programs = add_programs(d, s);
-    stats_fleet_fill(d, rcu_dereference(d->cfg), &s->fleet, rep);
+    /* A reload may have published a configuration since the section
+     * began: reaching it is an acquire of its own (core/rcu.h). */
+    const config *c = rcu_dereference(d->cfg);
+    rd_rcu_dereferenced();
+    stats_fleet_fill(d, c, &s->fleet, rep);
     rd_rcu_read_unlock();
 
     rep->generation = d->seg.generation;

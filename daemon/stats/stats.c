@@ -109,8 +109,9 @@ static bool stats_allowed(const server *d, int fd)
     if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) < 0)
         return false;
     rd_rcu_read_lock();
-    bool ok =
-        daemon_peer_allowed(fd, cr.uid, cr.gid, rcu_dereference(d->cfg), true);
+    const config *c = rcu_dereference(d->cfg);
+    rd_rcu_dereferenced();
+    bool ok = daemon_peer_allowed(fd, cr.uid, cr.gid, c, true);
     rd_rcu_read_unlock();
     if (!ok)
         log_limited(LOG_WARN,
@@ -143,7 +144,9 @@ static uint64_t ms_ns(uint64_t ms)
 static uint64_t due_in(const server *d, uint32_t (*ms_of)(const config *))
 {
     rd_rcu_read_lock();
-    uint32_t ms = ms_of(rcu_dereference(d->cfg));
+    const config *c = rcu_dereference(d->cfg);
+    rd_rcu_dereferenced();
+    uint32_t ms = ms_of(c);
     rd_rcu_read_unlock();
     return retryd__clock_monotonic_ns() + ms_ns(ms);
 }

@@ -41,60 +41,13 @@ static const char *const base_config =
     "[upstream busy]\nratio = 0.5\nmin_retries_per_sec = 50\ncap = 40\n";
 
 #include "daemon_fixture.h"
+#include "segment_map.h"
 
 TestSuite(ledger_audit, .init = daemon_setup, .fini = daemon_teardown,
           .timeout = 120);
 
 #define NS_PER_S 1000000000ull
 #define BOUND_MS 10000
-
-typedef struct mapped {
-    void *map;
-    size_t size;
-    seg_view v;
-} mapped;
-
-/* The segment, mapped as any process of the daemon's user can; the
- * attackers' processes call this too, so it asserts nothing. */
-static bool try_map_segment(mapped *m)
-{
-    int fd = open(D.segment, O_RDWR | O_CLOEXEC);
-    struct stat st;
-    if (fd < 0 || fstat(fd, &st) < 0) {
-        if (fd >= 0)
-            close(fd);
-        return false;
-    }
-    m->size = (size_t)st.st_size;
-    m->map = mmap(NULL, m->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
-    return m->map != MAP_FAILED &&
-           retryd__segment_view(m->map, m->size, &m->v) == 0;
-}
-
-static void map_segment(mapped *m)
-{
-    cr_assert(try_map_segment(m), "cannot map %s: %s", D.segment,
-              strerror(errno));
-}
-
-/* The active slot named @p name, or NULL. */
-static seg_upstream *find_slot(const mapped *m, const char *name)
-{
-    for (uint32_t i = 0; i < m->v.upstream_capacity; i++)
-        if (strcmp(m->v.upstreams[i].name, name) == 0 &&
-            seg_ident_state(atomic_load(&m->v.upstreams[i].ident)) ==
-                SEG_ACTIVE)
-            return &m->v.upstreams[i];
-    return NULL;
-}
-
-static seg_upstream *slot_named(const mapped *m, const char *name)
-{
-    seg_upstream *s = find_slot(m, name);
-    cr_assert(s != NULL, "no active slot holds '%s'", name);
-    return s;
-}
 
 /* Write @p tokens as the balance of @p s, keeping its generation: what a
  * peer with the mapping can always do. */
@@ -104,30 +57,6 @@ static void write_balance(seg_upstream *s, double tokens)
     atomic_store(&s->tokens,
                  seg_token_word(seg_token_generation(w),
                                 (uint64_t)(tokens * (double)SEG_MICRO)));
-}
-
-static double health(const char *key)
-{
-    stats_json();
-    return number_in_res("\"segment_health\"", key);
-}
-
-typedef struct at_least {
-    const char *key;
-    double n;
-} at_least;
-
-static bool health_reaches(void *arg)
-{
-    at_least *a = arg;
-    return health(a->key) >= a->n;
-}
-
-static void wait_health(const char *key, double n)
-{
-    at_least a = {key, n};
-    cr_assert(rd_wait_until(health_reaches, &a, BOUND_MS),
-              "%s stayed below %g: %s", key, n, res.out);
 }
 
 /* The audit's last finding, from the stats just read. */

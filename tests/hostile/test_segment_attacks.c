@@ -46,6 +46,7 @@ static const char *const base_config =
     "throttle_min_processes = 2\npushback_max = 2s\n";
 
 #include "daemon_fixture.h"
+#include "segment_map.h"
 
 TestSuite(segment_attacks, .init = daemon_setup, .fini = daemon_teardown,
           .timeout = 120);
@@ -54,63 +55,6 @@ TestSuite(segment_attacks, .init = daemon_setup, .fini = daemon_teardown,
 
 /* The daemon's segment, mapped by this (test) process the way any process
  * of the daemon's user can: through the keeper's link. */
-typedef struct mapped {
-    void *map;
-    size_t size;
-    seg_view v;
-} mapped;
-
-static void map_segment(mapped *m)
-{
-    int fd = open(D.segment, O_RDWR | O_CLOEXEC);
-    cr_assert(fd >= 0, "open %s: %s", D.segment, strerror(errno));
-    struct stat st;
-    cr_assert_eq(fstat(fd, &st), 0);
-    m->size = (size_t)st.st_size;
-    m->map = mmap(NULL, m->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
-    cr_assert(m->map != MAP_FAILED);
-    cr_assert_eq(retryd__segment_view(m->map, m->size, &m->v), 0);
-}
-
-static seg_upstream *slot_named(const mapped *m, const char *name)
-{
-    for (uint32_t i = 0; i < m->v.upstream_capacity; i++)
-        if (strcmp(m->v.upstreams[i].name, name) == 0 &&
-            seg_ident_state(atomic_load(&m->v.upstreams[i].ident)) ==
-                SEG_ACTIVE)
-            return &m->v.upstreams[i];
-    cr_assert_fail("no active slot holds '%s'", name);
-    return NULL;
-}
-
-/* A segment-health count from fresh stats. */
-static double health(const char *key)
-{
-    stats_json();
-    return number_in_res("\"segment_health\"", key);
-}
-
-typedef struct at_least {
-    const char *key;
-    double n;
-} at_least;
-
-static bool health_reaches(void *arg)
-{
-    at_least *a = arg;
-    return health(a->key) >= a->n;
-}
-
-/* Wait (bounded: three heartbeats and then some) until the daemon counted
- * at least @p n of damage @p key. */
-static void wait_health(const char *key, double n)
-{
-    at_least a = {key, n};
-    cr_assert(rd_wait_until(health_reaches, &a, 5000), "%s stayed below %g: %s",
-              key, n, res.out);
-}
-
 /* Ask @p c @p cmd until it answers @p expect, at most @p ms: a handle
  * refused by a repaired or retired slot rebinds at its own pace. */
 static void ask_until(child *c, const char *cmd, const char *expect, int ms)
