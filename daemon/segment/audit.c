@@ -104,7 +104,9 @@ static struct owner_audit *audit_of(owner *o)
         return NULL;
     }
     pthread_mutex_init(&a->lock, NULL);
-    o->audit = a;
+    /* Published with release: the stats thread reads the last finding
+     * through it (owner_audit_last). */
+    __atomic_store_n(&o->audit, a, __ATOMIC_RELEASE);
     return a;
 }
 
@@ -119,7 +121,7 @@ void owner_audit_free(owner *o)
 
 void owner_audit_last(const owner *o, char *buf, size_t len)
 {
-    struct owner_audit *a = o->audit;
+    struct owner_audit *a = __atomic_load_n(&o->audit, __ATOMIC_ACQUIRE);
     if (len == 0)
         return;
     buf[0] = '\0';
