@@ -33,6 +33,7 @@
 #include <string.h>
 
 #include "core/log.h"
+#include "retryd/common.h"
 #include "segment/audit.h"
 #include "segment/fleet_slots.h"
 
@@ -89,25 +90,21 @@ struct owner_audit {
     char last[FINDING_MAX];
 };
 
-static struct owner_audit *audit_of(owner *o)
+int owner_audit_open(owner *o)
 {
-    if (o->audit != NULL)
-        return o->audit;
     struct owner_audit *a = calloc(1, sizeof(*a));
     if (a == NULL)
-        return NULL;
+        return RETRYD_ENOMEM;
     a->rows = calloc((size_t)o->view.process_capacity * SEG_PROC_ENTRIES,
                      sizeof(*a->rows));
     a->ups = calloc(o->view.upstream_capacity, sizeof(*a->ups));
     if (a->rows == NULL || a->ups == NULL) {
         free(a->rows), free(a->ups), free(a);
-        return NULL;
+        return RETRYD_ENOMEM;
     }
     pthread_mutex_init(&a->lock, NULL);
-    /* Published with release: the stats thread reads the last finding
-     * through it (owner_audit_last). */
-    __atomic_store_n(&o->audit, a, __ATOMIC_RELEASE);
-    return a;
+    o->audit = a;
+    return 0;
 }
 
 void owner_audit_free(owner *o)
@@ -121,7 +118,7 @@ void owner_audit_free(owner *o)
 
 void owner_audit_last(const owner *o, char *buf, size_t len)
 {
-    struct owner_audit *a = __atomic_load_n(&o->audit, __ATOMIC_ACQUIRE);
+    struct owner_audit *a = o->audit;
     if (len == 0)
         return;
     buf[0] = '\0';
@@ -493,7 +490,7 @@ static void audit_upstream(owner *o, uint32_t u, uint64_t now)
 
 void owner_audit_fresh(owner *o, uint32_t slot, uint64_t balance, uint64_t now)
 {
-    struct owner_audit *a = audit_of(o);
+    struct owner_audit *a = o->audit;
     if (a == NULL || slot >= o->view.upstream_capacity)
         return;
     const uint64_t zero[A_N] = {0};
@@ -503,7 +500,7 @@ void owner_audit_fresh(owner *o, uint32_t slot, uint64_t balance, uint64_t now)
 
 void owner_audit(owner *o, uint64_t now)
 {
-    struct owner_audit *a = audit_of(o);
+    struct owner_audit *a = o->audit;
     if (a == NULL || o->slots == NULL || o->procs == NULL)
         return;
     for (uint32_t u = 0; u < o->view.upstream_capacity; u++) {
@@ -511,11 +508,12 @@ void owner_audit(owner *o, uint64_t now)
         a->ups[u].rows = 0;
         a->ups[u].rebase = false;
     }
-    for (uint32_t i = 0; i < o->view.process_capacity; i++)
-        for (int e = 0; seg_ident_state(o->procs[i].ident) == SEG_ACTIVE &&
-                        e < SEG_PROC_ENTRIES;
-             e++)
+    for (uint32_t i = 0; i < o->view.process_capacity; i++) {
+        if (seg_ident_state(o->procs[i].ident) != SEG_ACTIVE)
+            continue;
+        for (int e = 0; e < SEG_PROC_ENTRIES; e++)
             note_row(o, i, e);
+    }
     for (uint32_t u = 0; u < o->view.upstream_capacity; u++)
         if (seg_ident_state(o->slots[u].ident) == SEG_ACTIVE)
             audit_upstream(o, u, now);

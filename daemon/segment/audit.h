@@ -21,6 +21,11 @@
 
 #include "segment/owner.h"
 
+/* The audit's state, made with the segment's owner (owner_open), before
+ * the stats thread that reads its last finding starts. 0 or
+ * RETRYD_ENOMEM. */
+int owner_audit_open(owner *o);
+
 /* One audit at @p now_ns (the coarse clock). Main thread, after the
  * heartbeat's policing, before its fair-share sweep (which claims the
  * floor: a stamp set back is put forward first). Each finding is counted

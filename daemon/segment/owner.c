@@ -300,7 +300,8 @@ ready:
     atomic_store(&o->view.hdr->daemon_pid, (uint64_t)getpid());
     atomic_store(&o->view.hdr->daemon_start_time,
                  retryd__process_start_time((uint64_t)getpid()));
-    if (take_copies(o) < 0 || owner_fleet_open(o) < 0) {
+    if (take_copies(o) < 0 || owner_fleet_open(o) < 0 ||
+        owner_audit_open(o) < 0) {
         snprintf(why, why_len, "out of memory");
         owner_close(o);
         return RETRYD_ENOMEM;
