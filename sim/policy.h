@@ -67,10 +67,4 @@ extern const sim_policy sim_policy_retryd_fleet;
 /* The fleet tier's sync interval in the simulator: its default. */
 #define SIM_FLEET_INTERVAL_NS SIM_NS_PER_S
 
-/* A host's floor of retries per second under retryd's host budget: its
- * own until a fleet view says otherwise (retryd-fleet: the fleet tier's
- * arithmetic, retryd__fleet_floor_share, writes each host's share of the
- * fleet's floor into its segment once per sync). */
-double sim_host_floor(const sim_world *w, const sim_host *h);
-
 #endif

@@ -83,7 +83,8 @@ typedef struct sim_params {
     int64_t duration_ns;
     int64_t measure_from_ns; /* rates are over [measure_from, duration) */
     /* A host's floor of retries per second for retryd's host budget
-     * (policy_retryd.c, sim_host_floor()); retryd's default is 10. */
+     * (policy_retryd.c), the fleet's for retryd-fleet (each host's part
+     * its share of it); retryd's default is 10. */
     double host_floor;
     /* retryd-adaptive's throttle_window (docs/health.md; 30 s). */
     int64_t throttle_window_ns;
