@@ -19,9 +19,6 @@ typedef struct sim_policy {
     const char *name;
     const char *what; /* one line: the budget and its scope */
     bool per_process; /* its allowance lives in each process */
-    /* Its floor is the fleet's (the fleet tier, docs/fleet.md): one floor
-     * for all the hosts of a tier, each host's part its share of it. */
-    bool fleet_wide;
     /* What its budget lets retry in a steady outage, for the expected
      * figures: a share of first attempts and a floor per second, per host
      * or per process; 0 and 0 for a budget of another kind. */
@@ -45,7 +42,8 @@ typedef struct sim_policy {
     void (*finish)(sim_world *w, sim_call *c);
     /* Once per fleet sync interval from the start, when not NULL: what
      * the fleet tier's daemons learn from each other and write into each
-     * host's segment (retryd-fleet). */
+     * host's segment (retryd-fleet). A policy that has it keeps one floor
+     * for all the hosts of a tier, each host's part its share of it. */
     void (*fleet_sync)(sim_world *w);
     /* What the engine spends from; NULL: no budget (naive). */
     const retryd_budget_iface *budget;

@@ -314,31 +314,26 @@ static void rd_outcome(sim_world *w, sim_call *c, int status)
                               &((rd_proc *)c->proc->policy)->reject_epoch);
 }
 
+/* The hooks of the policies on the host's segment (retryd, -adaptive,
+ * -fleet): they differ in the throttle and the fleet sync alone. */
+#define RD_HOST_HOOKS                                                          \
+    .host_init = rd_host_init, .host_free = rd_host_free,                      \
+    .proc_init = rd_proc_init, .proc_free = rd_proc_free, .first = rd_first,   \
+    .outcome = rd_outcome, .budget = &rd_budget
+
 const sim_policy sim_policy_retryd = {
     .name = "retryd",
     .what = "retryd: 10 %, 10/s, cap 100, one budget per host",
     .ratio = 0.1,
     .floor = 10,
-    .host_init = rd_host_init,
-    .host_free = rd_host_free,
-    .proc_init = rd_proc_init,
-    .proc_free = rd_proc_free,
-    .first = rd_first,
-    .outcome = rd_outcome,
-    .budget = &rd_budget,
+    RD_HOST_HOOKS,
 };
 
 const sim_policy sim_policy_retryd_adaptive = {
     .name = "retryd-adaptive",
     .what = "retryd's host budget and host throttle (K 2, 30 s window)",
-    .host_init = rd_host_init,
-    .host_free = rd_host_free,
-    .proc_init = rd_proc_init,
-    .proc_free = rd_proc_free,
     .admit = rd_admit,
-    .first = rd_first,
-    .outcome = rd_outcome,
-    .budget = &rd_budget,
+    RD_HOST_HOOKS,
 };
 
 /* --- the fleet tier
@@ -397,15 +392,8 @@ const sim_policy sim_policy_retryd_fleet = {
             "traffic, cap 100",
     .ratio = 0.1,
     .floor = 10,
-    .fleet_wide = true,
-    .host_init = rd_host_init,
-    .host_free = rd_host_free,
-    .proc_init = rd_proc_init,
-    .proc_free = rd_proc_free,
-    .first = rd_first,
-    .outcome = rd_outcome,
     .fleet_sync = rd_fleet_sync,
-    .budget = &rd_budget,
+    RD_HOST_HOOKS,
 };
 
 const sim_policy sim_policy_retryd_local = {
