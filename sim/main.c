@@ -73,7 +73,7 @@ static const opt opts[] = {
      "calling layers above the deepest, 1..5"},
     {"--attempts", OPT_U32, AT(p.attempts), 1, 10, S_ALL,
      "attempts per call, 1..10 (3)"},
-    {"--hosts", OPT_U32, AT(p.hosts), 1, SIM_MAX_HOSTS, S_ALL,
+    {"--hosts", OPT_U32, AT(p.hosts), 1, SIM_MAX_HOSTS, S_ALL & ~S_HOSTS,
      "hosts per calling layer (1)"},
     {"--processes", OPT_U32, AT(p.processes), 1, SIM_MAX_PROCESSES,
      S_OUTAGE | S_META | S_RESTART, "processes per host"},

@@ -11,14 +11,19 @@ static double seconds(int64_t ns)
     return (double)ns / SIM_NS_PER_S;
 }
 
-/* The parameters every scenario's JSON carries. */
-static void json_params(sim_json *j, const char *scenario, const sim_params *p)
+/* The parameters every scenario's JSON carries; a floors table's @p axis
+ * ('H', 'P'; 0: none) leaves out the count it varies, which its own array
+ * gives. */
+static void json_params(sim_json *j, const char *scenario, const sim_params *p,
+                        char axis)
 {
     sim_json_str(j, "scenario", scenario);
     sim_json_int(j, "seed", (int64_t)p->seed);
     sim_json_int(j, "layers", p->layers);
-    sim_json_int(j, "hosts", p->hosts);
-    sim_json_int(j, "processes", p->processes);
+    if (axis != 'H')
+        sim_json_int(j, "hosts", p->hosts);
+    if (axis != 'P')
+        sim_json_int(j, "processes", p->processes);
     sim_json_num(j, "rate", p->rate);
     sim_json_int(j, "attempts", p->attempts);
     sim_json_num(j, "attempt_timeout_s", seconds(p->attempt_timeout_ns));
@@ -53,16 +58,30 @@ static void rows_end(sim_json *j, const sim_report *r)
         sim_json_end_array(j);
 }
 
-static void print_header(const sim_report *r, const char *scenario)
+/* "@p n @p one" or "@p n @p many", or "@p letter @p many" when the
+ * count is a floors table's axis (@p letter not 0). */
+static void count_text(char *buf, size_t len, char letter, uint32_t n,
+                       const char *one, const char *many)
+{
+    if (letter != 0)
+        snprintf(buf, len, "%c %s", letter, many);
+    else
+        snprintf(buf, len, "%u %s", n, n == 1 ? one : many);
+}
+
+static void print_header(const sim_report *r, const char *scenario, char axis)
 {
     const sim_params *p = r->p;
+    char hosts[32], procs[32];
+    count_text(hosts, sizeof(hosts), axis == 'H' ? 'H' : 0, p->hosts, "host",
+               "hosts");
+    count_text(procs, sizeof(procs), axis == 'P' ? 'P' : 0, p->processes,
+               "process", "processes");
     fprintf(r->out,
-            "retryd-sim %s: %u layer%s, %u attempts, %u host%s x %u "
-            "process%s, %g first attempts/s per host, seed %llu\n",
-            scenario, p->layers, p->layers == 1 ? "" : "s", p->attempts,
-            p->hosts, p->hosts == 1 ? "" : "s", p->processes,
-            p->processes == 1 ? "" : "es", p->rate,
-            (unsigned long long)p->seed);
+            "retryd-sim %s: %u layer%s, %u attempts, %s x %s, %g first "
+            "attempts/s per host, seed %llu\n",
+            scenario, p->layers, p->layers == 1 ? "" : "s", p->attempts, hosts,
+            procs, p->rate, (unsigned long long)p->seed);
 }
 
 static const char *down_text(const sim_params *p)
@@ -78,7 +97,7 @@ static void outage_json(const sim_report *r, const sim_outage_result *rows)
     sim_json j;
     sim_json_init(&j, r->out);
     sim_json_object(&j, NULL);
-    json_params(&j, "outage", r->p);
+    json_params(&j, "outage", r->p, 0);
     sim_json_num(&j, "measured_from_s", seconds(r->p->measure_from_ns));
     rows_begin(&j, r);
     for (size_t i = 0; i < r->n; i++) {
@@ -109,7 +128,7 @@ void sim_report_outage(const sim_report *r, const sim_outage_result *rows)
         outage_json(r, rows);
         return;
     }
-    print_header(r, "outage");
+    print_header(r, "outage", 0);
     fprintf(r->out,
             "the deepest layer %s; rates over %g..%g s of simulated time\n\n",
             down_text(r->p), seconds(r->p->measure_from_ns),
@@ -156,7 +175,7 @@ static void floors_json(const sim_report *r, const sim_axis *ax, size_t np,
     sim_json j;
     sim_json_init(&j, r->out);
     sim_json_object(&j, NULL);
-    json_params(&j, ax->scenario, r->p);
+    json_params(&j, ax->scenario, r->p, ax->letter);
     sim_json_array(&j, ax->json_key);
     for (size_t k = 0; k < np; k++)
         sim_json_int(&j, NULL, ax->values[k]);
@@ -193,7 +212,7 @@ void sim_report_floors(const sim_report *r, const sim_axis *ax, size_t np,
         floors_json(r, ax, np, retries, first);
         return;
     }
-    print_header(r, ax->scenario);
+    print_header(r, ax->scenario, ax->letter);
     fprintf(
         r->out,
         "retries/s reaching a dead upstream (it %s), over %g..%g s,\n%s\n\n",
@@ -267,7 +286,7 @@ static void meta_json(const sim_report *r, const sim_meta_phases *ph,
     sim_json j;
     sim_json_init(&j, r->out);
     sim_json_object(&j, NULL);
-    json_params(&j, "metastable", p);
+    json_params(&j, "metastable", p, 0);
     sim_json_int(&j, "workers", p->workers);
     sim_json_num(&j, "service_ms", (double)p->service_ns / SIM_NS_PER_MS);
     sim_json_int(&j, "queue", p->queue);
@@ -299,7 +318,7 @@ void sim_report_meta(const sim_report *r, const sim_meta_phases *ph,
         return;
     }
     const sim_params *p = r->p;
-    print_header(r, "metastable");
+    print_header(r, "metastable", 0);
     fprintf(r->out,
             "a server of %u workers x %g ms (%.0f/s) with a queue of %u, "
             "attempts of %g s;\nhalf its workers from %g s to %g s, then "
@@ -342,7 +361,7 @@ void sim_report_restart(const sim_report *r, const sim_restart_result *rows)
         sim_json j;
         sim_json_init(&j, r->out);
         sim_json_object(&j, NULL);
-        json_params(&j, "restart", p);
+        json_params(&j, "restart", p, 0);
         sim_json_num(&j, "restart_period_s", seconds(p->restart_period_ns));
         rows_begin(&j, r);
         for (size_t i = 0; i < r->n; i++) {
@@ -359,7 +378,7 @@ void sim_report_restart(const sim_report *r, const sim_restart_result *rows)
         sim_json_done(&j);
         return;
     }
-    print_header(r, "restart");
+    print_header(r, "restart", 0);
     fprintf(r->out,
             "every process crashes and restarts every %g s (staggered) while "
             "the upstream\n%s; retries/s at it over %g..%g s, against the "
