@@ -32,29 +32,26 @@ static void json_params(sim_json *j, const char *scenario, const sim_params *p,
     sim_json_num(j, "duration_s", seconds(p->duration_ns));
 }
 
-/* A row's object: inside "rows", or the document itself for one policy. */
-static void row_begin(sim_json *j, const sim_report *r, size_t i)
-{
-    if (r->n > 1)
-        sim_json_object(j, NULL);
-    sim_json_str(j, "policy", r->policies[i]->name);
-}
+/* One row's figures, after its policy's name: row @p i of @p rows. */
+typedef void (*json_row_fn)(sim_json *j, const void *rows, size_t i);
 
-static void row_end(sim_json *j, const sim_report *r)
+/* The rows: an object each in "rows", or, for one policy, the fields of
+ * the document itself. */
+static void json_rows(sim_json *j, const sim_report *r, const void *rows,
+                      json_row_fn row)
 {
-    if (r->n > 1)
-        sim_json_end_object(j);
-}
-
-static void rows_begin(sim_json *j, const sim_report *r)
-{
-    if (r->n > 1)
+    bool many = r->n > 1;
+    if (many)
         sim_json_array(j, "rows");
-}
-
-static void rows_end(sim_json *j, const sim_report *r)
-{
-    if (r->n > 1)
+    for (size_t i = 0; i < r->n; i++) {
+        if (many)
+            sim_json_object(j, NULL);
+        sim_json_str(j, "policy", r->policies[i]->name);
+        row(j, rows, i);
+        if (many)
+            sim_json_end_object(j);
+    }
+    if (many)
         sim_json_end_array(j);
 }
 
@@ -92,6 +89,23 @@ static const char *down_text(const sim_params *p)
 
 /* --- outage -------------------------------------------------------------- */
 
+static void outage_row(sim_json *j, const void *rows, size_t i)
+{
+    const sim_outage_result *o = (const sim_outage_result *)rows + i;
+    sim_json_num(j, "deepest_load_ratio", o->deepest_load_ratio);
+    sim_json_num(j, "retries_per_s", o->deepest_retries_per_s);
+    sim_json_num(j, "expected_ratio", o->expected_ratio);
+    sim_json_num(j, "first_per_s", o->first_per_s);
+    sim_json_array(j, "layer_load_ratio");
+    for (uint32_t t = 1; t <= o->layers; t++)
+        sim_json_num(j, NULL, o->load_per_s[t] / o->first_per_s);
+    sim_json_end_array(j);
+    sim_json_array(j, "layer_retries_per_s");
+    for (uint32_t t = 1; t <= o->layers; t++)
+        sim_json_num(j, NULL, o->retries_per_s[t]);
+    sim_json_end_array(j);
+}
+
 static void outage_json(const sim_report *r, const sim_outage_result *rows)
 {
     sim_json j;
@@ -99,25 +113,7 @@ static void outage_json(const sim_report *r, const sim_outage_result *rows)
     sim_json_object(&j, NULL);
     json_params(&j, "outage", r->p, 0);
     sim_json_num(&j, "measured_from_s", seconds(r->p->measure_from_ns));
-    rows_begin(&j, r);
-    for (size_t i = 0; i < r->n; i++) {
-        const sim_outage_result *o = &rows[i];
-        row_begin(&j, r, i);
-        sim_json_num(&j, "deepest_load_ratio", o->deepest_load_ratio);
-        sim_json_num(&j, "retries_per_s", o->deepest_retries_per_s);
-        sim_json_num(&j, "expected_ratio", o->expected_ratio);
-        sim_json_num(&j, "first_per_s", o->first_per_s);
-        sim_json_array(&j, "layer_load_ratio");
-        for (uint32_t t = 1; t <= o->layers; t++)
-            sim_json_num(&j, NULL, o->load_per_s[t] / o->first_per_s);
-        sim_json_end_array(&j);
-        sim_json_array(&j, "layer_retries_per_s");
-        for (uint32_t t = 1; t <= o->layers; t++)
-            sim_json_num(&j, NULL, o->retries_per_s[t]);
-        sim_json_end_array(&j);
-        row_end(&j, r);
-    }
-    rows_end(&j, r);
+    json_rows(&j, r, rows, outage_row);
     sim_json_end_object(&j);
     sim_json_done(&j);
 }
@@ -279,6 +275,18 @@ static void phases_json(sim_json *j, const char *key, const double *v)
     sim_json_end_object(j);
 }
 
+static void meta_row(sim_json *j, const void *rows, size_t i)
+{
+    const sim_meta_result *m = (const sim_meta_result *)rows + i;
+    phases_json(j, "goodput_per_s", m->goodput_per_s);
+    phases_json(j, "retries_per_s", m->retries_per_s);
+    phases_json(j, "load_per_s", m->load_per_s);
+    phases_json(j, "offered_per_s", m->offered_per_s);
+    sim_json_num(j, "recovery_s", m->recovery_s);
+    sim_json_num(j, "collapsed_s", m->collapsed_s);
+    meta_series(j, m);
+}
+
 static void meta_json(const sim_report *r, const sim_meta_phases *ph,
                       const sim_meta_result *rows)
 {
@@ -292,20 +300,7 @@ static void meta_json(const sim_report *r, const sim_meta_phases *ph,
     sim_json_int(&j, "queue", p->queue);
     sim_json_num(&j, "trigger_from_s", seconds(ph->before_ns));
     sim_json_num(&j, "trigger_to_s", seconds(ph->before_ns + ph->trigger_ns));
-    rows_begin(&j, r);
-    for (size_t i = 0; i < r->n; i++) {
-        const sim_meta_result *m = &rows[i];
-        row_begin(&j, r, i);
-        phases_json(&j, "goodput_per_s", m->goodput_per_s);
-        phases_json(&j, "retries_per_s", m->retries_per_s);
-        phases_json(&j, "load_per_s", m->load_per_s);
-        phases_json(&j, "offered_per_s", m->offered_per_s);
-        sim_json_num(&j, "recovery_s", m->recovery_s);
-        sim_json_num(&j, "collapsed_s", m->collapsed_s);
-        meta_series(&j, m);
-        row_end(&j, r);
-    }
-    rows_end(&j, r);
+    json_rows(&j, r, rows, meta_row);
     sim_json_end_object(&j);
     sim_json_done(&j);
 }
@@ -354,28 +349,32 @@ void sim_report_meta(const sim_report *r, const sim_meta_phases *ph,
 /* --- restart storms
  * -------------------------------------------------------------- */
 
+static void restart_row(sim_json *j, const void *rows, size_t i)
+{
+    const sim_restart_result *x = (const sim_restart_result *)rows + i;
+    sim_json_num(j, "retries_per_s", x->retries_per_s);
+    sim_json_num(j, "baseline_retries_per_s", x->baseline_retries_per_s);
+    sim_json_num(j, "restarts_per_s", x->restarts_per_s);
+    sim_json_num(j, "extra_per_restart", x->extra_per_restart);
+}
+
+static void restart_json(const sim_report *r, const sim_restart_result *rows)
+{
+    sim_json j;
+    sim_json_init(&j, r->out);
+    sim_json_object(&j, NULL);
+    json_params(&j, "restart", r->p, 0);
+    sim_json_num(&j, "restart_period_s", seconds(r->p->restart_period_ns));
+    json_rows(&j, r, rows, restart_row);
+    sim_json_end_object(&j);
+    sim_json_done(&j);
+}
+
 void sim_report_restart(const sim_report *r, const sim_restart_result *rows)
 {
     const sim_params *p = r->p;
     if (r->json) {
-        sim_json j;
-        sim_json_init(&j, r->out);
-        sim_json_object(&j, NULL);
-        json_params(&j, "restart", p, 0);
-        sim_json_num(&j, "restart_period_s", seconds(p->restart_period_ns));
-        rows_begin(&j, r);
-        for (size_t i = 0; i < r->n; i++) {
-            row_begin(&j, r, i);
-            sim_json_num(&j, "retries_per_s", rows[i].retries_per_s);
-            sim_json_num(&j, "baseline_retries_per_s",
-                         rows[i].baseline_retries_per_s);
-            sim_json_num(&j, "restarts_per_s", rows[i].restarts_per_s);
-            sim_json_num(&j, "extra_per_restart", rows[i].extra_per_restart);
-            row_end(&j, r);
-        }
-        rows_end(&j, r);
-        sim_json_end_object(&j);
-        sim_json_done(&j);
+        restart_json(r, rows);
         return;
     }
     print_header(r, "restart", 0);
