@@ -49,7 +49,9 @@ typedef struct sim_policy {
     const retryd_budget_iface *budget;
 } sim_policy;
 
-/* Every policy, in the order the tables print them. */
+/* Every policy, in the order the tables print them: at most
+ * SIM_MAX_POLICIES (the command line's tables are sized by it). */
+#define SIM_MAX_POLICIES 16
 extern const sim_policy *const sim_policies[];
 extern const size_t sim_policy_count;
 
