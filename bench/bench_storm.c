@@ -77,7 +77,7 @@ static int total_s(const storm_cfg *c)
 
 /* Per second of a run, as a client counts it. */
 typedef struct storm_bin {
-    uint32_t started, goodput, failed, attempts, retries;
+    uint32_t goodput, retries;
 } storm_bin;
 
 /* Per second, as the upstream counts it. */
@@ -118,20 +118,17 @@ static storm_bin *bin_at(int64_t t)
     return s >= 0 && s < C.n_bins ? &C.bins[s] : &C.bins[C.n_bins];
 }
 
-/* Each attempt the upstream saw, in the second it was sent: the call's
+/* Each retry the upstream saw, in the second it was sent: the call's
  * start, plus each attempt's wait and hold before it, plus the durations
  * of those before. */
-static void count_attempts(const retryd_result *r, int64_t t)
+static void count_retries(const retryd_result *r, int64_t t)
 {
     size_t n = retryd_result_attempt_count(r);
     for (size_t i = 0; i < n; i++) {
         const retryd_attempt *a = retryd_result_attempt(r, i);
         t += a->wait_before_ns + a->held_ns;
-        if (a->evidence != RETRYD_EVIDENCE_NOT_SENT) {
-            storm_bin *b = bin_at(t);
-            b->attempts++;
-            b->retries += i > 0;
-        }
+        if (i > 0 && a->evidence != RETRYD_EVIDENCE_NOT_SENT)
+            bin_at(t)->retries++;
         t += a->duration_ns;
     }
 }
@@ -141,14 +138,10 @@ static void on_done(void *ctx, retryd_call *call, int err, retryd_result *r)
     (void)call;
     job *j = ctx;
     if (r != NULL) {
-        count_attempts(r, j->submitted);
-        if (err == 0) {
-            bool ok = retryd_result_outcome(r) == RETRYD_OUTCOME_RESPONSE &&
-                      retryd_result_status(r) == 200;
-            storm_bin *b = bin_at(bench_now_ns());
-            b->goodput += ok;
-            b->failed += !ok;
-        }
+        count_retries(r, j->submitted);
+        if (err == 0 && retryd_result_outcome(r) == RETRYD_OUTCOME_RESPONSE &&
+            retryd_result_status(r) == 200)
+            bin_at(bench_now_ns())->goodput++;
         retryd_result_free(r);
     }
     free(j);
@@ -164,7 +157,6 @@ static void submit(retryd_multi *m, retryd_profile *p)
                               .idempotency = RETRYD_IDEMPOTENCY_IDEMPOTENT,
                               .deadline_ns = DEADLINE_NS};
     j->submitted = bench_now_ns();
-    bin_at(j->submitted)->started++;
     if (retryd_multi_submit(m, p, &j->req, on_done, j, NULL) < 0)
         free(j);
 }
@@ -373,10 +365,7 @@ static int collect_clients(procs *ps, run *out, int n_bins)
         if (got != want)
             rc = bench_fail("client %d sent %zu of %zu bytes", i, got, want);
         for (int s = 0; rc == 0 && s < n_bins && s < MAX_S; s++) {
-            out->bins[s].started += b[s].started;
             out->bins[s].goodput += b[s].goodput;
-            out->bins[s].failed += b[s].failed;
-            out->bins[s].attempts += b[s].attempts;
             out->bins[s].retries += b[s].retries;
         }
     }

@@ -28,23 +28,17 @@ static sim_server *pick_server(sim_world *w, uint32_t tier)
                 ->server;
 }
 
-static void count_top_end(sim_world *w, bool ok, bool throttled)
+/* A call of tier 0 that got its response: the goodput's. */
+static void count_goodput(sim_world *w)
 {
     sim_bin *b = sim_bin_now(w);
-    if (b != NULL) {
-        b->goodput += ok;
-        b->failed += !ok;
-    }
-    if (!sim_measuring(w))
-        return;
-    w->top_ok += ok;
-    w->top_failed += !ok;
-    w->top_throttled += throttled;
+    if (b != NULL)
+        b->goodput++;
 }
 
 /* The call is over: its server's request (if it serves one) is answered,
  * the policy's books closed. */
-static void finish(sim_world *w, sim_call *c, bool ok, bool throttled)
+static void finish(sim_world *w, sim_call *c, bool ok)
 {
     sim_cancel(&w->q, &c->ev);
     if (c->att != NULL) {
@@ -56,8 +50,8 @@ static void finish(sim_world *w, sim_call *c, bool ok, bool throttled)
         policy_of(w)->finish(w, c);
     if (c->parent != NULL)
         sim_req_respond(w, c->parent, ok ? 200 : 503);
-    else
-        count_top_end(w, ok, throttled);
+    else if (ok)
+        count_goodput(w);
     sim_call_release(w, c);
 }
 
@@ -67,7 +61,7 @@ static void send_attempt(sim_world *w, sim_call *c)
 {
     sim_req *r = sim_req_alloc(w);
     if (r == NULL) {
-        finish(w, c, false, false);
+        finish(w, c, false);
         return;
     }
     c->attempt++;
@@ -119,7 +113,7 @@ static void attempt_over(sim_world *w, sim_call *c, int status)
     if (policy_of(w)->outcome != NULL)
         policy_of(w)->outcome(w, c, status);
     if (status == 200) {
-        finish(w, c, true, false);
+        finish(w, c, true);
         return;
     }
     retryd_facts f;
@@ -134,10 +128,9 @@ static void attempt_over(sim_world *w, sim_call *c, int status)
     };
     retryd_decision d = {.sz = sizeof(d)};
     if (retryd_decide(&f, &env, &d) < 0 || d.verdict != RETRYD_VERDICT_RETRY) {
-        finish(w, c, false, false);
+        finish(w, c, false);
         return;
     }
-    c->taken++;
     c->wait = d.delay_ns;
     sim_schedule(&w->q, &c->ev, w->q.now + d.delay_ns, on_backoff);
 }
@@ -169,7 +162,6 @@ void sim_call_start(sim_world *w, sim_proc *proc, sim_req *parent)
     }
     c->proc = proc;
     c->parent = parent;
-    c->start = w->q.now;
     c->deadline = w->q.now + w->p.deadline_ns;
     retryd__queue_insert_tail(&proc->calls, &c->link);
     if (parent == NULL) {
@@ -180,7 +172,7 @@ void sim_call_start(sim_world *w, sim_proc *proc, sim_req *parent)
     }
     /* As the executor: admitted first, then opened, depositing. */
     if (policy_of(w)->admit != NULL && !policy_of(w)->admit(w, c)) {
-        finish(w, c, false, true);
+        finish(w, c, false);
         return;
     }
     if (policy_of(w)->first != NULL)
@@ -192,6 +184,6 @@ void sim_proc_kill_calls(sim_world *w, sim_proc *proc)
 {
     RETRYD_QUEUE_FOREACH_SAFE(it, &proc->calls)
     {
-        finish(w, RETRYD_QUEUE_DATA(it, sim_call, link), false, false);
+        finish(w, RETRYD_QUEUE_DATA(it, sim_call, link), false);
     }
 }

@@ -113,7 +113,6 @@ void sim_run_until(sim_queue *q, int64_t until, void *ctx)
             sift_down(q, 0);
         }
         q->now = e->at;
-        q->fired++;
         e->fire(ctx, e);
     }
     if (!q->failed && until > q->now)

@@ -37,8 +37,7 @@ typedef struct sim_queue {
     size_t n, cap;
     int64_t now;  /* the time of the event being fired */
     uint64_t seq; /* the next scheduling number */
-    uint64_t fired;
-    bool failed; /* the heap could not grow: the run stops */
+    bool failed;  /* the heap could not grow: the run stops */
 } sim_queue;
 
 void sim_queue_init(sim_queue *q);
@@ -48,11 +47,6 @@ void sim_queue_free(sim_queue *q);
 static inline void sim_event_init(sim_event *e)
 {
     e->index = 0;
-}
-
-static inline bool sim_event_pending(const sim_event *e)
-{
-    return e->index != 0;
 }
 
 /* Schedule @p e to fire @p fn at @p at (now, if earlier); an event already

@@ -23,6 +23,8 @@
 #define MAX_WORLD_PROCESSES 4000000u
 #define FLOORS_MAX 64u
 #define HOSTS_MAX 1000u
+/* The columns of a floors table at most: P doubling, H tenfold. */
+#define AXIS_MAX 16
 
 enum scenario {
     S_OUTAGE = 1,
@@ -73,7 +75,7 @@ static const opt opts[] = {
      "calling layers above the deepest, 1..5"},
     {"--attempts", OPT_U32, AT(p.attempts), 1, 10, S_ALL,
      "attempts per call, 1..10 (3)"},
-    {"--hosts", OPT_U32, AT(p.hosts), 1, SIM_MAX_HOSTS, S_ALL,
+    {"--hosts", OPT_U32, AT(p.hosts), 1, SIM_MAX_HOSTS, S_ALL & ~S_HOSTS,
      "hosts per calling layer (1)"},
     {"--processes", OPT_U32, AT(p.processes), 1, SIM_MAX_PROCESSES,
      S_OUTAGE | S_META | S_RESTART, "processes per host"},
@@ -294,7 +296,7 @@ static int run_outage(cli *c)
 {
     const sim_policy *const *pols;
     size_t n = policies_of(c, &pols);
-    sim_outage_result rows[16];
+    sim_outage_result rows[SIM_MAX_POLICIES];
     for (size_t i = 0; i < n; i++) {
         sim_params p = c->p;
         p.policy = pols[i];
@@ -313,8 +315,8 @@ static int run_axis(cli *c, const sim_axis *ax, size_t np)
 {
     const sim_policy *const *pols;
     size_t n = policies_of(c, &pols);
-    double table[16][16], first[16][16];
-    const double *rows[16], *firsts[16];
+    double table[SIM_MAX_POLICIES][AXIS_MAX], first[SIM_MAX_POLICIES][AXIS_MAX];
+    const double *rows[SIM_MAX_POLICIES], *firsts[SIM_MAX_POLICIES];
     for (size_t i = 0; i < n; i++) {
         for (size_t k = 0; k < np; k++) {
             sim_params p = c->p;
@@ -340,9 +342,9 @@ static int run_axis(cli *c, const sim_axis *ax, size_t np)
 
 static int run_floors(cli *c)
 {
-    uint32_t procs[16];
+    uint32_t procs[AXIS_MAX];
     size_t np = 0;
-    for (uint32_t k = 1; k <= c->max_processes && np < 16; k *= 2)
+    for (uint32_t k = 1; k <= c->max_processes && np < AXIS_MAX; k *= 2)
         procs[np++] = k;
     const sim_axis ax = {"floors", 'P', "processes_per_host",
                          "as the host's first attempts are split among P "
@@ -353,9 +355,9 @@ static int run_floors(cli *c)
 
 static int run_hosts(cli *c)
 {
-    uint32_t hosts[16];
+    uint32_t hosts[AXIS_MAX];
     size_t nh = 0;
-    for (uint32_t k = 1; k <= c->max_hosts && nh < 16; k *= 10)
+    for (uint32_t k = 1; k <= c->max_hosts && nh < AXIS_MAX; k *= 10)
         hosts[nh++] = k;
     const sim_axis ax = {"hosts", 'H', "hosts",
                          "as H hosts each make the same first attempts", hosts};
@@ -366,7 +368,7 @@ static int run_meta(cli *c)
 {
     const sim_policy *const *pols;
     size_t n = policies_of(c, &pols);
-    sim_meta_result rows[16] = {0};
+    sim_meta_result rows[SIM_MAX_POLICIES] = {0};
     int rc = 0;
     sim_meta_apply(&c->p, &c->ph);
     for (size_t i = 0; i < n && rc == 0; i++) {
@@ -389,7 +391,7 @@ static int run_restart(cli *c)
 {
     const sim_policy *const *pols;
     size_t n = policies_of(c, &pols);
-    sim_restart_result rows[16];
+    sim_restart_result rows[SIM_MAX_POLICIES];
     for (size_t i = 0; i < n; i++) {
         sim_params p = c->p;
         p.policy = pols[i];

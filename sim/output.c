@@ -84,12 +84,6 @@ void sim_json_bool(sim_json *j, const char *key, bool v)
     fputs(v ? "true" : "false", j->out);
 }
 
-void sim_json_null(sim_json *j, const char *key)
-{
-    lead(j, key);
-    fputs("null", j->out);
-}
-
 void sim_json_done(sim_json *j)
 {
     fputc('\n', j->out);

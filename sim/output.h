@@ -29,12 +29,11 @@ void sim_json_array(sim_json *j, const char *key);
 void sim_json_end_object(sim_json *j);
 void sim_json_end_array(sim_json *j);
 /* A number (6 significant digits; NaN and infinities as null), an
- * integer, a string (plain ASCII names only), a boolean, null. */
+ * integer, a string (plain ASCII names only), a boolean. */
 void sim_json_num(sim_json *j, const char *key, double v);
 void sim_json_int(sim_json *j, const char *key, int64_t v);
 void sim_json_str(sim_json *j, const char *key, const char *s);
 void sim_json_bool(sim_json *j, const char *key, bool v);
-void sim_json_null(sim_json *j, const char *key);
 /* The end of the document: a newline. */
 void sim_json_done(sim_json *j);
 

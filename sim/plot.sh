@@ -36,9 +36,11 @@ to=$(jq .trigger_to_s "$data/metastable.json")
 jq -r '[.rows[].goodput] | transpose | to_entries[] |
        "\(.key) \(.value | map(tostring) | join(" "))"' \
     "$data/metastable.json" >"$data/goodput.dat"
-# Small multiples, one panel per policy, the same axes: eight lines in one
-# panel hide each other once they recover to the same goodput.
+# Small multiples, one panel per policy in two rows, the same axes: the
+# policies' lines in one panel hide each other once they recover to the
+# same goodput.
 panels=""
+cols=$(( ($(jq '.rows | length' "$data/metastable.json") + 1) / 2 ))
 i=2
 for p in $(jq -r '.rows[].policy' "$data/metastable.json"); do
     panels="$panels
@@ -47,9 +49,9 @@ plot '$data/goodput.dat' using 1:$i with lines lw 2 lc rgb '#1f5fa0' notitle"
     i=$((i + 1))
 done
 gnuplot <<EOF
-set terminal pngcairo size 1200,620 font 'DejaVu Sans,10'
+set terminal pngcairo size $((cols * 300)),620 font 'DejaVu Sans,10'
 set output '$out/storm-goodput.png'
-set multiplot layout 2,4 title "Metastability (retryd-sim metastable): 1 host x 16 processes, 700 calls/s = 70 % of the server's capacity;\\nhalf its workers from ${from} s to ${to} s (shaded). Goodput: calls answered 200 per second; the run goes on to 390 s as at the right edge"
+set multiplot layout 2,$cols title "Metastability (retryd-sim metastable): 1 host x 16 processes, 700 calls/s = 70 % of the server's capacity;\\nhalf its workers from ${from} s to ${to} s (shaded). Goodput: calls answered 200 per second; the run goes on to 390 s as at the right edge"
 set xrange [40:200]
 set yrange [0:1100]
 set xtics 40
@@ -69,10 +71,14 @@ for d in 1 2 3 4 5; do
                         $d + " " + join(" ")' "$data/outage-$d.json" \
         >>"$data/amplification.dat"
 done
+# gnuplot's eight colours, then two more: past eight policies its own
+# would repeat, and two lines would read as one policy.
+colours="#9400d3 #009e73 #56b4e9 #e69f00 #f0e442 #0072b2 #e51e10 #000000 #a0522d #ff69b4"
 plots=""
 i=2
 for p in $(jq -r '.rows[].policy' "$data/outage-1.json"); do
-    plots="$plots${plots:+, }'$data/amplification.dat' using 1:$i with linespoints lw 2 pt 7 title '$p'"
+    c=$(echo "$colours" | cut -d' ' -f$((i - 1)))
+    plots="$plots${plots:+, }'$data/amplification.dat' using 1:$i with linespoints lw 2 pt 7 lc rgb '${c:-#808080}' title '$p'"
     i=$((i + 1))
 done
 gnuplot <<EOF

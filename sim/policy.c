@@ -410,6 +410,9 @@ const sim_policy *const sim_policies[] = {
 };
 
 const size_t sim_policy_count = sizeof(sim_policies) / sizeof(sim_policies[0]);
+_Static_assert(sizeof(sim_policies) / sizeof(sim_policies[0]) <=
+                   SIM_MAX_POLICIES,
+               "SIM_MAX_POLICIES sizes the tables of retryd-sim's rows");
 
 const sim_policy *sim_policy_find(const char *name)
 {

@@ -19,9 +19,6 @@ typedef struct sim_policy {
     const char *name;
     const char *what; /* one line: the budget and its scope */
     bool per_process; /* its allowance lives in each process */
-    /* Its floor is the fleet's (the fleet tier, docs/fleet.md): one floor
-     * for all the hosts of a tier, each host's part its share of it. */
-    bool fleet_wide;
     /* What its budget lets retry in a steady outage, for the expected
      * figures: a share of first attempts and a floor per second, per host
      * or per process; 0 and 0 for a budget of another kind. */
@@ -45,13 +42,16 @@ typedef struct sim_policy {
     void (*finish)(sim_world *w, sim_call *c);
     /* Once per fleet sync interval from the start, when not NULL: what
      * the fleet tier's daemons learn from each other and write into each
-     * host's segment (retryd-fleet). */
+     * host's segment (retryd-fleet). A policy that has it keeps one floor
+     * for all the hosts of a tier, each host's part its share of it. */
     void (*fleet_sync)(sim_world *w);
     /* What the engine spends from; NULL: no budget (naive). */
     const retryd_budget_iface *budget;
 } sim_policy;
 
-/* Every policy, in the order the tables print them. */
+/* Every policy, in the order the tables print them: at most
+ * SIM_MAX_POLICIES (the command line's tables are sized by it). */
+#define SIM_MAX_POLICIES 16
 extern const sim_policy *const sim_policies[];
 extern const size_t sim_policy_count;
 
@@ -66,11 +66,5 @@ extern const sim_policy sim_policy_retryd_fleet;
 
 /* The fleet tier's sync interval in the simulator: its default. */
 #define SIM_FLEET_INTERVAL_NS SIM_NS_PER_S
-
-/* A host's floor of retries per second under retryd's host budget: its
- * own until a fleet view says otherwise (retryd-fleet: the fleet tier's
- * arithmetic, retryd__fleet_floor_share, writes each host's share of the
- * fleet's floor into its segment once per sync). */
-double sim_host_floor(const sim_world *w, const sim_host *h);
 
 #endif

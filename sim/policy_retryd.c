@@ -63,9 +63,11 @@ typedef struct rd_host {
     seg_view view;
     rd_slot slot; /* the next tier's upstream */
     /* retryd-fleet: the host's first attempts (deposits) per interval of
-     * the share window, and the count at the last sync. */
+     * the share window, the count at the last sync, and the window's sum
+     * at the last sync (what the host tells the fleet). */
     uint64_t window[FLEET_WINDOW];
     uint64_t deposits_seen;
+    uint64_t own;
 } rd_host;
 
 typedef struct rd_proc {
@@ -75,22 +77,24 @@ typedef struct rd_proc {
     rd_slot slot;        /* retryd-local: bound to it */
 } rd_proc;
 
-static uint64_t sim_clock_now(void *ctx)
-{
-    return (uint64_t)(((const sim_world *)ctx)->q.now + CLOCK_BASE_NS);
-}
-
 static uint64_t now_of(const sim_world *w)
 {
     return (uint64_t)(w->q.now + CLOCK_BASE_NS);
 }
 
-double sim_host_floor(const sim_world *w, const sim_host *h)
+static uint64_t sim_clock_now(void *ctx)
 {
-    /* Every host the same: the fleet tier would give each its share of a
-     * fleet-wide floor here. */
-    (void)h;
-    return w->p.host_floor;
+    return now_of(ctx);
+}
+
+/* --host-floor in micro-tokens per second: each host's floor, or, for
+ * retryd-fleet, the fleet's (what the hosts' shares add up to). */
+static uint64_t floor_micro_of(const sim_world *w)
+{
+    uint64_t micro;
+    if (!seg_tokens_to_micro(w->p.host_floor, SEG_MAX_FLOOR_MICRO, &micro))
+        micro = SEG_DEFAULT_FLOOR_MICRO_PER_S;
+    return micro;
 }
 
 static const rd_slot *slot_of(const sim_call *c)
@@ -147,12 +151,8 @@ static int rd_host_init(sim_world *w, sim_host *h)
         return -1;
     }
     seg_upstream *s = retryd__segment_upstream(&r->view, 0);
-    uint64_t floor_micro;
-    if (!seg_tokens_to_micro(sim_host_floor(w, h), SEG_MAX_FLOOR_MICRO,
-                             &floor_micro))
-        floor_micro = SEG_DEFAULT_FLOOR_MICRO_PER_S;
     health_params hp = health_of(w);
-    register_upstream(s, floor_micro, &hp, now_of(w));
+    register_upstream(s, floor_micro_of(w), &hp, now_of(w));
     r->slot = (rd_slot){s, atomic_load(&s->ident),
                         (bucket_tally){s->counters, false, NULL, NULL}};
     h->policy = r;
@@ -314,38 +314,33 @@ static void rd_outcome(sim_world *w, sim_call *c, int status)
                               &((rd_proc *)c->proc->policy)->reject_epoch);
 }
 
+/* The hooks of the policies on the host's segment (retryd, -adaptive,
+ * -fleet): they differ in the throttle and the fleet sync alone. */
+#define RD_HOST_HOOKS                                                          \
+    .host_init = rd_host_init, .host_free = rd_host_free,                      \
+    .proc_init = rd_proc_init, .proc_free = rd_proc_free, .first = rd_first,   \
+    .outcome = rd_outcome, .budget = &rd_budget
+
 const sim_policy sim_policy_retryd = {
     .name = "retryd",
     .what = "retryd: 10 %, 10/s, cap 100, one budget per host",
     .ratio = 0.1,
     .floor = 10,
-    .host_init = rd_host_init,
-    .host_free = rd_host_free,
-    .proc_init = rd_proc_init,
-    .proc_free = rd_proc_free,
-    .first = rd_first,
-    .outcome = rd_outcome,
-    .budget = &rd_budget,
+    RD_HOST_HOOKS,
 };
 
 const sim_policy sim_policy_retryd_adaptive = {
     .name = "retryd-adaptive",
     .what = "retryd's host budget and host throttle (K 2, 30 s window)",
-    .host_init = rd_host_init,
-    .host_free = rd_host_free,
-    .proc_init = rd_proc_init,
-    .proc_free = rd_proc_free,
     .admit = rd_admit,
-    .first = rd_first,
-    .outcome = rd_outcome,
-    .budget = &rd_budget,
+    RD_HOST_HOOKS,
 };
 
 /* --- the fleet tier
  * -------------------------------------------------------------- */
 
 /* This sync's first attempts of host @p h, into its window at @p slot;
- * returns the window's sum. */
+ * the window's sum goes to r->own and is returned. */
 static uint64_t fleet_note(sim_host *h, size_t slot)
 {
     rd_host *r = h->policy;
@@ -353,24 +348,20 @@ static uint64_t fleet_note(sim_host *h, size_t slot)
                                       memory_order_relaxed);
     r->window[slot] = n - r->deposits_seen;
     r->deposits_seen = n;
-    uint64_t sum = 0;
+    r->own = 0;
     for (size_t i = 0; i < FLEET_WINDOW; i++)
-        sum += r->window[i];
-    return sum;
+        r->own += r->window[i];
+    return r->own;
 }
 
 /* What the daemons of tier @p tier's hosts learn from each other: each
  * host's share of the fleet's floor, in force for two intervals. */
-static void fleet_sync_tier(sim_world *w, uint32_t tier, size_t slot,
-                            uint64_t *own)
+static void fleet_sync_tier(sim_world *w, uint32_t tier, size_t slot)
 {
-    uint64_t total = 0, fleet_floor;
+    uint64_t total = 0, fleet_floor = floor_micro_of(w);
     uint32_t hosts = w->p.hosts;
-    if (!seg_tokens_to_micro(w->p.host_floor, SEG_MAX_FLOOR_MICRO,
-                             &fleet_floor))
-        fleet_floor = SEG_DEFAULT_FLOOR_MICRO_PER_S;
     for (uint32_t i = 0; i < hosts; i++)
-        total += own[i] = fleet_note(sim_host_at(w, tier, i), slot);
+        total += fleet_note(sim_host_at(w, tier, i), slot);
     uint64_t now = now_of(w);
     for (uint32_t i = 0; i < hosts; i++) {
         rd_host *r = sim_host_at(w, tier, i)->policy;
@@ -378,10 +369,10 @@ static void fleet_sync_tier(sim_world *w, uint32_t tier, size_t slot,
             .valid_until_ns = now + 2 * (uint64_t)SIM_FLEET_INTERVAL_NS,
             .flags = SEG_FLEET_FLOOR,
             .floor_micro_per_s =
-                retryd__fleet_floor_share(fleet_floor, own[i], total, hosts),
+                retryd__fleet_floor_share(fleet_floor, r->own, total, hosts),
             .synced_ns = now,
             .fleet_floor_micro_per_s = fleet_floor,
-            .share_ppm = retryd__fleet_share_ppm(own[i], total, hosts),
+            .share_ppm = retryd__fleet_share_ppm(r->own, total, hosts),
             .hosts = hosts,
         };
         retryd__fleet_store(&r->slot.s->fleet, &v);
@@ -390,15 +381,9 @@ static void fleet_sync_tier(sim_world *w, uint32_t tier, size_t slot,
 
 static void rd_fleet_sync(sim_world *w)
 {
-    uint64_t *own = calloc(w->p.hosts, sizeof(*own));
-    if (own == NULL) {
-        w->failed = true;
-        return;
-    }
     size_t slot = (size_t)(w->q.now / SIM_FLEET_INTERVAL_NS) % FLEET_WINDOW;
     for (uint32_t t = 0; t < w->p.layers; t++)
-        fleet_sync_tier(w, t, slot, own);
-    free(own);
+        fleet_sync_tier(w, t, slot);
 }
 
 const sim_policy sim_policy_retryd_fleet = {
@@ -407,15 +392,8 @@ const sim_policy sim_policy_retryd_fleet = {
             "traffic, cap 100",
     .ratio = 0.1,
     .floor = 10,
-    .fleet_wide = true,
-    .host_init = rd_host_init,
-    .host_free = rd_host_free,
-    .proc_init = rd_proc_init,
-    .proc_free = rd_proc_free,
-    .first = rd_first,
-    .outcome = rd_outcome,
     .fleet_sync = rd_fleet_sync,
-    .budget = &rd_budget,
+    RD_HOST_HOOKS,
 };
 
 const sim_policy sim_policy_retryd_local = {

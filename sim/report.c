@@ -11,14 +11,19 @@ static double seconds(int64_t ns)
     return (double)ns / SIM_NS_PER_S;
 }
 
-/* The parameters every scenario's JSON carries. */
-static void json_params(sim_json *j, const char *scenario, const sim_params *p)
+/* The parameters every scenario's JSON carries; a floors table's @p axis
+ * ('H', 'P'; 0: none) leaves out the count it varies, which its own array
+ * gives. */
+static void json_params(sim_json *j, const char *scenario, const sim_params *p,
+                        char axis)
 {
     sim_json_str(j, "scenario", scenario);
     sim_json_int(j, "seed", (int64_t)p->seed);
     sim_json_int(j, "layers", p->layers);
-    sim_json_int(j, "hosts", p->hosts);
-    sim_json_int(j, "processes", p->processes);
+    if (axis != 'H')
+        sim_json_int(j, "hosts", p->hosts);
+    if (axis != 'P')
+        sim_json_int(j, "processes", p->processes);
     sim_json_num(j, "rate", p->rate);
     sim_json_int(j, "attempts", p->attempts);
     sim_json_num(j, "attempt_timeout_s", seconds(p->attempt_timeout_ns));
@@ -27,42 +32,53 @@ static void json_params(sim_json *j, const char *scenario, const sim_params *p)
     sim_json_num(j, "duration_s", seconds(p->duration_ns));
 }
 
-/* A row's object: inside "rows", or the document itself for one policy. */
-static void row_begin(sim_json *j, const sim_report *r, size_t i)
-{
-    if (r->n > 1)
-        sim_json_object(j, NULL);
-    sim_json_str(j, "policy", r->policies[i]->name);
-}
+/* One row's figures, after its policy's name: row @p i of @p rows. */
+typedef void (*json_row_fn)(sim_json *j, const void *rows, size_t i);
 
-static void row_end(sim_json *j, const sim_report *r)
+/* The rows: an object each in "rows", or, for one policy, the fields of
+ * the document itself. */
+static void json_rows(sim_json *j, const sim_report *r, const void *rows,
+                      json_row_fn row)
 {
-    if (r->n > 1)
-        sim_json_end_object(j);
-}
-
-static void rows_begin(sim_json *j, const sim_report *r)
-{
-    if (r->n > 1)
+    bool many = r->n > 1;
+    if (many)
         sim_json_array(j, "rows");
-}
-
-static void rows_end(sim_json *j, const sim_report *r)
-{
-    if (r->n > 1)
+    for (size_t i = 0; i < r->n; i++) {
+        if (many)
+            sim_json_object(j, NULL);
+        sim_json_str(j, "policy", r->policies[i]->name);
+        row(j, rows, i);
+        if (many)
+            sim_json_end_object(j);
+    }
+    if (many)
         sim_json_end_array(j);
 }
 
-static void print_header(const sim_report *r, const char *scenario)
+/* "@p n @p one" or "@p n @p many", or "@p letter @p many" when the
+ * count is a floors table's axis (@p letter not 0). */
+static void count_text(char *buf, size_t len, char letter, uint32_t n,
+                       const char *one, const char *many)
+{
+    if (letter != 0)
+        snprintf(buf, len, "%c %s", letter, many);
+    else
+        snprintf(buf, len, "%u %s", n, n == 1 ? one : many);
+}
+
+static void print_header(const sim_report *r, const char *scenario, char axis)
 {
     const sim_params *p = r->p;
+    char hosts[32], procs[32];
+    count_text(hosts, sizeof(hosts), axis == 'H' ? 'H' : 0, p->hosts, "host",
+               "hosts");
+    count_text(procs, sizeof(procs), axis == 'P' ? 'P' : 0, p->processes,
+               "process", "processes");
     fprintf(r->out,
-            "retryd-sim %s: %u layer%s, %u attempts, %u host%s x %u "
-            "process%s, %g first attempts/s per host, seed %llu\n",
-            scenario, p->layers, p->layers == 1 ? "" : "s", p->attempts,
-            p->hosts, p->hosts == 1 ? "" : "s", p->processes,
-            p->processes == 1 ? "" : "es", p->rate,
-            (unsigned long long)p->seed);
+            "retryd-sim %s: %u layer%s, %u attempts, %s x %s, %g first "
+            "attempts/s per host, seed %llu\n",
+            scenario, p->layers, p->layers == 1 ? "" : "s", p->attempts, hosts,
+            procs, p->rate, (unsigned long long)p->seed);
 }
 
 static const char *down_text(const sim_params *p)
@@ -73,32 +89,31 @@ static const char *down_text(const sim_params *p)
 
 /* --- outage -------------------------------------------------------------- */
 
+static void outage_row(sim_json *j, const void *rows, size_t i)
+{
+    const sim_outage_result *o = (const sim_outage_result *)rows + i;
+    sim_json_num(j, "deepest_load_ratio", o->deepest_load_ratio);
+    sim_json_num(j, "retries_per_s", o->deepest_retries_per_s);
+    sim_json_num(j, "expected_ratio", o->expected_ratio);
+    sim_json_num(j, "first_per_s", o->first_per_s);
+    sim_json_array(j, "layer_load_ratio");
+    for (uint32_t t = 1; t <= o->layers; t++)
+        sim_json_num(j, NULL, o->load_per_s[t] / o->first_per_s);
+    sim_json_end_array(j);
+    sim_json_array(j, "layer_retries_per_s");
+    for (uint32_t t = 1; t <= o->layers; t++)
+        sim_json_num(j, NULL, o->retries_per_s[t]);
+    sim_json_end_array(j);
+}
+
 static void outage_json(const sim_report *r, const sim_outage_result *rows)
 {
     sim_json j;
     sim_json_init(&j, r->out);
     sim_json_object(&j, NULL);
-    json_params(&j, "outage", r->p);
+    json_params(&j, "outage", r->p, 0);
     sim_json_num(&j, "measured_from_s", seconds(r->p->measure_from_ns));
-    rows_begin(&j, r);
-    for (size_t i = 0; i < r->n; i++) {
-        const sim_outage_result *o = &rows[i];
-        row_begin(&j, r, i);
-        sim_json_num(&j, "deepest_load_ratio", o->deepest_load_ratio);
-        sim_json_num(&j, "retries_per_s", o->deepest_retries_per_s);
-        sim_json_num(&j, "expected_ratio", o->expected_ratio);
-        sim_json_num(&j, "first_per_s", o->first_per_s);
-        sim_json_array(&j, "layer_load_ratio");
-        for (uint32_t t = 1; t <= o->layers; t++)
-            sim_json_num(&j, NULL, o->load_per_s[t] / o->first_per_s);
-        sim_json_end_array(&j);
-        sim_json_array(&j, "layer_retries_per_s");
-        for (uint32_t t = 1; t <= o->layers; t++)
-            sim_json_num(&j, NULL, o->retries_per_s[t]);
-        sim_json_end_array(&j);
-        row_end(&j, r);
-    }
-    rows_end(&j, r);
+    json_rows(&j, r, rows, outage_row);
     sim_json_end_object(&j);
     sim_json_done(&j);
 }
@@ -109,7 +124,7 @@ void sim_report_outage(const sim_report *r, const sim_outage_result *rows)
         outage_json(r, rows);
         return;
     }
-    print_header(r, "outage");
+    print_header(r, "outage", 0);
     fprintf(r->out,
             "the deepest layer %s; rates over %g..%g s of simulated time\n\n",
             down_text(r->p), seconds(r->p->measure_from_ns),
@@ -156,7 +171,7 @@ static void floors_json(const sim_report *r, const sim_axis *ax, size_t np,
     sim_json j;
     sim_json_init(&j, r->out);
     sim_json_object(&j, NULL);
-    json_params(&j, ax->scenario, r->p);
+    json_params(&j, ax->scenario, r->p, ax->letter);
     sim_json_array(&j, ax->json_key);
     for (size_t k = 0; k < np; k++)
         sim_json_int(&j, NULL, ax->values[k]);
@@ -193,7 +208,7 @@ void sim_report_floors(const sim_report *r, const sim_axis *ax, size_t np,
         floors_json(r, ax, np, retries, first);
         return;
     }
-    print_header(r, ax->scenario);
+    print_header(r, ax->scenario, ax->letter);
     fprintf(
         r->out,
         "retries/s reaching a dead upstream (it %s), over %g..%g s,\n%s\n\n",
@@ -260,6 +275,18 @@ static void phases_json(sim_json *j, const char *key, const double *v)
     sim_json_end_object(j);
 }
 
+static void meta_row(sim_json *j, const void *rows, size_t i)
+{
+    const sim_meta_result *m = (const sim_meta_result *)rows + i;
+    phases_json(j, "goodput_per_s", m->goodput_per_s);
+    phases_json(j, "retries_per_s", m->retries_per_s);
+    phases_json(j, "load_per_s", m->load_per_s);
+    phases_json(j, "offered_per_s", m->offered_per_s);
+    sim_json_num(j, "recovery_s", m->recovery_s);
+    sim_json_num(j, "collapsed_s", m->collapsed_s);
+    meta_series(j, m);
+}
+
 static void meta_json(const sim_report *r, const sim_meta_phases *ph,
                       const sim_meta_result *rows)
 {
@@ -267,26 +294,13 @@ static void meta_json(const sim_report *r, const sim_meta_phases *ph,
     sim_json j;
     sim_json_init(&j, r->out);
     sim_json_object(&j, NULL);
-    json_params(&j, "metastable", p);
+    json_params(&j, "metastable", p, 0);
     sim_json_int(&j, "workers", p->workers);
     sim_json_num(&j, "service_ms", (double)p->service_ns / SIM_NS_PER_MS);
     sim_json_int(&j, "queue", p->queue);
     sim_json_num(&j, "trigger_from_s", seconds(ph->before_ns));
     sim_json_num(&j, "trigger_to_s", seconds(ph->before_ns + ph->trigger_ns));
-    rows_begin(&j, r);
-    for (size_t i = 0; i < r->n; i++) {
-        const sim_meta_result *m = &rows[i];
-        row_begin(&j, r, i);
-        phases_json(&j, "goodput_per_s", m->goodput_per_s);
-        phases_json(&j, "retries_per_s", m->retries_per_s);
-        phases_json(&j, "load_per_s", m->load_per_s);
-        phases_json(&j, "offered_per_s", m->offered_per_s);
-        sim_json_num(&j, "recovery_s", m->recovery_s);
-        sim_json_num(&j, "collapsed_s", m->collapsed_s);
-        meta_series(&j, m);
-        row_end(&j, r);
-    }
-    rows_end(&j, r);
+    json_rows(&j, r, rows, meta_row);
     sim_json_end_object(&j);
     sim_json_done(&j);
 }
@@ -299,7 +313,7 @@ void sim_report_meta(const sim_report *r, const sim_meta_phases *ph,
         return;
     }
     const sim_params *p = r->p;
-    print_header(r, "metastable");
+    print_header(r, "metastable", 0);
     fprintf(r->out,
             "a server of %u workers x %g ms (%.0f/s) with a queue of %u, "
             "attempts of %g s;\nhalf its workers from %g s to %g s, then "
@@ -335,31 +349,35 @@ void sim_report_meta(const sim_report *r, const sim_meta_phases *ph,
 /* --- restart storms
  * -------------------------------------------------------------- */
 
+static void restart_row(sim_json *j, const void *rows, size_t i)
+{
+    const sim_restart_result *x = (const sim_restart_result *)rows + i;
+    sim_json_num(j, "retries_per_s", x->retries_per_s);
+    sim_json_num(j, "baseline_retries_per_s", x->baseline_retries_per_s);
+    sim_json_num(j, "restarts_per_s", x->restarts_per_s);
+    sim_json_num(j, "extra_per_restart", x->extra_per_restart);
+}
+
+static void restart_json(const sim_report *r, const sim_restart_result *rows)
+{
+    sim_json j;
+    sim_json_init(&j, r->out);
+    sim_json_object(&j, NULL);
+    json_params(&j, "restart", r->p, 0);
+    sim_json_num(&j, "restart_period_s", seconds(r->p->restart_period_ns));
+    json_rows(&j, r, rows, restart_row);
+    sim_json_end_object(&j);
+    sim_json_done(&j);
+}
+
 void sim_report_restart(const sim_report *r, const sim_restart_result *rows)
 {
     const sim_params *p = r->p;
     if (r->json) {
-        sim_json j;
-        sim_json_init(&j, r->out);
-        sim_json_object(&j, NULL);
-        json_params(&j, "restart", p);
-        sim_json_num(&j, "restart_period_s", seconds(p->restart_period_ns));
-        rows_begin(&j, r);
-        for (size_t i = 0; i < r->n; i++) {
-            row_begin(&j, r, i);
-            sim_json_num(&j, "retries_per_s", rows[i].retries_per_s);
-            sim_json_num(&j, "baseline_retries_per_s",
-                         rows[i].baseline_retries_per_s);
-            sim_json_num(&j, "restarts_per_s", rows[i].restarts_per_s);
-            sim_json_num(&j, "extra_per_restart", rows[i].extra_per_restart);
-            row_end(&j, r);
-        }
-        rows_end(&j, r);
-        sim_json_end_object(&j);
-        sim_json_done(&j);
+        restart_json(r, rows);
         return;
     }
-    print_header(r, "restart");
+    print_header(r, "restart", 0);
     fprintf(r->out,
             "every process crashes and restarts every %g s (staggered) while "
             "the upstream\n%s; retries/s at it over %g..%g s, against the "

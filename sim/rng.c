@@ -4,21 +4,13 @@
 
 #include <math.h>
 
-static uint64_t splitmix64(uint64_t *x)
-{
-    uint64_t z = (*x += UINT64_C(0x9e3779b97f4a7c15));
-    z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-    z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
-    return z ^ (z >> 31);
-}
-
 void sim_rng_seed(sim_rng *r, uint64_t seed, uint64_t stream)
 {
     /* Streams of one seed start far apart: splitmix64 never repeats a
      * state within 2^64 steps, and the stream number is mixed in first. */
     uint64_t x = seed ^ (stream * UINT64_C(0xd1b54a32d192ed03));
     for (int i = 0; i < 4; i++)
-        r->s[i] = splitmix64(&x);
+        r->s[i] = retryd__splitmix64(&x);
 }
 
 int64_t sim_rng_exp_ns(sim_rng *r, double mean_ns)

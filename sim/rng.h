@@ -1,16 +1,20 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The simulator's random streams: xoshiro256** (Blackman and Vigna), as
- * the library's default source, but seeded from the run's seed instead of
- * getrandom(2), so that the same seed gives the same numbers. Each purpose
- * draws from its own stream (arrivals, jitter, load balancing), so that a
- * policy that draws more jitter does not shift another policy's arrivals:
- * every policy of a comparison sees the same traffic.
+ * The simulator's random streams: the library's generator (xoshiro256**,
+ * base/xoshiro.h) on states of the simulator's own, seeded from the run's
+ * seed, so that the same seed gives the same numbers (the library's own
+ * state is per thread and seeded from getrandom(2): no seed replays it).
+ * Each purpose draws from its own stream (arrivals, jitter, load
+ * balancing), so that a policy that draws more jitter does not shift
+ * another policy's arrivals: every policy of a comparison sees the same
+ * traffic.
  */
 #ifndef RETRYD_SIM_RNG_H
 #define RETRYD_SIM_RNG_H
 
 #include <stdint.h>
+
+#include "base/xoshiro.h"
 
 typedef struct sim_rng {
     uint64_t s[4];
@@ -30,23 +34,9 @@ enum {
 /* Stream @p stream of seed @p seed. */
 void sim_rng_seed(sim_rng *r, uint64_t seed, uint64_t stream);
 
-static inline uint64_t sim_rng_rotl(uint64_t x, int k)
-{
-    return (x << k) | (x >> (64 - k));
-}
-
 static inline uint64_t sim_rng_next(sim_rng *r)
 {
-    uint64_t *s = r->s;
-    uint64_t out = sim_rng_rotl(s[1] * 5, 7) * 9;
-    uint64_t t = s[1] << 17;
-    s[2] ^= s[0];
-    s[3] ^= s[1];
-    s[1] ^= s[2];
-    s[0] ^= s[3];
-    s[2] ^= t;
-    s[3] = sim_rng_rotl(s[3], 45);
-    return out;
+    return retryd__xoshiro_next(r->s);
 }
 
 /* Uniform in [0, 1). */

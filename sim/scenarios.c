@@ -69,9 +69,9 @@ double sim_outage_expected(const sim_params *p)
     if (pol->admit != NULL || (pol->ratio == 0 && pol->floor == 0))
         return NAN;
     double first = p->rate * p->hosts, load = first;
-    double scopes = pol->fleet_wide    ? 1
-                    : pol->per_process ? (double)p->hosts * p->processes
-                                       : (double)p->hosts;
+    double scopes = pol->fleet_sync != NULL ? 1
+                    : pol->per_process      ? (double)p->hosts * p->processes
+                                            : (double)p->hosts;
     double floor = pol->per_process ? pol->floor : p->host_floor;
     for (uint32_t t = 0; t < p->layers; t++) {
         double allowed = pol->ratio * load + scopes * floor;

@@ -47,7 +47,6 @@ static void on_delivered(void *ctx, sim_event *e)
 
 void sim_req_respond(sim_world *w, sim_req *r, int status)
 {
-    r->state = SIM_REQ_TO_CALLER;
     r->status = status;
     sim_schedule(&w->q, &r->ev, w->q.now + w->p.latency_ns, on_delivered);
 }
@@ -79,21 +78,15 @@ static void on_served(void *ctx, sim_event *e)
     sim_server *s = r->srv;
     if (s->workers > 0)
         s->busy--;
-    if (is_deepest(w, s)) {
-        sim_bin *b = sim_bin_now(w);
-        if (b != NULL && r->caller == NULL)
-            b->stale++;
+    if (is_deepest(w, s))
         sim_req_respond(w, r, 200);
-    } else {
-        r->state = SIM_REQ_DOWNSTREAM;
+    else
         sim_call_start(w, pick_proc(w, s->host), r);
-    }
     dispatch(w, s);
 }
 
 static void start(sim_world *w, sim_server *s, sim_req *r)
 {
-    r->state = SIM_REQ_SERVED;
     if (s->workers > 0)
         s->busy++;
     sim_schedule(&w->q, &r->ev, w->q.now + s->service_ns, on_served);
@@ -122,7 +115,7 @@ static void on_arrived(void *ctx, sim_event *e)
         if (w->p.down_mode == SIM_DOWN_503) {
             sim_req_respond(w, r, 503);
         } else if (r->caller != NULL) {
-            r->state = SIM_REQ_LOST; /* its caller's timeout frees it */
+            r->lost = true; /* its caller's timeout frees it */
         } else {
             sim_req_release(w, r);
         }
@@ -133,7 +126,6 @@ static void on_arrived(void *ctx, sim_event *e)
         return;
     }
     if (s->queued < s->queue_cap) {
-        r->state = SIM_REQ_QUEUED;
         retryd__queue_insert_tail(&s->waiting, &r->link);
         s->queued++;
         sim_bin *b = sim_bin_now(w);
@@ -141,22 +133,18 @@ static void on_arrived(void *ctx, sim_event *e)
             b->queue_max = s->queued;
         return;
     }
-    sim_bin *b = sim_bin_now(w);
-    if (b != NULL)
-        b->rejected++;
     sim_req_respond(w, r, 503);
 }
 
 void sim_req_send(sim_world *w, sim_req *r)
 {
-    r->state = SIM_REQ_TO_SERVER;
     sim_schedule(&w->q, &r->ev, w->q.now + w->p.latency_ns, on_arrived);
 }
 
 void sim_req_abandon(sim_world *w, sim_req *r)
 {
     r->caller = NULL;
-    if (r->state == SIM_REQ_LOST)
+    if (r->lost)
         sim_req_release(w, r);
 }
 

@@ -83,7 +83,8 @@ typedef struct sim_params {
     int64_t duration_ns;
     int64_t measure_from_ns; /* rates are over [measure_from, duration) */
     /* A host's floor of retries per second for retryd's host budget
-     * (policy_retryd.c, sim_host_floor()); retryd's default is 10. */
+     * (policy_retryd.c), the fleet's for retryd-fleet (each host's part
+     * its share of it); retryd's default is 10. */
     double host_floor;
     /* retryd-adaptive's throttle_window (docs/health.md; 30 s). */
     int64_t throttle_window_ns;
@@ -106,13 +107,11 @@ typedef struct sim_server {
 /* A process: a client of the next tier. */
 typedef struct sim_proc {
     struct sim_host *host;
-    uint32_t index;       /* within its host */
-    uint32_t incarnation; /* restarts so far */
-    retryd_queue calls;   /* sim_call.link: its calls in flight */
-    sim_event arrival;    /* tier 0: the next request */
-    sim_event crash;      /* tier 0 with restarts: the next crash */
-    sim_rng arrivals;     /* tier 0: its own stream */
-    void *policy;         /* the policy's per-process state */
+    retryd_queue calls; /* sim_call.link: its calls in flight */
+    sim_event arrival;  /* tier 0: the next request */
+    sim_event crash;    /* tier 0 with restarts: the next crash */
+    sim_rng arrivals;   /* tier 0: its own stream */
+    void *policy;       /* the policy's per-process state */
 } sim_proc;
 
 typedef struct sim_host {
@@ -124,21 +123,12 @@ typedef struct sim_host {
 } sim_host;
 
 /* A request at a server: one attempt of a call. */
-typedef enum sim_req_state {
-    SIM_REQ_TO_SERVER,
-    SIM_REQ_QUEUED,
-    SIM_REQ_SERVED,
-    SIM_REQ_DOWNSTREAM, /* an intermediate server's call below it runs */
-    SIM_REQ_TO_CALLER,
-    SIM_REQ_LOST, /* a silent server holds it: only its caller frees it */
-} sim_req_state;
-
 typedef struct sim_req {
     sim_event ev; /* its travel, or the end of its service */
     retryd_queue link;
     struct sim_call *caller; /* NULL once the caller gave up */
     sim_server *srv;
-    sim_req_state state;
+    bool lost;        /* a silent server holds it: only its caller frees it */
     uint32_t attempt; /* 1 for a first attempt */
     int status;       /* the answer travelling back */
     struct sim_req *next_free;
@@ -151,10 +141,9 @@ typedef struct sim_call {
     sim_proc *proc;
     sim_req *parent; /* the request it serves; NULL at tier 0 */
     sim_req *att;    /* the attempt in flight */
-    int64_t start, deadline;
+    int64_t deadline;
     int64_t wait;     /* the last backoff (the engine's prev_delay) */
     uint32_t attempt; /* attempts opened so far */
-    uint32_t taken;   /* retries granted */
     /* What the per-process policies keep per call (policy.c). */
     bool timed_out;    /* the last attempt timed out (AWS's cost) */
     bool throttled;    /* the last attempt was a 429 (AWS 2026's cost) */
@@ -173,11 +162,8 @@ typedef struct sim_tier_stats {
 typedef struct sim_bin {
     uint32_t started;   /* tier 0 calls started */
     uint32_t goodput;   /* tier 0 calls that ended with a response */
-    uint32_t failed;    /* ... that failed or were throttled */
     uint32_t deepest;   /* attempts that reached the deepest layer */
     uint32_t retries;   /* ... of which retries */
-    uint32_t rejected;  /* ... turned away by its full queue */
-    uint32_t stale;     /* served there after their caller gave up */
     uint32_t queue_max; /* its longest queue */
 } sim_bin;
 
@@ -191,14 +177,13 @@ typedef struct sim_world {
     sim_event halve_on, halve_off, down_on, down_off;
     sim_event fleet_sync; /* the fleet tier's, when the policy has one */
     sim_tier_stats tiers[SIM_MAX_LAYERS + 1];
-    uint64_t top_started, top_ok, top_failed, top_throttled;
-    uint64_t restarts; /* in the measurement window */
+    uint64_t top_started; /* tier 0 calls, in the measurement window */
+    uint64_t restarts;    /* in the measurement window */
     sim_bin *bins;
     size_t n_bins;
     struct sim_block *blocks; /* where calls and requests live */
     sim_call *free_calls;
     sim_req *free_reqs;
-    uint64_t live_calls, live_reqs;
     bool failed; /* out of memory: the figures would be wrong */
 } sim_world;
 

@@ -53,7 +53,6 @@ sim_call *sim_call_alloc(sim_world *w)
     *c = (sim_call){0};
     sim_event_init(&c->ev);
     retryd__queue_init(&c->link);
-    w->live_calls++;
     return c;
 }
 
@@ -61,7 +60,6 @@ void sim_call_release(sim_world *w, sim_call *c)
 {
     c->next_free = w->free_calls;
     w->free_calls = c;
-    w->live_calls--;
 }
 
 sim_req *sim_req_alloc(sim_world *w)
@@ -80,7 +78,6 @@ sim_req *sim_req_alloc(sim_world *w)
     *r = (sim_req){0};
     sim_event_init(&r->ev);
     retryd__queue_init(&r->link);
-    w->live_reqs++;
     return r;
 }
 
@@ -88,7 +85,6 @@ void sim_req_release(sim_world *w, sim_req *r)
 {
     r->next_free = w->free_reqs;
     w->free_reqs = r;
-    w->live_reqs--;
 }
 
 sim_bin *sim_bin_now(sim_world *w)
@@ -114,7 +110,6 @@ static void on_crash(void *ctx, sim_event *e)
     sim_world *w = ctx;
     sim_proc *p = RETRYD_CONTAINER_OF(e, sim_proc, crash);
     sim_proc_kill_calls(w, p);
-    p->incarnation++;
     if (sim_measuring(w))
         w->restarts++;
     /* It comes back at once, with what a new process has: its own state
@@ -180,7 +175,7 @@ static void schedule_changes(sim_world *w)
 static int build_proc(sim_world *w, sim_host *h, uint32_t i)
 {
     sim_proc *p = &h->procs[i];
-    *p = (sim_proc){.host = h, .index = i};
+    *p = (sim_proc){.host = h};
     retryd__queue_init(&p->calls);
     sim_event_init(&p->arrival);
     sim_event_init(&p->crash);

@@ -18,6 +18,7 @@
 #include <sys/random.h>
 
 #include "base/macros.h"
+#include "base/xoshiro.h"
 #include "decide/decide.h"
 #include "retryd/backoff.h"
 #include "retryd/common.h"
@@ -31,8 +32,8 @@ const retryd_backoff_policy retryd_backoff_default = {
 };
 
 /*
- * xoshiro256** (Blackman and Vigna, 2018): fast, small state, good enough for
- * jitter. One state per thread, so no lock and no sharing between threads.
+ * xoshiro256** (base/xoshiro.h): fast, small state, good enough for jitter.
+ * One state per thread, so no lock and no sharing between threads.
  */
 typedef struct rng_state {
     uint64_t s[4];
@@ -40,20 +41,6 @@ typedef struct rng_state {
 } rng_state;
 
 static _Thread_local rng_state tls_rng;
-
-static inline uint64_t rotl(uint64_t x, int k)
-{
-    return (x << k) | (x >> (64 - k));
-}
-
-/* splitmix64 expands one seed word into a full, never all-zero, state. */
-static uint64_t splitmix64(uint64_t *x)
-{
-    uint64_t z = (*x += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
 
 static void rng_seed(rng_state *st)
 {
@@ -65,7 +52,7 @@ static void rng_seed(rng_state *st)
     if (getrandom(&seed, sizeof(seed), GRND_NONBLOCK) != (ssize_t)sizeof(seed))
         seed = (uint64_t)(uintptr_t)st ^ 0x5deece66dULL;
     for (int i = 0; i < 4; i++)
-        st->s[i] = splitmix64(&seed);
+        st->s[i] = retryd__splitmix64(&seed);
     st->seeded = true;
 }
 
@@ -77,16 +64,7 @@ static inline uint64_t rng_next(void)
 
     if (!st->seeded)
         rng_seed(st);
-    uint64_t *s = st->s;
-    uint64_t result = rotl(s[1] * 5, 7) * 9;
-    uint64_t t = s[1] << 17;
-    s[2] ^= s[0];
-    s[3] ^= s[1];
-    s[1] ^= s[2];
-    s[0] ^= s[3];
-    s[2] ^= t;
-    s[3] = rotl(s[3], 45);
-    return result;
+    return retryd__xoshiro_next(st->s);
 }
 
 uint64_t retryd_random_default(void *ctx)

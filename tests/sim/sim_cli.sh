@@ -33,7 +33,8 @@ echo "sim_cli: outage --policy retryd --json: $(jq -c '{deepest_load_ratio, retr
 jq -r '.rows[].policy' "$work/all.json" >"$work/rows"
 "$sim" policies | awk '{print $1}' >"$work/names"
 cmp -s "$work/rows" "$work/names" || fail "rows $(tr '\n' ' ' <"$work/rows") against policies $(tr '\n' ' ' <"$work/names")"
-for p in naive finagle grpc aws aws-2026 envoy retryd retryd-adaptive retryd-fleet; do
+for p in naive finagle grpc aws aws-2026 envoy retryd retryd-adaptive \
+    retryd-local retryd-fleet; do
     grep -qx "$p" "$work/names" || fail "no policy $p"
 done
 
@@ -41,6 +42,12 @@ done
 "$sim" floors --policy retryd --max-processes 4 --json >"$work/floors.json"
 jq -e '.rows[0].retries_per_s | length == 3' "$work/floors.json" >/dev/null ||
     fail "floors: $(cat "$work/floors.json")"
+# The count a table varies is its array, once: not also the run's 1.
+"$sim" hosts --policy retryd-fleet --max-hosts 10 --json >"$work/hosts.json"
+jq -e '(.hosts == [1, 10]) and (.rows[0].retries_per_s | length == 2)' \
+    "$work/hosts.json" >/dev/null || fail "hosts: $(cat "$work/hosts.json")"
+[ "$(grep -o '"hosts":' "$work/hosts.json" | wc -l)" = 1 ] ||
+    fail "hosts: the key hosts twice: $(cat "$work/hosts.json")"
 "$sim" metastable --policy naive --before 10 --trigger 10 --after 10 --json \
     >"$work/meta.json"
 jq -e '(.goodput | length == 30) and (.recovery_s == null or (.recovery_s | type == "number"))' \
@@ -82,5 +89,6 @@ refuse "unknown scenario 'storm'" storm
 refuse "--measure-from must be below --duration" outage --duration 10 --measure-from 10
 refuse "more than 4000000 processes" outage --hosts 10000 --processes 1000
 refuse "--hosts: bad value '100000'" outage --hosts 100000
+refuse "--hosts is not an option of hosts" hosts --hosts 10
 refuse "--failure: expected 503 or timeout" restart --failure 500
 echo "sim_cli: ok"

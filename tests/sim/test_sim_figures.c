@@ -5,9 +5,8 @@
  * test, named by the first argument. Each prints the figure beside its
  * bound, so a failure says by how much.
  *
- *   outage       d = 5, 3 attempts: naive 243x (+-5 %); retryd within 5 %
- *                of 1.1^5 plus its floors, and below what it would be
- *                without a budget at every layer
+ *   outage       d = 5, 3 attempts: naive 243x (+-5 %) and 3^t at each
+ *                layer; retryd within 5 % of 1.1^5 plus its floors (1.6716)
  *   floors       a dead upstream, P = 1 -> 64: retryd's retries/s change
  *                by <= 5 %; the per-process floors (Finagle's, the local
  *                bucket's) grow 64x (+-5 %)
