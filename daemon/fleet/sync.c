@@ -19,7 +19,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "base/clock.h"
@@ -32,13 +31,6 @@
 #include "shared/health.h"
 
 #define NS_PER_MS UINT64_C(1000000)
-
-static uint64_t realtime_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 /* When in each interval this host syncs: a quarter to three quarters in,
  * by its host_id. */
@@ -79,7 +71,7 @@ static void set_state(struct fleet *f, int state, const char *why)
         snprintf(st->last_error, sizeof(st->last_error), "%s", why);
     if (state == FLEET_FALLBACK && was != FLEET_FALLBACK) {
         st->fallbacks++;
-        st->fallback_since_unix_ms = realtime_ms();
+        st->fallback_since_unix_ms = retryd__clock_realtime_ms();
     } else if (state != FLEET_FALLBACK) {
         st->fallback_since_unix_ms = 0;
     }
@@ -106,7 +98,7 @@ static void count_sync(struct fleet *f, bool ok, uint64_t rtt_us,
     pthread_mutex_lock(&f->d->fleet_lock);
     if (ok) {
         st->syncs++;
-        st->last_sync_unix_ms = realtime_ms();
+        st->last_sync_unix_ms = retryd__clock_realtime_ms();
         st->last_sync_ns = retryd__clock_monotonic_ns();
         st->round_trip_us = rtt_us;
         st->upstreams = upstreams;
@@ -163,8 +155,9 @@ static void fail(struct fleet *f, int r, const char *why)
                     f->conf.redis, why);
     count_sync(f, false, 0, 0, 0);
     set_state(f, FLEET_FALLBACK, why);
-    fleet_batch *b = new_batch(0, retryd__clock_monotonic_ns(), realtime_ms(),
-                               f->conf.sync_interval_ns);
+    fleet_batch *b =
+        new_batch(0, retryd__clock_monotonic_ns(), retryd__clock_realtime_ms(),
+                  f->conf.sync_interval_ns);
     if (b != NULL)
         fleet_post(f, b);
 }
@@ -411,7 +404,7 @@ static void take_conf(struct fleet *f)
  * thread is to stop. */
 static bool nap_until(struct fleet *f, uint64_t wake_ms)
 {
-    uint64_t now = realtime_ms();
+    uint64_t now = retryd__clock_realtime_ms();
     uint64_t ms = wake_ms > now ? wake_ms - now : 0;
     /* At most an interval at a time: a clock stepped back re-plans. */
     uint64_t cap = f->conf.sync_interval_ns / NS_PER_MS;
@@ -435,7 +428,7 @@ void *fleet_thread_main(void *arg)
     take_conf(f);
     for (;;) {
         uint64_t iv = f->conf.sync_interval_ns / NS_PER_MS;
-        uint64_t now = realtime_ms(), bucket = now / iv;
+        uint64_t now = retryd__clock_realtime_ms(), bucket = now / iv;
         uint64_t due = bucket * iv + phase_ms(&f->conf);
         if (bucket != f->last_bucket && now >= due) {
             f->last_bucket = bucket;
