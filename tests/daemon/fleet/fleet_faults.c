@@ -161,7 +161,8 @@ static bool full(void *arg)
 static void ledger(int i)
 {
     CHECK(rd_wait_until(full, &i, BOUND_MS), "host %d never refilled", i + 1);
-    CHECK(rd_reap(fx_fork(claim, i), BOUND_MS) == 0, "claim on host %d", i + 1);
+    CHECK(rd_reap(check_fork(claim, i), BOUND_MS) == 0, "claim on host %d",
+          i + 1);
     fx_stats(i);
     const char *u = fx_upstream("api");
     double dep = rd_json_number(u, NULL, "deposits");
@@ -188,10 +189,10 @@ int main(void)
     snprintf(fleet, sizeof(fleet), "sync_interval = %dms\n", INTERVAL_MS);
     for (int i = 0; i < HOSTS; i++)
         fx_host_start(i, fleet, sections);
-    bd = fx_shared(sizeof(*bd));
+    bd = check_shared(sizeof(*bd));
     pid_t pids[HOSTS];
     for (int i = 0; i < HOSTS; i++)
-        pids[i] = fx_fork(client, i);
+        pids[i] = check_fork(client, i);
     rejoin("start");
 
     long long t = rd_now_ms();
