@@ -39,7 +39,7 @@ static testsrv *srv;
 static char api_url[64];
 
 typedef struct board {
-    _Atomic long stop, ready;
+    _Atomic long stop;
     _Atomic long requests[HOSTS], failed[HOSTS], max_ms[HOSTS];
     _Atomic long retried[HOSTS];
 } board;
@@ -56,7 +56,6 @@ static int client(int i)
 {
     retryd_client *c = fx_client(i);
     retryd_profile *p = fx_profile(c, "api", api_url, 2);
-    atomic_fetch_add(&bd->ready, 1);
     for (long n = 0; !atomic_load(&bd->stop); n++) {
         char path[96];
         snprintf(path, sizeof(path), "/status?code=%d&id=c%d",

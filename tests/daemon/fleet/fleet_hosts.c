@@ -55,8 +55,6 @@ static testsrv *srv;
 
 typedef struct board {
     _Atomic long stop;
-    _Atomic long requests[HOSTS];
-    _Atomic long ready;
 } board;
 
 static board *bd;
@@ -68,7 +66,6 @@ static int hammer(int i)
     retryd_client *c = fx_client(i);
     retryd_profile *fleet = fx_profile(c, "dead-fleet", dead_url, 4);
     retryd_profile *host = fx_profile(c, "dead-host", dead_url, 4);
-    atomic_fetch_add(&bd->ready, 1);
     retryd_request q = {.sz = sizeof(q),
                         .method = "GET",
                         .path = "/",
@@ -81,7 +78,6 @@ static int hammer(int i)
             CHECK(retryd_execute(p[k], &q, &r) == 0, "execute");
             retryd_result_free(r);
         }
-        atomic_fetch_add(&bd->requests[i], 2);
         fx_sleep_ms(4);
     }
     retryd_profile_free(fleet);
