@@ -50,13 +50,6 @@ static uint64_t timeout_ns(const fleet_conf *c)
 
 /* --- the status the statistics read ------------------------------------- */
 
-static const char *state_name(int s)
-{
-    static const char *const names[] = {"off", "joining", "connected",
-                                        "fallback"};
-    return s >= 0 && s <= FLEET_FALLBACK ? names[s] : "?";
-}
-
 /* Move to @p state, counting and saying what changed (once per change:
  * a Redis down for an hour is one line, not one a second). */
 static void set_state(struct fleet *f, int state, const char *why)
@@ -87,8 +80,8 @@ static void set_state(struct fleet *f, int state, const char *why)
         log_info("fleet: joined the fleet '%s' as '%s' through redis %s%s",
                  f->conf.name, f->conf.host_id, f->conf.redis,
                  since ? " (was on its own budgets)" : "");
-    else
-        log_debug("fleet: %s", state_name(state));
+    else if (state == FLEET_JOINING)
+        log_debug("fleet: linked, not yet in an interval of the fleet");
 }
 
 static void count_sync(struct fleet *f, bool ok, uint64_t rtt_us,
