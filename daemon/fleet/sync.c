@@ -117,14 +117,12 @@ void fleet_post(struct fleet *f, fleet_batch *b)
                     strerror(errno));
 }
 
-static fleet_batch *new_batch(size_t n, uint64_t synced_ns, uint64_t unix_ms,
+static fleet_batch *new_batch(size_t n, uint64_t synced_ns,
                               uint64_t interval_ns)
 {
     fleet_batch *b = calloc(1, sizeof(*b) + n * sizeof(b->r[0]));
     if (b != NULL)
-        *b = (fleet_batch){.synced_ns = synced_ns,
-                           .unix_ms = unix_ms,
-                           .interval_ns = interval_ns};
+        *b = (fleet_batch){.synced_ns = synced_ns, .interval_ns = interval_ns};
     return b;
 }
 
@@ -149,8 +147,7 @@ static void fail(struct fleet *f, int r, const char *why)
     count_sync(f, false, 0, 0, 0);
     set_state(f, FLEET_FALLBACK, why);
     fleet_batch *b =
-        new_batch(0, retryd__clock_monotonic_ns(), retryd__clock_realtime_ms(),
-                  f->conf.sync_interval_ns);
+        new_batch(0, retryd__clock_monotonic_ns(), f->conf.sync_interval_ns);
     if (b != NULL)
         fleet_post(f, b);
 }
@@ -345,7 +342,7 @@ static void sync_once(struct fleet *f, uint64_t bucket, uint64_t now_ms)
         r = send_syncs(f, n, bucket, now_ms, err, sizeof(err));
     fleet_batch *b = NULL;
     if (r == 0) {
-        b = new_batch(n, start, now_ms, f->conf.sync_interval_ns);
+        b = new_batch(n, start, f->conf.sync_interval_ns);
         if (b == NULL)
             r = RETRYD_ENOMEM;
     }
