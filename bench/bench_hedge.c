@@ -288,13 +288,13 @@ int main(int argc, char **argv)
               in_flight <= MAX_IN_FLIGHT && per_mille >= 0 && per_mille <= 1000,
           "usage: bench_hedge [phase-seconds [rounds [processes "
           "[in-flight [stall-per-mille]]]]]");
-    S = hf_shared(sizeof(*S));
+    S = check_shared(sizeof(*S));
     hf_daemon_start("[upstream tail]\nratio = 0.1\n");
     CHECK(testsrv_start(FAULTSRV_PATH, NULL, &srv) == 0, "faultsrv");
     atomic_store(&S->phase_start_ms, testsrv_now_ms());
     pid_t pids[MAX_PROCS];
     for (int i = 0; i < procs; i++)
-        pids[i] = hf_fork(process_main, i);
+        pids[i] = check_fork(process_main, i);
     CHECK(hf_wait_for(&S->ready, procs, BOUND_MS), "processes ready");
     /* A phase of each before measuring: the picture's first windows. */
     for (int r = -1; r < rounds; r++)

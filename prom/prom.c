@@ -13,6 +13,7 @@
  */
 #include "prom.h"
 #include "prom_fleet.h"
+#include "prom_text.h"
 #include "reply.h"
 
 #include <inttypes.h>
@@ -33,25 +34,6 @@ int prom_per_process_parse(const char *s)
         if (strcmp(s, per_process_names[i]) == 0)
             return i;
     return -1;
-}
-
-static void header(FILE *out, const char *name, const char *type,
-                   const char *help)
-{
-    fprintf(out, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
-}
-
-/* A label value: backslash, double quote and line feed escaped. */
-static void label(FILE *out, const char *s)
-{
-    for (; *s; s++) {
-        if (*s == '\\' || *s == '"')
-            fprintf(out, "\\%c", *s);
-        else if (*s == '\n')
-            fputs("\\n", out);
-        else
-            putc(*s, out);
-    }
 }
 
 /* --- per-process groups -------------------------------------------------- */
@@ -104,7 +86,7 @@ static void group_labels(FILE *out, const group *g)
     if (g->process != NULL)
         fprintf(out, "pid=\"%u\",", g->process->pid);
     fputs("program=\"", out);
-    label(out, g->program);
+    prom_label(out, g->program);
     putc('"', out);
 }
 
@@ -153,17 +135,17 @@ static void family(const render *x, const char *what, const char *help,
 {
     char name[96];
     snprintf(name, sizeof(name), "retryd_upstream_%s_total", what);
-    header(x->out, name, "counter", help);
+    prom_header(x->out, name, "counter", help);
     for (size_t i = 0; i < x->r->n_upstreams; i++) {
         fprintf(x->out, "%s{upstream=\"", name);
-        label(x->out, x->r->upstreams[i]->name);
+        prom_label(x->out, x->r->upstreams[i]->name);
         fprintf(x->out, "\"} %" PRIu64 "\n",
                 counter(x->r->upstreams[i]->counters, w));
     }
     if (x->n_groups == 0)
         return;
     snprintf(name, sizeof(name), "retryd_process_%s_total", what);
-    header(x->out, name, "counter", help);
+    prom_header(x->out, name, "counter", help);
     for (size_t i = 0; i < x->n_groups; i++) {
         fprintf(x->out, "%s{", name);
         group_labels(x->out, &x->groups[i]);
@@ -175,9 +157,10 @@ static void processes_gauge(const render *x)
 {
     if (x->n_groups == 0)
         return;
-    header(x->out, "retryd_processes", "gauge",
-           x->mode == PROM_PER_PID ? "Attached processes, by pid."
-                                   : "Attached processes, by program name.");
+    prom_header(x->out, "retryd_processes", "gauge",
+                x->mode == PROM_PER_PID
+                    ? "Attached processes, by pid."
+                    : "Attached processes, by program name.");
     for (size_t i = 0; i < x->n_groups; i++) {
         fputs("retryd_processes{", x->out);
         group_labels(x->out, &x->groups[i]);
@@ -188,7 +171,7 @@ static void processes_gauge(const render *x)
 static void gauge(const render *x, const char *name, const char *help,
                   int which)
 {
-    header(x->out, name, "gauge", help);
+    prom_header(x->out, name, "gauge", help);
     for (size_t i = 0; i < x->r->n_upstreams; i++) {
         const Retryd__UpstreamStats *u = x->r->upstreams[i];
         static const Retryd__Params none = RETRYD__PARAMS__INIT;
@@ -198,7 +181,7 @@ static void gauge(const render *x, const char *name, const char *help,
                      : which == 2 ? p->ratio_micro
                                   : p->floor_micro_per_s;
         fprintf(x->out, "%s{upstream=\"", name);
-        label(x->out, u->name);
+        prom_label(x->out, u->name);
         fprintf(x->out, "\"} %.6f\n", reply_tokens(v));
     }
 }
@@ -207,9 +190,9 @@ static void labelled(const render *x, bool denied)
 {
     const char *name = denied ? "retryd_upstream_retries_denied_total"
                               : "retryd_upstream_attempts_total";
-    header(x->out, name, "counter",
-           denied ? "Retries denied, by the rule's reason."
-                  : "Attempts reported, by execution evidence.");
+    prom_header(x->out, name, "counter",
+                denied ? "Retries denied, by the rule's reason."
+                       : "Attempts reported, by execution evidence.");
     static const Retryd__Counters zero = RETRYD__COUNTERS__INIT;
     size_t end = denied ? RETRYD_DENIAL_COUNT : RETRYD_EVIDENCE_COUNT;
     for (size_t i = 0; i < x->r->n_upstreams; i++) {
@@ -218,7 +201,7 @@ static void labelled(const render *x, bool denied)
             c = &zero;
         for (size_t k = denied ? 1 : 0; k < end; k++) {
             fprintf(x->out, "%s{upstream=\"", name);
-            label(x->out, x->r->upstreams[i]->name);
+            prom_label(x->out, x->r->upstreams[i]->name);
             fprintf(x->out, "\",%s=\"%s\"} %" PRIu64 "\n",
                     denied ? "reason" : "evidence",
                     denied ? retryd_denial_name((retryd_denial)k)
@@ -236,8 +219,8 @@ static void group_denied(const render *x)
     static const Retryd__Counters zero = RETRYD__COUNTERS__INIT;
     if (x->n_groups == 0)
         return;
-    header(x->out, "retryd_process_retries_denied_total", "counter",
-           "Retries denied, by the rule's reason.");
+    prom_header(x->out, "retryd_process_retries_denied_total", "counter",
+                "Retries denied, by the rule's reason.");
     for (size_t i = 0; i < x->n_groups; i++) {
         const Retryd__Counters *c = x->groups[i].c ? x->groups[i].c : &zero;
         for (size_t k = 1; k < RETRYD_DENIAL_COUNT; k++) {
@@ -254,33 +237,34 @@ static void group_denied(const render *x)
 
 static void share_families(const render *x)
 {
-    header(x->out, "retryd_upstream_claimed_tokens", "gauge",
-           "Tokens of the balance owed to processes (their claims).");
+    prom_header(x->out, "retryd_upstream_claimed_tokens", "gauge",
+                "Tokens of the balance owed to processes (their claims).");
     for (size_t i = 0; i < x->r->n_upstreams; i++) {
         fputs("retryd_upstream_claimed_tokens{upstream=\"", x->out);
-        label(x->out, x->r->upstreams[i]->name);
+        prom_label(x->out, x->r->upstreams[i]->name);
         fprintf(x->out, "\"} %.6f\n",
                 reply_tokens(x->r->upstreams[i]->claimed_micro));
     }
-    header(x->out, "retryd_upstream_shares_kept", "gauge",
-           "1 while fair shares are kept (a shortage in the last window).");
+    prom_header(
+        x->out, "retryd_upstream_shares_kept", "gauge",
+        "1 while fair shares are kept (a shortage in the last window).");
     for (size_t i = 0; i < x->r->n_upstreams; i++) {
         fputs("retryd_upstream_shares_kept{upstream=\"", x->out);
-        label(x->out, x->r->upstreams[i]->name);
+        prom_label(x->out, x->r->upstreams[i]->name);
         fprintf(x->out, "\"} %d\n", x->r->upstreams[i]->shares_kept ? 1 : 0);
     }
-    header(x->out, "retryd_upstream_drained_by", "gauge",
-           "The program granted the most retries on the upstream in the "
-           "daemon's recent window, and its share of them (0 to 1).");
+    prom_header(x->out, "retryd_upstream_drained_by", "gauge",
+                "The program granted the most retries on the upstream in the "
+                "daemon's recent window, and its share of them (0 to 1).");
     for (size_t i = 0; i < x->r->n_upstreams; i++) {
         const Retryd__UpstreamStats *u = x->r->upstreams[i];
         const Retryd__DrainedBy *db = u->drained_by;
         if (db == NULL || db->window_grants == 0)
             continue;
         fputs("retryd_upstream_drained_by{upstream=\"", x->out);
-        label(x->out, u->name);
+        prom_label(x->out, u->name);
         fputs("\",program=\"", x->out);
-        label(x->out, program_name(db->program));
+        prom_label(x->out, program_name(db->program));
         fprintf(x->out, "\"} %.6f\n",
                 (double)db->grants / (double)db->window_grants);
     }
@@ -301,12 +285,12 @@ enum health_gauge {
 static void health_gauge(const render *x, const char *name, const char *help,
                          enum health_gauge which)
 {
-    header(x->out, name, "gauge", help);
+    prom_header(x->out, name, "gauge", help);
     for (size_t i = 0; i < x->r->n_upstreams; i++) {
         const Retryd__UpstreamStats *u = x->r->upstreams[i];
         const Retryd__UpstreamHealth *h = reply_upstream_health(u);
         fprintf(x->out, "%s{upstream=\"", name);
-        label(x->out, u->name);
+        prom_label(x->out, u->name);
         fputs("\"} ", x->out);
         switch (which) {
         case H_THROTTLE:
@@ -376,12 +360,12 @@ enum hedge_sample {
 static void hedge_family(const render *x, const char *name, const char *type,
                          const char *help, enum hedge_sample which)
 {
-    header(x->out, name, type, help);
+    prom_header(x->out, name, type, help);
     for (size_t i = 0; i < x->r->n_upstreams; i++) {
         const Retryd__UpstreamStats *u = x->r->upstreams[i];
         const Retryd__UpstreamHedge *h = reply_upstream_hedge(u);
         fprintf(x->out, "%s{upstream=\"", name);
-        label(x->out, u->name);
+        prom_label(x->out, u->name);
         fputs("\"} ", x->out);
         switch (which) {
         case G_SENT:
@@ -406,10 +390,11 @@ static void hedge_family(const render *x, const char *name, const char *type,
 static void hedges_refused(const render *x)
 {
     const char *name = "retryd_upstream_hedges_refused_total";
-    header(x->out, name, "counter",
-           "Hedges due but not sent, by reason: the host hedge budget, the "
-           "retry budget, the host throttle, a pushback, the deadline, "
-           "draining.");
+    prom_header(
+        x->out, name, "counter",
+        "Hedges due but not sent, by reason: the host hedge budget, the "
+        "retry budget, the host throttle, a pushback, the deadline, "
+        "draining.");
     for (size_t i = 0; i < x->r->n_upstreams; i++) {
         const Retryd__UpstreamStats *u = x->r->upstreams[i];
         const Retryd__UpstreamHedge *h = reply_upstream_hedge(u);
@@ -426,7 +411,7 @@ static void hedges_refused(const render *x)
         };
         for (size_t k = 0; k < sizeof(rows) / sizeof(rows[0]); k++) {
             fprintf(x->out, "%s{upstream=\"", name);
-            label(x->out, u->name);
+            prom_label(x->out, u->name);
             fprintf(x->out, "\",reason=\"%s\"} %" PRIu64 "\n", rows[k].reason,
                     rows[k].n);
         }
@@ -457,21 +442,21 @@ static void health(const render *x)
 {
     reply_health_item items[REPLY_HEALTH_KINDS];
     reply_health_items(x->r, items);
-    header(x->out, "retryd_segment_checks_total", "counter",
-           "Heartbeats that checked the segment for damage.");
+    prom_header(x->out, "retryd_segment_checks_total", "counter",
+                "Heartbeats that checked the segment for damage.");
     fprintf(x->out, "retryd_segment_checks_total %" PRIu64 "\n",
             reply_health_checks(x->r));
-    header(x->out, "retryd_segment_damage_total", "counter",
-           "Damage found in the segment (another process wrote where it "
-           "must not), by kind.");
+    prom_header(x->out, "retryd_segment_damage_total", "counter",
+                "Damage found in the segment (another process wrote where it "
+                "must not), by kind.");
     for (size_t i = 0; i < REPLY_HEALTH_KINDS; i++)
         fprintf(x->out,
                 "retryd_segment_damage_total{kind=\"%s\"} %" PRIu64 "\n",
                 items[i].name, items[i].n);
     const Retryd__SegmentHealth *h = x->r->segment_health;
-    header(x->out, "retryd_segment_unexplained_tokens_total", "counter",
-           "Tokens the ledger audit found in balances or refills that no "
-           "ledger explains: taken back, or already spent when found.");
+    prom_header(x->out, "retryd_segment_unexplained_tokens_total", "counter",
+                "Tokens the ledger audit found in balances or refills that no "
+                "ledger explains: taken back, or already spent when found.");
     fprintf(x->out,
             "retryd_segment_unexplained_tokens_total{fate=\"taken_back\"} "
             "%.6f\n"
@@ -487,48 +472,50 @@ static void descriptor_families(const render *x)
 {
     if (x->r->descriptors_max == 0)
         return;
-    header(x->out, "process_open_fds", "gauge",
-           "The daemon's open file descriptors.");
+    prom_header(x->out, "process_open_fds", "gauge",
+                "The daemon's open file descriptors.");
     fprintf(x->out, "process_open_fds %u\n", x->r->descriptors_open);
-    header(x->out, "process_max_fds", "gauge",
-           "The daemon's descriptor limit (RLIMIT_NOFILE, soft).");
+    prom_header(x->out, "process_max_fds", "gauge",
+                "The daemon's descriptor limit (RLIMIT_NOFILE, soft).");
     fprintf(x->out, "process_max_fds %" PRIu64 "\n", x->r->descriptors_max);
 }
 
 static void daemon_families(const render *x)
 {
     const Retryd__StatsReply *r = x->r;
-    header(x->out, "retryd_info", "gauge", "The daemon's version and segment.");
+    prom_header(x->out, "retryd_info", "gauge",
+                "The daemon's version and segment.");
     fputs("retryd_info{version=\"", x->out);
-    label(x->out, r->daemon_version ? r->daemon_version : "");
+    prom_label(x->out, r->daemon_version ? r->daemon_version : "");
     fprintf(x->out, "\",generation=\"%016" PRIx64 "\"} 1\n", r->generation);
-    header(x->out, "retryd_uptime_seconds", "gauge",
-           "Seconds since the daemon started.");
+    prom_header(x->out, "retryd_uptime_seconds", "gauge",
+                "Seconds since the daemon started.");
     fprintf(x->out, "retryd_uptime_seconds %.3f\n",
             (double)r->uptime_ms / 1000);
-    header(x->out, "retryd_attached_processes", "gauge",
-           "Processes attached to the segment.");
+    prom_header(x->out, "retryd_attached_processes", "gauge",
+                "Processes attached to the segment.");
     fprintf(x->out, "retryd_attached_processes %u\n", r->attached_processes);
-    header(x->out, "retryd_segment_process_slots", "gauge",
-           "Process slots in the segment (process_capacity).");
+    prom_header(x->out, "retryd_segment_process_slots", "gauge",
+                "Process slots in the segment (process_capacity).");
     fprintf(x->out, "retryd_segment_process_slots %u\n", r->process_capacity);
-    header(x->out, "retryd_upstreams", "gauge", "Upstreams registered.");
+    prom_header(x->out, "retryd_upstreams", "gauge", "Upstreams registered.");
     fprintf(x->out, "retryd_upstreams %zu\n", r->n_upstreams);
-    header(x->out, "retryd_segment_upstream_slots", "gauge",
-           "Upstream slots in the segment (upstream_capacity).");
+    prom_header(x->out, "retryd_segment_upstream_slots", "gauge",
+                "Upstream slots in the segment (upstream_capacity).");
     fprintf(x->out, "retryd_segment_upstream_slots %u\n", r->upstream_capacity);
-    header(x->out, "retryd_draining", "gauge", "1 while the host drains.");
+    prom_header(x->out, "retryd_draining", "gauge", "1 while the host drains.");
     fprintf(x->out, "retryd_draining %d\n", r->draining ? 1 : 0);
-    header(x->out, "retryd_slot_refusals_total", "counter",
-           "Attaches refused a process slot: every slot taken (capacity) or "
-           "the user at process_slots_per_uid (quota).");
+    prom_header(
+        x->out, "retryd_slot_refusals_total", "counter",
+        "Attaches refused a process slot: every slot taken (capacity) or "
+        "the user at process_slots_per_uid (quota).");
     fprintf(x->out,
             "retryd_slot_refusals_total{reason=\"capacity\"} %" PRIu64
             "\nretryd_slot_refusals_total{reason=\"quota\"} %" PRIu64 "\n",
             r->slots_refused_capacity, r->slots_refused_quota);
-    header(x->out, "retryd_upstream_refusals_total", "counter",
-           "Registrations of new upstreams refused: the user at "
-           "upstreams_per_uid (quota).");
+    prom_header(x->out, "retryd_upstream_refusals_total", "counter",
+                "Registrations of new upstreams refused: the user at "
+                "upstreams_per_uid (quota).");
     fprintf(x->out,
             "retryd_upstream_refusals_total{reason=\"quota\"} %" PRIu64 "\n",
             r->upstreams_refused_quota);

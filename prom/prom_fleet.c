@@ -6,71 +6,55 @@
  * a daemon without the tier, nothing of an upstream outside it.
  */
 #include "prom_fleet.h"
+#include "prom_text.h"
 
 #include <inttypes.h>
 #include <stdbool.h>
 #include <string.h>
 
-static void header(FILE *out, const char *name, const char *type,
-                   const char *help)
-{
-    fprintf(out, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
-}
-
-static void label(FILE *out, const char *s)
-{
-    for (; *s; s++) {
-        if (*s == '\\' || *s == '"')
-            fprintf(out, "\\%c", *s);
-        else if (*s == '\n')
-            fputs("\\n", out);
-        else
-            putc(*s, out);
-    }
-}
-
 static void link_families(FILE *out, const Retryd__FleetStatus *f)
 {
     bool up = strcmp(f->state, "fallback") != 0;
-    header(out, "retryd_fleet_up", "gauge",
-           "1 while the fleet tier syncs with Redis (its views apply), 0 "
-           "in fallback (host-only budgets).");
+    prom_header(out, "retryd_fleet_up", "gauge",
+                "1 while the fleet tier syncs with Redis (its views apply), 0 "
+                "in fallback (host-only budgets).");
     fprintf(out, "retryd_fleet_up %d\n", up ? 1 : 0);
-    header(out, "retryd_fleet_info", "gauge",
-           "The fleet tier's link: the state, the namespace, this host.");
+    prom_header(out, "retryd_fleet_info", "gauge",
+                "The fleet tier's link: the state, the namespace, this host.");
     fputs("retryd_fleet_info{state=\"", out);
-    label(out, f->state);
+    prom_label(out, f->state);
     fputs("\",name=\"", out);
-    label(out, f->name);
+    prom_label(out, f->name);
     fputs("\",host_id=\"", out);
-    label(out, f->host_id);
+    prom_label(out, f->host_id);
     fputs("\",redis=\"", out);
-    label(out, f->redis);
+    prom_label(out, f->redis);
     fputs("\"} 1\n", out);
-    header(out, "retryd_fleet_last_sync_timestamp_seconds", "gauge",
-           "When the last sync with Redis succeeded (0: never).");
+    prom_header(out, "retryd_fleet_last_sync_timestamp_seconds", "gauge",
+                "When the last sync with Redis succeeded (0: never).");
     fprintf(out, "retryd_fleet_last_sync_timestamp_seconds %.3f\n",
             (double)f->last_sync_unix_ms / 1000);
-    header(out, "retryd_fleet_sync_interval_seconds", "gauge",
-           "The fleet tier's sync_interval.");
+    prom_header(out, "retryd_fleet_sync_interval_seconds", "gauge",
+                "The fleet tier's sync_interval.");
     fprintf(out, "retryd_fleet_sync_interval_seconds %.3f\n",
             (double)f->sync_interval_ms / 1000);
-    header(out, "retryd_fleet_syncs_total", "counter",
-           "Syncs with Redis, by result.");
+    prom_header(out, "retryd_fleet_syncs_total", "counter",
+                "Syncs with Redis, by result.");
     fprintf(out,
             "retryd_fleet_syncs_total{result=\"ok\"} %" PRIu64 "\n"
             "retryd_fleet_syncs_total{result=\"failed\"} %" PRIu64 "\n",
             f->syncs, f->sync_failures);
-    header(out, "retryd_fleet_fallbacks_total", "counter",
-           "Times the host fell back to its own budgets.");
+    prom_header(out, "retryd_fleet_fallbacks_total", "counter",
+                "Times the host fell back to its own budgets.");
     fprintf(out, "retryd_fleet_fallbacks_total %" PRIu64 "\n", f->fallbacks);
-    header(out, "retryd_fleet_round_trip_seconds", "gauge",
-           "The last sync's round trip to Redis.");
+    prom_header(out, "retryd_fleet_round_trip_seconds", "gauge",
+                "The last sync's round trip to Redis.");
     fprintf(out, "retryd_fleet_round_trip_seconds %.6f\n",
             (double)f->round_trip_us / 1e6);
-    header(out, "retryd_fleet_upstreams", "gauge",
-           "Upstreams taking part in the fleet tier, and of them those with "
-           "a view of the fleet in force.");
+    prom_header(
+        out, "retryd_fleet_upstreams", "gauge",
+        "Upstreams taking part in the fleet tier, and of them those with "
+        "a view of the fleet in force.");
     fprintf(out,
             "retryd_fleet_upstreams{applied=\"true\"} %u\n"
             "retryd_fleet_upstreams{applied=\"false\"} %u\n",
@@ -161,13 +145,13 @@ static double fleet_value(const Retryd__UpstreamFleet *f, int g)
 static void upstream_families(FILE *out, const Retryd__StatsReply *r)
 {
     for (int g = 0; g < G_COUNT; g++) {
-        header(out, gauges[g].name, "gauge", gauges[g].help);
+        prom_header(out, gauges[g].name, "gauge", gauges[g].help);
         for (size_t i = 0; i < r->n_upstreams; i++) {
             const Retryd__UpstreamStats *u = r->upstreams[i];
             if (u->fleet == NULL || (g == G_FLEET_FLOOR && !u->fleet->floor))
                 continue;
             fprintf(out, "%s{upstream=\"", gauges[g].name);
-            label(out, u->name);
+            prom_label(out, u->name);
             fprintf(out, "\"} %.6f\n", fleet_value(u->fleet, g));
         }
     }

@@ -14,6 +14,11 @@ enum {
     CTL_EXIT_ERROR = 70, /* EX_SOFTWARE: could not do it */
 };
 
+/* @p s as a JSON string, quoted and escaped (a control or non-ASCII
+ * byte as \u00XX), on stdout: what stats --json writes every string with
+ * (ctl_stats.c), the fleet's members (ctl_fleet.c) included. */
+void ctl_json_string(const char *s);
+
 int ctl_decide_main(int argc, char **argv);
 int ctl_request_main(int argc, char **argv);
 int ctl_top_main(int argc, char **argv);

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "ctl.h"
 #include "reply.h"
 
 bool ctl_fleet_fallback(const Retryd__StatsReply *r)
@@ -95,21 +96,6 @@ void ctl_fleet_upstream_line(const Retryd__UpstreamStats *u, char *out,
                  (double)f->pushback_remaining_ms / 1000);
 }
 
-static void json_text(const char *s)
-{
-    putchar('"');
-    for (; s && *s; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if (ch == '"' || ch == '\\')
-            printf("\\%c", ch);
-        else if (ch < 0x20 || ch >= 0x7f)
-            printf("\\u%04x", ch);
-        else
-            putchar(ch);
-    }
-    putchar('"');
-}
-
 void ctl_fleet_json(const Retryd__StatsReply *r)
 {
     const Retryd__FleetStatus *f = r->fleet;
@@ -119,13 +105,13 @@ void ctl_fleet_json(const Retryd__StatsReply *r)
         return;
     }
     printf("{\"state\":");
-    json_text(f->state);
+    ctl_json_string(f->state);
     printf(",\"redis\":");
-    json_text(f->redis);
+    ctl_json_string(f->redis);
     printf(",\"name\":");
-    json_text(f->name);
+    ctl_json_string(f->name);
     printf(",\"host_id\":");
-    json_text(f->host_id);
+    ctl_json_string(f->host_id);
     printf(",\"sync_interval_seconds\":%.3f,\"last_sync_unix_ms\":%" PRIu64
            ",\"last_sync_age_seconds\":%.3f,\"fallback_since_unix_ms\":%" PRIu64
            ",\"syncs\":%" PRIu64 ",\"sync_failures\":%" PRIu64
@@ -136,7 +122,7 @@ void ctl_fleet_json(const Retryd__StatsReply *r)
            (double)f->last_sync_age_ms / 1000, f->fallback_since_unix_ms,
            f->syncs, f->sync_failures, f->fallbacks, f->connects,
            (double)f->round_trip_us / 1e6, f->upstreams, f->upstreams_applied);
-    json_text(f->last_error);
+    ctl_json_string(f->last_error);
     printf("}");
 }
 

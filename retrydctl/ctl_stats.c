@@ -203,7 +203,7 @@ static void print_table(const Retryd__StatsReply *r)
 
 /* --- JSON ---------------------------------------------------------------- */
 
-static void json_string(const char *s)
+void ctl_json_string(const char *s)
 {
     putchar('"');
     for (; *s; s++) {
@@ -303,7 +303,7 @@ static void json_upstream_shares(const Retryd__UpstreamStats *u)
         return;
     }
     printf("{\"program\":");
-    json_string(db->program);
+    ctl_json_string(db->program);
     printf(",\"grants\":%" PRIu64 ",\"window_grants\":%" PRIu64
            ",\"share\":%.6f,\"window_seconds\":%.3f}",
            db->grants, db->window_grants,
@@ -317,7 +317,7 @@ static void json_programs(const Retryd__StatsReply *r)
     for (size_t i = 0; i < r->n_programs; i++) {
         const Retryd__ProgramStats *p = r->programs[i];
         printf("%s{\"program\":", i ? "," : "");
-        json_string(p->program);
+        ctl_json_string(p->program);
         printf(",\"processes\":%u,\"exited\":%" PRIu64 ",", p->processes,
                p->exited);
         json_counters(p->counters);
@@ -338,7 +338,7 @@ static void print_json_health(const Retryd__StatsReply *r)
            ",\"unexplained_spent_micro\":%" PRIu64 ",\"last_finding\":",
            h ? h->unexplained_removed_micro : 0,
            h ? h->unexplained_spent_micro : 0);
-    json_string(h && h->last_finding ? h->last_finding : "");
+    ctl_json_string(h && h->last_finding ? h->last_finding : "");
     printf(",\"last_damage_unix_ms\":%" PRIu64 "},",
            h ? h->last_damage_unix_ms : 0);
     ctl_fleet_json(r);
@@ -348,7 +348,7 @@ static void print_json_health(const Retryd__StatsReply *r)
 static void print_json(const Retryd__StatsReply *r)
 {
     printf("{\"daemon\":{\"version\":");
-    json_string(r->daemon_version);
+    ctl_json_string(r->daemon_version);
     printf(",\"generation\":\"%016" PRIx64 "\",\"uptime_seconds\":%.3f,"
            "\"attached_processes\":%u,\"draining\":%s,\"upstream_capacity\":"
            "%u,\"process_capacity\":%u,\"slots_refused\":{\"capacity\":%" PRIu64
@@ -362,7 +362,7 @@ static void print_json(const Retryd__StatsReply *r)
     for (size_t i = 0; i < r->n_upstreams; i++) {
         const Retryd__UpstreamStats *u = r->upstreams[i];
         printf("%s{\"name\":", i ? "," : "");
-        json_string(u->name);
+        ctl_json_string(u->name);
         printf(",\"slot\":%u,\"slot_generation\":%u,\"balance\":%.6f,"
                "\"cap\":%.6f,\"ratio\":%.6f,\"min_retries_per_sec\":%.6f,",
                u->slot, u->slot_generation, reply_tokens(u->balance_micro),
@@ -384,7 +384,7 @@ static void print_json(const Retryd__StatsReply *r)
                ",",
                i ? "," : "", p->pid, p->uid, p->slot, p->start_time);
         printf("\"program\":");
-        json_string(p->program);
+        ctl_json_string(p->program);
         printf(",");
         json_counters(p->counters);
         printf("}");

@@ -10,7 +10,6 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,40 +19,15 @@
 #include "retryd/common.h"
 #include "shared/fleet.h"
 
-__attribute__((format(printf, 2, 3))) static int
-refuse(char why[CONFIG_WHY_MAX], const char *fmt, ...)
+/* @p n bytes of letters, digits, '.', '-' and '_': a host name, a dotted
+ * address, a fleet's name. */
+static bool name_chars_ok(const char *s, size_t n)
 {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(why, CONFIG_WHY_MAX, fmt, ap);
-    va_end(ap);
-    return RETRYD_ECONFIG;
-}
-
-/* A host name or a dotted address: letters, digits, '.', '-', '_'. */
-static bool host_name_ok(const char *h, size_t n)
-{
-    if (n == 0 || n >= FLEET_ADDRESS_MAX)
-        return false;
     for (size_t i = 0; i < n; i++)
-        if (!((h[i] >= 'a' && h[i] <= 'z') || (h[i] >= 'A' && h[i] <= 'Z') ||
-              (h[i] >= '0' && h[i] <= '9') || h[i] == '.' || h[i] == '-' ||
-              h[i] == '_'))
+        if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') ||
+              (s[i] >= '0' && s[i] <= '9') || s[i] == '.' || s[i] == '-' ||
+              s[i] == '_'))
             return false;
-    return true;
-}
-
-/* PORT: a decimal in 1..65535. */
-static bool port_ok(const char *p, uint32_t *ret)
-{
-    char *end;
-    if (*p < '0' || *p > '9')
-        return false;
-    errno = 0;
-    unsigned long v = strtoul(p, &end, 10);
-    if (errno || *end != '\0' || v < 1 || v > 65535)
-        return false;
-    *ret = (uint32_t)v;
     return true;
 }
 
@@ -61,7 +35,7 @@ static bool port_ok(const char *p, uint32_t *ret)
 static bool parse_tcp(fleet_conf *f, const char *v)
 {
     const char *colon = strrchr(v, ':');
-    if (colon == NULL || !port_ok(colon + 1, &f->port))
+    if (colon == NULL || !config_parse_u32(colon + 1, 1, 65535, &f->port))
         return false;
     size_t n = (size_t)(colon - v);
     if (n >= 2 && v[0] == '[' && v[n - 1] == ']') {
@@ -76,7 +50,7 @@ static bool parse_tcp(fleet_conf *f, const char *v)
         memcpy(f->host, h, n - 1);
         return true;
     }
-    if (!host_name_ok(v, n))
+    if (n == 0 || n >= FLEET_ADDRESS_MAX || !name_chars_ok(v, n))
         return false;
     memcpy(f->host, v, n);
     f->host[n] = '\0';
@@ -91,21 +65,22 @@ int config_parse_redis(const config_key *k, const char *v, void *field,
     if (v == NULL)
         return 0; /* no default: config_fleet_finish() wants it set */
     if (strlen(v) >= sizeof(f->redis))
-        return refuse(why, "too long");
+        return config_refuse(why, "too long");
     f->unix_socket = v[0] == '/';
     if (f->unix_socket) {
         /* sun_path's room, with its NUL. */
         if (strlen(v) >= CONFIG_SOCKET_MAX)
-            return refuse(why, "'%s': a socket path of at most %d bytes", v,
-                          CONFIG_SOCKET_MAX - 1);
+            return config_refuse(why, "'%s': a socket path of at most %d bytes",
+                                 v, CONFIG_SOCKET_MAX - 1);
         f->host[0] = '\0';
         f->port = 0;
     } else if (!parse_tcp(f, v)) {
-        return refuse(why,
-                      "'%s' is not HOST:PORT (a name or an address, [IPV6] "
-                      "in brackets, a port in 1..65535) or an absolute "
-                      "socket path",
-                      v);
+        return config_refuse(
+            why,
+            "'%s' is not HOST:PORT (a name or an address, [IPV6] "
+            "in brackets, a port in 1..65535) or an absolute "
+            "socket path",
+            v);
     }
     strcpy(f->redis, v);
     return 0;
@@ -119,10 +94,11 @@ static int take_secret(fleet_conf *f, char *line, char why[CONFIG_WHY_MAX])
     const char *pass = sp ? sp + 1 : line;
     size_t ulen = sp ? (size_t)(sp - line) : 0;
     if (*pass == '\0' || (sp != NULL && ulen == 0))
-        return refuse(why, "its first line is not PASSWORD or USER PASSWORD");
+        return config_refuse(why,
+                             "its first line is not PASSWORD or USER PASSWORD");
     if (ulen >= sizeof(f->user) || strlen(pass) >= sizeof(f->password))
-        return refuse(why, "a user or password longer than %d bytes",
-                      FLEET_SECRET_MAX - 1);
+        return config_refuse(why, "a user or password longer than %d bytes",
+                             FLEET_SECRET_MAX - 1);
     memcpy(f->user, line, ulen);
     f->user[ulen] = '\0';
     strcpy(f->password, pass);
@@ -152,10 +128,10 @@ int config_parse_password_file(const config_key *k, const char *v, void *field,
     if (v == NULL)
         return 0;
     if (v[0] != '/' || strlen(v) >= k->size)
-        return refuse(why, "'%s' is not an absolute path", v);
+        return config_refuse(why, "'%s' is not an absolute path", v);
     int fd = open(v, O_RDONLY | O_CLOEXEC | O_NOCTTY);
     if (fd < 0)
-        return refuse(why, "cannot open '%s': %s", v, strerror(errno));
+        return config_refuse(why, "cannot open '%s': %s", v, strerror(errno));
     const char *bad = secret_file_refused(fd);
     ssize_t n = bad ? 0 : read(fd, buf, FLEET_PASSWORD_FILE_MAX);
     int err = errno;
@@ -163,15 +139,16 @@ int config_parse_password_file(const config_key *k, const char *v, void *field,
     if (bad == NULL && n < 0)
         bad = strerror(err);
     if (bad != NULL || n < 0)
-        return refuse(why, "'%s': %s", v, bad ? bad : "cannot read");
+        return config_refuse(why, "'%s': %s", v, bad ? bad : "cannot read");
     buf[n] = '\0';
-    int r = strlen(buf) != (size_t)n ? refuse(why, "'%s': a NUL byte in it", v)
-                                     : take_secret(&c->fleet, buf, why);
+    int r = strlen(buf) != (size_t)n
+                ? config_refuse(why, "'%s': a NUL byte in it", v)
+                : take_secret(&c->fleet, buf, why);
     explicit_bzero(buf, sizeof(buf));
     if (r < 0) {
         char reason[CONFIG_WHY_MAX];
         memcpy(reason, why, sizeof(reason));
-        return refuse(why, "'%.60s': %s", v, reason);
+        return config_refuse(why, "'%.60s': %s", v, reason);
     }
     strcpy(field, v);
     return 0;
@@ -184,14 +161,10 @@ int config_parse_fleet_name(const config_key *k, const char *v, void *field,
     if (v == NULL)
         v = k->dflt_text;
     size_t n = strlen(v);
-    bool ok = n >= 1 && n <= FLEET_NAME_MAX;
-    for (size_t i = 0; ok && i < n; i++)
-        ok = (v[i] >= 'a' && v[i] <= 'z') || (v[i] >= 'A' && v[i] <= 'Z') ||
-             (v[i] >= '0' && v[i] <= '9') || v[i] == '.' || v[i] == '_' ||
-             v[i] == '-';
-    if (!ok)
-        return refuse(why, "'%s' is not 1..%d letters, digits, '.', '_' or '-'",
-                      v, FLEET_NAME_MAX);
+    if (n < 1 || n > FLEET_NAME_MAX || !name_chars_ok(v, n))
+        return config_refuse(
+            why, "'%s' is not 1..%d letters, digits, '.', '_' or '-'", v,
+            FLEET_NAME_MAX);
     strcpy(field, v);
     return 0;
 }
@@ -209,8 +182,9 @@ int config_parse_host_id(const config_key *k, const char *v, void *field,
     for (size_t i = 0; ok && i < n; i++)
         ok = (unsigned char)v[i] > 0x20 && (unsigned char)v[i] < 0x7f;
     if (!ok)
-        return refuse(why, "'%s' is not 1..%d printable bytes without spaces",
-                      v, FLEET_HOST_ID_MAX);
+        return config_refuse(why,
+                             "'%s' is not 1..%d printable bytes without spaces",
+                             v, FLEET_HOST_ID_MAX);
     strcpy(field, v);
     return 0;
 }

@@ -23,9 +23,7 @@
 #include "shared/fleet.h"
 #include "retryd/common.h"
 
-/* Write the reason into @p why; RETRYD_ECONFIG. */
-__attribute__((format(printf, 2, 3))) static int
-refuse(char why[CONFIG_WHY_MAX], const char *fmt, ...)
+int config_refuse(char why[CONFIG_WHY_MAX], const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -54,7 +52,7 @@ static bool decimal(const char *v, bool fraction)
     return *p == '\0';
 }
 
-static bool parse_u32(const char *v, uint64_t lo, uint64_t hi, uint32_t *ret)
+bool config_parse_u32(const char *v, uint64_t lo, uint64_t hi, uint32_t *ret)
 {
     char *end;
     if (!decimal(v, false))
@@ -82,7 +80,7 @@ static bool parse_tokens(const char *v, uint64_t max_micro, uint64_t *ret)
 static bool lookup_gid(const char *name, gid_t *ret)
 {
     uint32_t n;
-    if (parse_u32(name, 0, UINT32_MAX - 1, &n)) {
+    if (config_parse_u32(name, 0, UINT32_MAX - 1, &n)) {
         *ret = n;
         return true;
     }
@@ -97,7 +95,7 @@ static bool lookup_gid(const char *name, gid_t *ret)
 static bool lookup_uid(const char *name, uid_t *ret)
 {
     uint32_t n;
-    if (parse_u32(name, 0, UINT32_MAX - 1, &n)) {
+    if (config_parse_u32(name, 0, UINT32_MAX - 1, &n)) {
         *ret = n;
         return true;
     }
@@ -118,9 +116,10 @@ static int parse_u32_key(const config_key *k, const char *v, void *field,
         *(uint32_t *)field = (uint32_t)k->dflt;
         return 0;
     }
-    if (!parse_u32(v, k->lo, k->hi, field))
-        return refuse(why, "'%s' is not in %llu..%llu", v,
-                      (unsigned long long)k->lo, (unsigned long long)k->hi);
+    if (!config_parse_u32(v, k->lo, k->hi, field))
+        return config_refuse(why, "'%s' is not in %llu..%llu", v,
+                             (unsigned long long)k->lo,
+                             (unsigned long long)k->hi);
     return 0;
 }
 
@@ -139,11 +138,11 @@ static int parse_tokens_key(const config_key *k, const char *v, void *field,
     /* A bound below the segment's own (throttle_k's, the floor's) is
      * worth naming. */
     if (k->hi < SEG_MAX_CAP_MICRO)
-        return refuse(why, "'%s' is not a number from %llu to %llu", v,
-                      (unsigned long long)(k->lo / SEG_MICRO),
-                      (unsigned long long)(k->hi / SEG_MICRO));
-    return refuse(why, "'%s' is not a number >= %llu", v,
-                  (unsigned long long)(k->lo / SEG_MICRO));
+        return config_refuse(why, "'%s' is not a number from %llu to %llu", v,
+                             (unsigned long long)(k->lo / SEG_MICRO),
+                             (unsigned long long)(k->hi / SEG_MICRO));
+    return config_refuse(why, "'%s' is not a number >= %llu", v,
+                         (unsigned long long)(k->lo / SEG_MICRO));
 }
 
 /* on or off (also yes/no, true/false, 1/0), into a uint64_t 0 or 1. */
@@ -168,7 +167,7 @@ static int parse_switch_key(const config_key *k, const char *v, void *field,
             return 0;
         }
     }
-    return refuse(why, "'%s' is neither on nor off", v);
+    return config_refuse(why, "'%s' is neither on nor off", v);
 }
 
 /* A duration (retryd_duration_parse: 30s, 250ms, 1m) in [lo, hi]
@@ -185,9 +184,9 @@ static int parse_duration_key(const config_key *k, const char *v, void *field,
     }
     if (retryd_duration_parse(v, &ns) < 0 || ns < 0 || (uint64_t)ns < k->lo ||
         (uint64_t)ns > k->hi)
-        return refuse(why, "'%s' is not a duration from %llums to %llus", v,
-                      (unsigned long long)(k->lo / 1000000),
-                      (unsigned long long)(k->hi / 1000000000));
+        return config_refuse(why, "'%s' is not a duration from %llums to %llus",
+                             v, (unsigned long long)(k->lo / 1000000),
+                             (unsigned long long)(k->hi / 1000000000));
     *out = (uint64_t)ns;
     return 0;
 }
@@ -200,7 +199,7 @@ static int parse_path_key(const config_key *k, const char *v, void *field,
     if (v == NULL)
         v = k->dflt_text;
     if (*v == '\0' || strlen(v) >= k->size)
-        return refuse(why, "'%s' is empty or too long", v);
+        return config_refuse(why, "'%s' is empty or too long", v);
     strcpy(field, v);
     return 0;
 }
@@ -209,7 +208,7 @@ static int parse_abs_path_key(const config_key *k, const char *v, void *field,
                               config *c, char why[CONFIG_WHY_MAX])
 {
     if (v != NULL && v[0] != '/')
-        return refuse(why, "'%s' is not an absolute path", v);
+        return config_refuse(why, "'%s' is not an absolute path", v);
     return parse_path_key(k, v, field, c, why);
 }
 
@@ -219,7 +218,7 @@ static int parse_group_key(const config_key *k, const char *v, void *field,
 {
     (void)k, (void)c;
     if (v != NULL && !lookup_gid(v, field))
-        return refuse(why, "unknown group '%s'", v);
+        return config_refuse(why, "unknown group '%s'", v);
     return 0;
 }
 
@@ -233,17 +232,18 @@ static int parse_ids(const char *value, bool groups, config *c,
     if (value == NULL)
         return 0;
     if (strlen(value) >= sizeof(copy))
-        return refuse(why, "%s", "list too long");
+        return config_refuse(why, "%s", "list too long");
     strcpy(copy, value);
     *n = 0;
     for (char *t = strtok_r(copy, " \t,", &save); t;
          t = strtok_r(NULL, " \t,", &save)) {
         if (*n == CONFIG_MAX_IDS)
-            return refuse(why, "more than %d entries", CONFIG_MAX_IDS);
+            return config_refuse(why, "more than %d entries", CONFIG_MAX_IDS);
         bool ok = groups ? lookup_gid(t, &c->allow_groups[*n])
                          : lookup_uid(t, &c->allow_users[*n]);
         if (!ok)
-            return refuse(why, "unknown %s '%s'", groups ? "group" : "user", t);
+            return config_refuse(why, "unknown %s '%s'",
+                                 groups ? "group" : "user", t);
         (*n)++;
     }
     return 0;
@@ -270,7 +270,8 @@ static int parse_log_level_key(const config_key *k, const char *v, void *field,
     (void)c;
     *level = v == NULL ? (int)k->dflt : log_level_parse(v);
     if (*level < 0)
-        return refuse(why, "'%s' is not error, warning, info or debug", v);
+        return config_refuse(why, "'%s' is not error, warning, info or debug",
+                             v);
     return 0;
 }
 
@@ -282,7 +283,7 @@ static int parse_per_process_key(const config_key *k, const char *v,
     (void)c;
     *per = v == NULL ? (int)k->dflt : prom_per_process_parse(v);
     if (*per < 0)
-        return refuse(why, "'%s' is not program, pid or none", v);
+        return config_refuse(why, "'%s' is not program, pid or none", v);
     return 0;
 }
 
@@ -332,24 +333,27 @@ static int parse_listen_key(const config_key *k, const char *v, void *field,
     size_t hl = colon ? (size_t)(colon - v) : 0;
     bool v6 = hl >= 2 && v[0] == '[' && v[hl - 1] == ']';
     if (colon == NULL || hl == 0 || hl >= sizeof(host) ||
-        !parse_u32(colon + 1, 1, 65535, &port))
-        return refuse(why,
-                      "'%s' is not ADDRESS:PORT with a port in 1..65535 (e.g. "
-                      "127.0.0.1:9464 or [::1]:9464)",
-                      v);
+        !config_parse_u32(colon + 1, 1, 65535, &port))
+        return config_refuse(
+            why,
+            "'%s' is not ADDRESS:PORT with a port in 1..65535 (e.g. "
+            "127.0.0.1:9464 or [::1]:9464)",
+            v);
     memcpy(host, v + v6, hl - 2 * v6);
     host[hl - 2 * v6] = '\0';
     enum listen_check r = listen_address(c, host, v6, port);
     if (r == LISTEN_NOT_ADDRESS)
-        return refuse(why,
-                      "'%s' is not an IPv4 address or [IPv6 address] with a "
-                      "port (e.g. 127.0.0.1:9464 or [::1]:9464)",
-                      v);
+        return config_refuse(
+            why,
+            "'%s' is not an IPv4 address or [IPv6 address] with a "
+            "port (e.g. 127.0.0.1:9464 or [::1]:9464)",
+            v);
     if (r == LISTEN_NOT_LOOPBACK)
-        return refuse(why,
-                      "'%s' is not a loopback address: the endpoint serves "
-                      "this host only (127.0.0.0/8 or [::1])",
-                      v);
+        return config_refuse(
+            why,
+            "'%s' is not a loopback address: the endpoint serves "
+            "this host only (127.0.0.0/8 or [::1])",
+            v);
     snprintf(field, k->size, "%s", v);
     return 0;
 }

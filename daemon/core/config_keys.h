@@ -9,6 +9,7 @@
 #ifndef RETRYD_CONFIG_KEYS_H
 #define RETRYD_CONFIG_KEYS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -120,6 +121,15 @@ static inline void *config_key_field(const config_key *k, void *base)
 {
     return (char *)base + k->off;
 }
+
+/* A parser's refusal: the reason (printf's @p fmt) into @p why;
+ * RETRYD_ECONFIG. For the parsers of every file of the table. */
+__attribute__((format(printf, 2, 3))) int
+config_refuse(char why[CONFIG_WHY_MAX], const char *fmt, ...);
+
+/* A decimal in [@p lo, @p hi] into *@p ret: digits only (no sign, blank,
+ * 0x or exponent), the one integer syntax a configuration takes. */
+bool config_parse_u32(const char *v, uint64_t lo, uint64_t hi, uint32_t *ret);
 
 /* Each row's default stored into @p c (its [defaults] into c->defaults). */
 void config_keys_set_defaults(config *c);

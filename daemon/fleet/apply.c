@@ -8,7 +8,6 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "base/clock.h"
@@ -18,13 +17,6 @@
 #include "segment/fleet_slots.h"
 
 #define NS_PER_MS UINT64_C(1000000)
-
-static uint64_t realtime_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 /* The fleet's hold on @p r's upstream, as this host's monotonic deadline,
  * or 0: the hold is in the fleet's clock (unix ms), the slot in this
@@ -62,7 +54,8 @@ static void apply(server *d, const fleet_batch *b)
     if (was != NULL)
         memcpy(was, f->applied, cap * sizeof(*was));
     memset(f->applied, 0, cap * sizeof(*f->applied));
-    uint64_t now_ms = realtime_ms(), now_coarse = retryd__clock_coarse_ns();
+    uint64_t now_ms = retryd__clock_realtime_ms(),
+             now_coarse = retryd__clock_coarse_ns();
     for (size_t i = 0; b->ok && i < b->n; i++)
         apply_one(d, b, &b->r[i], now_ms, now_coarse);
     /* What the fleet no longer says (a failed sync, an upstream that left

@@ -11,7 +11,6 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "base/clock.h"
@@ -164,10 +163,7 @@ void fleet_reconfigure(server *d, int epfd)
 static int probe(fleet_link *l, const fleet_conf *c, uint64_t deadline,
                  char *err, size_t err_len)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    uint64_t now_ms =
-        (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+    uint64_t now_ms = retryd__clock_realtime_ms();
     uint64_t bucket = now_ms / (c->sync_interval_ns / 1000000);
     fleet_gauges none = {0}, total;
     fleet_pipe p = {0};

@@ -28,7 +28,6 @@ typedef struct fleet_result {
 typedef struct fleet_batch {
     bool ok;            /* false: fallback, every view goes */
     uint64_t synced_ns; /* CLOCK_MONOTONIC of the sync's start */
-    uint64_t unix_ms;   /* CLOCK_REALTIME of the same */
     uint64_t interval_ns;
     size_t n;
     fleet_result r[];

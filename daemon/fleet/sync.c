@@ -19,7 +19,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "base/clock.h"
@@ -32,13 +31,6 @@
 #include "shared/health.h"
 
 #define NS_PER_MS UINT64_C(1000000)
-
-static uint64_t realtime_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 /* When in each interval this host syncs: a quarter to three quarters in,
  * by its host_id. */
@@ -58,13 +50,6 @@ static uint64_t timeout_ns(const fleet_conf *c)
 
 /* --- the status the statistics read ------------------------------------- */
 
-static const char *state_name(int s)
-{
-    static const char *const names[] = {"off", "joining", "connected",
-                                        "fallback"};
-    return s >= 0 && s <= FLEET_FALLBACK ? names[s] : "?";
-}
-
 /* Move to @p state, counting and saying what changed (once per change:
  * a Redis down for an hour is one line, not one a second). */
 static void set_state(struct fleet *f, int state, const char *why)
@@ -79,7 +64,7 @@ static void set_state(struct fleet *f, int state, const char *why)
         snprintf(st->last_error, sizeof(st->last_error), "%s", why);
     if (state == FLEET_FALLBACK && was != FLEET_FALLBACK) {
         st->fallbacks++;
-        st->fallback_since_unix_ms = realtime_ms();
+        st->fallback_since_unix_ms = retryd__clock_realtime_ms();
     } else if (state != FLEET_FALLBACK) {
         st->fallback_since_unix_ms = 0;
     }
@@ -95,8 +80,8 @@ static void set_state(struct fleet *f, int state, const char *why)
         log_info("fleet: joined the fleet '%s' as '%s' through redis %s%s",
                  f->conf.name, f->conf.host_id, f->conf.redis,
                  since ? " (was on its own budgets)" : "");
-    else
-        log_debug("fleet: %s", state_name(state));
+    else if (state == FLEET_JOINING)
+        log_debug("fleet: linked, not yet in an interval of the fleet");
 }
 
 static void count_sync(struct fleet *f, bool ok, uint64_t rtt_us,
@@ -106,7 +91,7 @@ static void count_sync(struct fleet *f, bool ok, uint64_t rtt_us,
     pthread_mutex_lock(&f->d->fleet_lock);
     if (ok) {
         st->syncs++;
-        st->last_sync_unix_ms = realtime_ms();
+        st->last_sync_unix_ms = retryd__clock_realtime_ms();
         st->last_sync_ns = retryd__clock_monotonic_ns();
         st->round_trip_us = rtt_us;
         st->upstreams = upstreams;
@@ -132,14 +117,12 @@ void fleet_post(struct fleet *f, fleet_batch *b)
                     strerror(errno));
 }
 
-static fleet_batch *new_batch(size_t n, uint64_t synced_ns, uint64_t unix_ms,
+static fleet_batch *new_batch(size_t n, uint64_t synced_ns,
                               uint64_t interval_ns)
 {
     fleet_batch *b = calloc(1, sizeof(*b) + n * sizeof(b->r[0]));
     if (b != NULL)
-        *b = (fleet_batch){.synced_ns = synced_ns,
-                           .unix_ms = unix_ms,
-                           .interval_ns = interval_ns};
+        *b = (fleet_batch){.synced_ns = synced_ns, .interval_ns = interval_ns};
     return b;
 }
 
@@ -163,8 +146,8 @@ static void fail(struct fleet *f, int r, const char *why)
                     f->conf.redis, why);
     count_sync(f, false, 0, 0, 0);
     set_state(f, FLEET_FALLBACK, why);
-    fleet_batch *b = new_batch(0, retryd__clock_monotonic_ns(), realtime_ms(),
-                               f->conf.sync_interval_ns);
+    fleet_batch *b =
+        new_batch(0, retryd__clock_monotonic_ns(), f->conf.sync_interval_ns);
     if (b != NULL)
         fleet_post(f, b);
 }
@@ -359,7 +342,7 @@ static void sync_once(struct fleet *f, uint64_t bucket, uint64_t now_ms)
         r = send_syncs(f, n, bucket, now_ms, err, sizeof(err));
     fleet_batch *b = NULL;
     if (r == 0) {
-        b = new_batch(n, start, now_ms, f->conf.sync_interval_ns);
+        b = new_batch(n, start, f->conf.sync_interval_ns);
         if (b == NULL)
             r = RETRYD_ENOMEM;
     }
@@ -411,7 +394,7 @@ static void take_conf(struct fleet *f)
  * thread is to stop. */
 static bool nap_until(struct fleet *f, uint64_t wake_ms)
 {
-    uint64_t now = realtime_ms();
+    uint64_t now = retryd__clock_realtime_ms();
     uint64_t ms = wake_ms > now ? wake_ms - now : 0;
     /* At most an interval at a time: a clock stepped back re-plans. */
     uint64_t cap = f->conf.sync_interval_ns / NS_PER_MS;
@@ -435,7 +418,7 @@ void *fleet_thread_main(void *arg)
     take_conf(f);
     for (;;) {
         uint64_t iv = f->conf.sync_interval_ns / NS_PER_MS;
-        uint64_t now = realtime_ms(), bucket = now / iv;
+        uint64_t now = retryd__clock_realtime_ms(), bucket = now / iv;
         uint64_t due = bucket * iv + phase_ms(&f->conf);
         if (bucket != f->last_bucket && now >= due) {
             f->last_bucket = bucket;

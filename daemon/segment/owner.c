@@ -10,9 +10,9 @@
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "base/clock.h"
 #include "core/rcu.h"
 
 #include "shared/bucket.h"
@@ -28,13 +28,6 @@
 /* What a segment must be sealed against: a peer holding its descriptor
  * could otherwise shrink it (every mapping faults: SIGBUS) or grow it. */
 #define OWNER_SEALS (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)
-
-static uint64_t realtime_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 static int map_fd(owner *o, int fd, size_t size)
 {
@@ -127,7 +120,8 @@ static int create(owner *o, const config *c, char *why, size_t why_len)
         if (getrandom(&gen, sizeof(gen), 0) != (ssize_t)sizeof(gen))
             gen = retryd__clock_monotonic_ns() ^ (uint64_t)getpid() << 32;
     retryd__segment_format_zeroed(o->map, c->upstream_capacity,
-                                  c->process_capacity, gen, realtime_ms());
+                                  c->process_capacity, gen,
+                                  retryd__clock_realtime_ms());
     int r = retryd__segment_view(o->map, o->size, &o->view);
     if (r == 0)
         r = keeper_start(c->segment_path, fd, why, why_len);
@@ -508,7 +502,7 @@ int owner_process_alloc(owner *o, pid_t pid, uint64_t start_time, uid_t uid,
         atomic_store(&p->pid, (uint64_t)pid);
         atomic_store(&p->start_time, start_time);
         atomic_store(&p->uid, (uint64_t)uid);
-        atomic_store(&p->attached_unix_ms, realtime_ms());
+        atomic_store(&p->attached_unix_ms, retryd__clock_realtime_ms());
         read_program(o, i, (uint64_t)pid); /* before the slot shows ACTIVE */
         atomic_store_explicit(
             &p->ident, seg_ident(seg_ident_generation(id) + 1, SEG_ACTIVE),
@@ -690,7 +684,7 @@ static const char *const damage_what[OWNER_DAMAGE_KINDS] = {
 void owner_found(owner *o, enum owner_damage kind)
 {
     atomic_fetch_add_explicit(&o->damage[kind], 1, memory_order_relaxed);
-    atomic_store_explicit(&o->last_damage_unix_ms, realtime_ms(),
+    atomic_store_explicit(&o->last_damage_unix_ms, retryd__clock_realtime_ms(),
                           memory_order_relaxed);
     o->unlogged[kind]++;
 }

@@ -73,8 +73,7 @@ bool stats_upstream_fleet(const reg_entry *e, seg_upstream *s, uint64_t now_ns,
     health_view h;
     retryd__fleet_load(&s->fleet, &v);
     retryd__health_view_fleet(s, now_ns, &h);
-    bool applied = now_ns < v.valid_until_ns &&
-                   v.valid_until_ns - now_ns <= FLEET_MAX_VALID_NS;
+    bool applied = retryd__fleet_current(v.valid_until_ns, now_ns);
     retryd__upstream_fleet__init(out);
     out->applied = applied;
     out->floor = p->fleet_floor_micro_per_s != FLEET_FLOOR_UNSET;

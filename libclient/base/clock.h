@@ -41,6 +41,16 @@ static inline uint64_t retryd__clock_monotonic_ns(void)
            (uint64_t)retryd__clock_offset_ns;
 }
 
+/* CLOCK_REALTIME in milliseconds since the epoch: for what is shown to
+ * people or shared with other hosts (the daemon's stamps in the segment,
+ * the fleet tier's intervals), never for a deadline. */
+static inline uint64_t retryd__clock_realtime_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
 /* The same, signed: the executor's deadlines, where a time left may go
  * negative. */
 static inline int64_t retryd__now_ns(void)

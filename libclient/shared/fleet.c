@@ -99,13 +99,5 @@ void retryd__health_view_fleet(seg_upstream *s, uint64_t now_ns,
     ret->requests += r;
     ret->accepts += a < r ? a : r; /* never more accepts than requests */
     ret->rejecters += bounded(&s->fleet.rejecters);
-    uint64_t quorum =
-        atomic_load_explicit(&s->throttle_min_processes, memory_order_relaxed);
-    ret->engaged = ret->requests > 0 && ret->rejecters >= quorum;
-    ret->probability =
-        ret->engaged
-            ? health_probability(ret->requests, ret->accepts,
-                                 atomic_load_explicit(&s->throttle_k_micro,
-                                                      memory_order_relaxed))
-            : 0.0;
+    health_view_judge(s, ret);
 }

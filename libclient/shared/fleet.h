@@ -67,17 +67,24 @@ void retryd__fleet_store(seg_fleet *f, const fleet_view *v);
 /* What @p f holds now. */
 void retryd__fleet_load(seg_fleet *f, fleet_view *ret);
 
-/* Whether @p f's view applies @p flag at @p now_ns: the daemon said so,
- * and renewed it recently enough (never further ahead than a view can
- * be: a scribbled deadline is no view). */
+/* Whether a view valid until @p valid_until_ns is current at @p now_ns:
+ * not lapsed, and never further ahead than a view can be (a scribbled
+ * deadline is no view). Whether @p f's view applies @p flag: the daemon
+ * said so, and its view is current. */
+static inline bool retryd__fleet_current(uint64_t valid_until_ns,
+                                         uint64_t now_ns)
+{
+    return now_ns < valid_until_ns &&
+           valid_until_ns - now_ns <= FLEET_MAX_VALID_NS;
+}
+
 static inline bool retryd__fleet_in_force(seg_fleet *f, uint64_t flag,
                                           uint64_t now_ns)
 {
     if (!(atomic_load_explicit(&f->flags, memory_order_relaxed) & flag))
         return false;
-    uint64_t until =
-        atomic_load_explicit(&f->valid_until_ns, memory_order_acquire);
-    return now_ns < until && until - now_ns <= FLEET_MAX_VALID_NS;
+    return retryd__fleet_current(
+        atomic_load_explicit(&f->valid_until_ns, memory_order_acquire), now_ns);
 }
 
 /*

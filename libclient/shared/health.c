@@ -151,13 +151,7 @@ void retryd__health_view(seg_upstream *s, uint64_t now_ns, health_view *ret)
         if (health_live(health_word_epoch(r), i, e))
             ret->rejecters += r & count_mask;
     }
-    uint64_t quorum =
-        atomic_load_explicit(&s->throttle_min_processes, memory_order_relaxed);
-    ret->engaged = ret->requests > 0 && ret->rejecters >= quorum;
-    if (ret->engaged)
-        ret->probability = health_probability(
-            ret->requests, ret->accepts,
-            atomic_load_explicit(&s->throttle_k_micro, memory_order_relaxed));
+    health_view_judge(s, ret);
 }
 
 bool retryd__health_claim_probe(seg_upstream *s, uint64_t now_ns)

@@ -171,6 +171,22 @@ static inline double health_probability(uint64_t requests, uint64_t accepts,
     return num <= 0 ? 0.0 : num / ((double)requests + 1.0);
 }
 
+/* Whether @p v's sums meet @p s's quorum, and then the probability they
+ * give: the last step of retryd__health_view() and of the fleet's
+ * (retryd__health_view_fleet, shared/fleet.h), over whatever was summed. */
+static inline void health_view_judge(seg_upstream *s, health_view *v)
+{
+    uint64_t quorum =
+        atomic_load_explicit(&s->throttle_min_processes, memory_order_relaxed);
+    v->engaged = v->requests > 0 && v->rejecters >= quorum;
+    v->probability =
+        v->engaged
+            ? health_probability(v->requests, v->accepts,
+                                 atomic_load_explicit(&s->throttle_k_micro,
+                                                      memory_order_relaxed))
+            : 0.0;
+}
+
 /* Claim the probe of the slot at @p now_ns: true for exactly one caller
  * per slot host-wide, whose first attempt is sent whatever the throttle
  * says (docs/health.md: how a throttled host learns the upstream is back). */

@@ -119,12 +119,12 @@ int main(int argc, char **argv)
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (argc > 1)
         ops = atol(argv[1]);
-    B = hf_shared(sizeof(*B));
+    B = check_shared(sizeof(*B));
     hf_daemon_start("[upstream ledger]\nratio = 0.5\nmin_retries_per_sec = "
                     "0\ncap = 50\n");
     pid_t pids[PROCS];
     for (int p = 0; p < PROCS; p++)
-        pids[p] = hf_fork(client, p);
+        pids[p] = check_fork(client, p);
     CHECK(hf_wait_for(&B->attached, PROCS, BOUND_MS), "the clients attached");
     for (int k = 1; k <= KILLS; k++) {
         CHECK(rd_daemon_stop(&hf_daemon, SIGKILL) == -SIGKILL, "kill -9");

@@ -154,12 +154,12 @@ static void run_case(const char *upstream, int n_modest, bool with_greedy)
     clear_board();
     upstream_of_case = upstream;
     if (with_greedy) {
-        g = hf_fork(greedy, 0);
+        g = check_fork(greedy, 0);
         CHECK(hf_wait_for(&B->greedy_requests, GREEDY_RATE, BOUND_MS),
               "the greedy process got going");
     }
     for (int i = 0; i < n_modest; i++)
-        m[i] = hf_fork(modest, i + 1);
+        m[i] = check_fork(modest, i + 1);
     hf_reap(m, n_modest, BOUND_MS);
     atomic_store(&B->stop, 1);
     if (with_greedy)
@@ -258,7 +258,7 @@ static int alone_proc(int i)
 static void case_alone(void)
 {
     clear_board();
-    pid_t p = hf_fork(alone_proc, 0);
+    pid_t p = check_fork(alone_proc, 0);
     hf_reap(&p, 1, BOUND_MS);
     long got = atomic_load(&B->grants[0]);
     printf("alone: %ld of 5000 tokens earned were granted, %ld share "
@@ -295,7 +295,7 @@ static int weighted(int i)
 static void case_weights(void)
 {
     clear_board();
-    pid_t p[2] = {hf_fork(weighted, 0), hf_fork(weighted, 1)};
+    pid_t p[2] = {check_fork(weighted, 0), check_fork(weighted, 1)};
     /* Three seconds to settle, then four counted at 2000 requests/s. */
     CHECK(hf_wait_for(&B->deposits[0], 4 * GREEDY_RATE, BOUND_MS) &&
               hf_wait_for(&B->deposits[1], 4 * GREEDY_RATE, BOUND_MS),
@@ -369,7 +369,7 @@ static void case_exits(void)
     CHECK(pids != NULL, "calloc");
     for (int w = 0; w < EXITS; w += EXIT_WAVE) {
         for (int i = w; i < w + EXIT_WAVE; i++)
-            pids[i] = hf_fork(exiting, i);
+            pids[i] = check_fork(exiting, i);
         if (!hf_wait_for(&B->exits_ready, w + EXIT_WAVE, BOUND_MS)) {
             static char log[1 << 22];
             ssize_t n = rd_daemon_read_log(&hf_daemon, log, sizeof(log));
@@ -413,7 +413,7 @@ static void case_exits(void)
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
-    B = hf_shared(sizeof(*B));
+    B = check_shared(sizeof(*B));
     hf_daemon_start(config_text);
     const char *only = argc > 1 ? argv[1] : NULL;
     if (!only || strcmp(only, "greedy") == 0)

@@ -14,12 +14,11 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "check.h"
+#include "check_fork.h"
 #include "harness.h"
 #include "retryd/retryd.h"
 #include "run.h"
@@ -48,15 +47,6 @@ static inline void hf_daemon_start(const char *extra)
     }
 }
 
-/* @p len bytes of zeroed memory shared with every process forked later. */
-static inline void *hf_shared(size_t len)
-{
-    void *p = mmap(NULL, len, PROT_READ | PROT_WRITE,
-                   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    CHECK(p != MAP_FAILED, "mmap");
-    return p;
-}
-
 /* Attach to the daemon and open upstream @p name; it must be shared. */
 static inline retryd_upstream *hf_open(const char *name, retryd_host **ret)
 {
@@ -76,23 +66,6 @@ static inline retryd_health hf_health(retryd_upstream *up)
     retryd_health h = {.sz = sizeof(h)};
     CHECK(retryd_upstream_health(up, &h) == 0, "health");
     return h;
-}
-
-/* Run @p fn(@p i) in a forked process, which exits with its return. */
-static inline pid_t hf_fork(int (*fn)(int), int i)
-{
-    fflush(NULL);
-    pid_t pid = fork();
-    CHECK(pid >= 0, "fork");
-    if (pid == 0) {
-        /* Never outlive the test, whatever stops it. */
-        if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() == 1)
-            _exit(1);
-        int rc = fn(i);
-        fflush(NULL); /* _exit() does not */
-        _exit(rc);
-    }
-    return pid;
 }
 
 /* Reap @p n children (rd_reap, at most @p timeout_ms each): each must

@@ -104,11 +104,11 @@ static inline int hf_busy(int i)
  * @p period_ms from when go is set. */
 static inline pid_t hf_busy_fork(const char *upstream, int period_ms)
 {
-    hf_busy_st = hf_shared(sizeof(*hf_busy_st));
+    hf_busy_st = check_shared(sizeof(*hf_busy_st));
     hf_busy_st->period_ms = period_ms;
     snprintf(hf_busy_st->upstream, sizeof(hf_busy_st->upstream), "%s",
              upstream);
-    return hf_fork(hf_busy, 0);
+    return check_fork(hf_busy, 0);
 }
 
 /* What /flip answers from now on. */

@@ -136,10 +136,10 @@ int main(void)
     hf_daemon_start("[upstream api]\nratio = 1\nmin_retries_per_sec = 100\n"
                     "cap = 100\npushback = on\n");
     CHECK(testsrv_start(FAULTSRV_PATH, NULL, &srv) == 0, "faultsrv");
-    sh = hf_shared(sizeof(*sh));
+    sh = check_shared(sizeof(*sh));
     pid_t pids[PROCS];
     for (int i = 0; i < PROCS; i++)
-        pids[i] = hf_fork(process, i);
+        pids[i] = check_fork(process, i);
     /* Attached after the forks: a child starts with a library of its own. */
     retryd_host *h;
     retryd_upstream *up = hf_open("api", &h);

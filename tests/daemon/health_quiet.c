@@ -109,11 +109,11 @@ int main(void)
                     "[upstream api]\nadaptive_throttle = on\n"
                     "throttle_window = 1s\n");
     hf_srv_start();
-    sh = hf_shared(sizeof(*sh));
+    sh = check_shared(sizeof(*sh));
     pid_t pids[QUIET + 1];
     pids[0] = hf_busy_fork("api", BUSY_PERIOD_MS);
     for (int i = 0; i < QUIET; i++)
-        pids[i + 1] = hf_fork(quiet, i);
+        pids[i + 1] = check_fork(quiet, i);
     CHECK(hf_wait_for(&sh->ready, QUIET, BOUND_MS) &&
               hf_wait_for(&hf_busy_st->ready, 1, BOUND_MS),
           "ready");

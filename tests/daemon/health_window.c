@@ -113,7 +113,7 @@ static void exactness(void)
 {
     pid_t pids[PROCS];
     for (int i = 0; i < PROCS; i++)
-        pids[i] = hf_fork(observer, i);
+        pids[i] = check_fork(observer, i);
     hf_reap(pids, PROCS, BOUND_MS);
 
     uint64_t r = 0, a = 0, not_counted = 0;
@@ -244,7 +244,8 @@ static int first_rejecter(int i)
 
 static void quorum(void)
 {
-    pid_t pids[2] = {hf_fork(first_rejecter, 0), hf_fork(second_rejecter, 1)};
+    pid_t pids[2] = {check_fork(first_rejecter, 0),
+                     check_fork(second_rejecter, 1)};
     hf_reap(pids, 2, BOUND_MS);
     atomic_store(&sh->go, 0);
     atomic_store(&sh->ready, 0);
@@ -299,7 +300,7 @@ static void kill_mid_update(void)
 {
     pid_t pids[PROCS];
     for (int i = 0; i < PROCS; i++)
-        pids[i] = hf_fork(hammer, i);
+        pids[i] = check_fork(hammer, i);
     /* Attached after the forks: a child starts with a library of its own. */
     retryd_host *h;
     retryd_upstream *up = hf_open("kill", &h);
@@ -368,7 +369,7 @@ int main(void)
                     "throttle_window = 3600s\nthrottle_min_processes = 2\n"
                     "[upstream kill]\nadaptive_throttle = on\n"
                     "throttle_window = 2s\n");
-    sh = hf_shared(sizeof(*sh));
+    sh = check_shared(sizeof(*sh));
     exactness();
     quorum();
     kill_mid_update();

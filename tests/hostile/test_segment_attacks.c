@@ -722,6 +722,14 @@ Test(segment_attacks, a_scribbled_hedge_block_hedges_nobody_for_free)
  * it wrote (nothing) at its next heartbeat and counts it; from then on
  * the bucket refills at its own floor (0 here) again.
  */
+/* Whether the coarse clock has moved past slot @p arg's last refill
+ * claim: a claim now covers some time. */
+static bool refill_due_since_claim(void *arg)
+{
+    seg_upstream *s = arg;
+    return retryd__clock_coarse_ns() > atomic_load(&s->last_refill_ns);
+}
+
 Test(segment_attacks, a_forged_fleet_view_is_put_back)
 {
     child c;
@@ -750,10 +758,14 @@ Test(segment_attacks, a_forged_fleet_view_is_put_back)
                  (unsigned long long)back.valid_until_ns);
     cr_expect_eq(retryd__fleet_floor(s, retryd__clock_coarse_ns()), 0,
                  "the slot's own floor (0) is in force again");
-    /* The bucket (no deposit yet, no floor) is empty, and stays so: a
-     * forged floor still in force would fill it to its cap of 20. */
-    struct timespec nap = {0, 300000000};
-    nanosleep(&nap, NULL);
+    /* The bucket (no deposit yet, no floor) is empty, and stays so: the
+     * withdrawal finds less than a token and claims the refill since the
+     * slot's last claim at the floor in force now, so a forged floor still
+     * in force would fill it to its cap of 20 at once (a withdrawal made
+     * during the forgery is granted all 10). What it needs is time since
+     * that claim, a tick of the coarse clock; no wait beyond it shows
+     * more. */
+    cr_assert(rd_wait_until(refill_due_since_claim, s, 1000));
     ask(&c, "withdraw 10", "granted 0 denied 10");
     child_stop(&c);
     munmap(m.map, m.size);

@@ -39,7 +39,7 @@ static testsrv *srv;
 static char api_url[64];
 
 typedef struct board {
-    _Atomic long stop, ready;
+    _Atomic long stop;
     _Atomic long requests[HOSTS], failed[HOSTS], max_ms[HOSTS];
     _Atomic long retried[HOSTS];
 } board;
@@ -56,7 +56,6 @@ static int client(int i)
 {
     retryd_client *c = fx_client(i);
     retryd_profile *p = fx_profile(c, "api", api_url, 2);
-    atomic_fetch_add(&bd->ready, 1);
     for (long n = 0; !atomic_load(&bd->stop); n++) {
         char path[96];
         snprintf(path, sizeof(path), "/status?code=%d&id=c%d",
@@ -161,7 +160,8 @@ static bool full(void *arg)
 static void ledger(int i)
 {
     CHECK(rd_wait_until(full, &i, BOUND_MS), "host %d never refilled", i + 1);
-    CHECK(rd_reap(fx_fork(claim, i), BOUND_MS) == 0, "claim on host %d", i + 1);
+    CHECK(rd_reap(check_fork(claim, i), BOUND_MS) == 0, "claim on host %d",
+          i + 1);
     fx_stats(i);
     const char *u = fx_upstream("api");
     double dep = rd_json_number(u, NULL, "deposits");
@@ -188,10 +188,10 @@ int main(void)
     snprintf(fleet, sizeof(fleet), "sync_interval = %dms\n", INTERVAL_MS);
     for (int i = 0; i < HOSTS; i++)
         fx_host_start(i, fleet, sections);
-    bd = fx_shared(sizeof(*bd));
+    bd = check_shared(sizeof(*bd));
     pid_t pids[HOSTS];
     for (int i = 0; i < HOSTS; i++)
-        pids[i] = fx_fork(client, i);
+        pids[i] = check_fork(client, i);
     rejoin("start");
 
     long long t = rd_now_ms();

@@ -17,13 +17,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "check.h"
+#include "check_fork.h"
 #include "harness.h"
 #include "redis.h"
 #include "retryd/retryd.h"
@@ -148,31 +147,6 @@ static inline bool fx_all_joined(void *arg)
             return false;
     }
     return true;
-}
-
-/* @p len bytes of zeroed memory shared with every process forked later. */
-static inline void *fx_shared(size_t len)
-{
-    void *p = mmap(NULL, len, PROT_READ | PROT_WRITE,
-                   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    CHECK(p != MAP_FAILED, "mmap");
-    return p;
-}
-
-/* Run @p fn(@p i) in a forked process, which exits with its return. */
-static inline pid_t fx_fork(int (*fn)(int), int i)
-{
-    fflush(NULL);
-    pid_t pid = fork();
-    CHECK(pid >= 0, "fork");
-    if (pid == 0) {
-        if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() == 1)
-            _exit(1);
-        int rc = fn(i);
-        fflush(NULL);
-        _exit(rc);
-    }
-    return pid;
 }
 
 /* A client of host @p i. */

@@ -55,8 +55,6 @@ static testsrv *srv;
 
 typedef struct board {
     _Atomic long stop;
-    _Atomic long requests[HOSTS];
-    _Atomic long ready;
 } board;
 
 static board *bd;
@@ -68,7 +66,6 @@ static int hammer(int i)
     retryd_client *c = fx_client(i);
     retryd_profile *fleet = fx_profile(c, "dead-fleet", dead_url, 4);
     retryd_profile *host = fx_profile(c, "dead-host", dead_url, 4);
-    atomic_fetch_add(&bd->ready, 1);
     retryd_request q = {.sz = sizeof(q),
                         .method = "GET",
                         .path = "/",
@@ -81,7 +78,6 @@ static int hammer(int i)
             CHECK(retryd_execute(p[k], &q, &r) == 0, "execute");
             retryd_result_free(r);
         }
-        atomic_fetch_add(&bd->requests[i], 2);
         fx_sleep_ms(4);
     }
     retryd_profile_free(fleet);
@@ -243,7 +239,7 @@ static void arrivals(int host, int64_t *at, long want)
 
 static void pushback(void)
 {
-    CHECK(rd_reap(fx_fork(pushback_client, 0), BOUND_MS) == 0, "host 1");
+    CHECK(rd_reap(check_fork(pushback_client, 0), BOUND_MS) == 0, "host 1");
     int64_t t1;
     arrivals(1, &t1, 1);
     long long seen = rd_now_ms();
@@ -251,7 +247,8 @@ static void pushback(void)
           "host 1's Retry-After did not reach host 8's slot in time");
     printf("pushback: host 8 held %lld ms after host 1's Retry-After\n",
            rd_now_ms() - seen);
-    pid_t h8 = fx_fork(pushback_client, 7), h7 = fx_fork(pushback_client, 6);
+    pid_t h8 = check_fork(pushback_client, 7),
+          h7 = check_fork(pushback_client, 6);
     CHECK(rd_reap(h8, BOUND_MS) == 0 && rd_reap(h7, BOUND_MS) == 0,
           "hosts 7 and 8");
     int64_t at8[2], at7[2], end = t1 + HOLD_MS;
@@ -282,10 +279,10 @@ int main(void)
     snprintf(fleet, sizeof(fleet), "sync_interval = %dms\n", INTERVAL_MS);
     for (int i = 0; i < HOSTS; i++)
         fx_host_start(i, fleet, sections(i));
-    bd = fx_shared(sizeof(*bd));
+    bd = check_shared(sizeof(*bd));
     pid_t pids[HOSTS];
     for (int i = 0; i < HOSTS; i++)
-        pids[i] = fx_fork(hammer, i);
+        pids[i] = check_fork(hammer, i);
     fx_joined j = {"dead-fleet", HOSTS};
     long long t0 = rd_now_ms();
     CHECK(rd_wait_until(fx_all_joined, &j, BOUND_MS),

@@ -9,9 +9,7 @@
  * at the start is no error: the daemon starts on its host's own budgets
  * and joins once Redis answers. And the [fleet] section's own mistakes.
  */
-#include <arpa/inet.h>
 #include <errno.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -167,14 +165,9 @@ static int check_config(void)
 /* A loopback port nothing listens on. */
 static int dead_port(void)
 {
-    struct sockaddr_in a = {.sin_family = AF_INET,
-                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof(a);
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    cr_assert(fd >= 0 && bind(fd, (struct sockaddr *)&a, len) == 0 &&
-              getsockname(fd, (struct sockaddr *)&a, &len) == 0);
-    close(fd);
-    return ntohs(a.sin_port);
+    int port = rd_free_port(AF_INET);
+    cr_assert_gt(port, 0);
+    return port;
 }
 
 Test(fleet_login, check_config_tries_the_login_where_it_can)

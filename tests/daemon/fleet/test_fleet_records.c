@@ -58,17 +58,25 @@ Test(fleet_records, keys_of_one_upstream_share_a_slot_whatever_its_name)
     cr_expect_eq(fleet_key(a, 10, &c, "payments", 7), -1, "short buffer");
 }
 
-/* The commands in @p p, each an array of strings, in order. */
-static size_t commands(const fleet_pipe *p, redisReply **out, size_t max)
+/* The replies in the RESP text @p resp of @p len bytes, as hiredis reads
+ * them from a socket. */
+static size_t read_resp(const char *resp, size_t len, redisReply **out,
+                        size_t max)
 {
     redisReader *r = fleet_reader_new();
-    cr_assert_eq(redisReaderFeed(r, p->buf, p->len), REDIS_OK);
+    cr_assert_eq(redisReaderFeed(r, resp, len), REDIS_OK);
     size_t n = 0;
     void *reply;
     while (n < max && redisReaderGetReply(r, &reply) == REDIS_OK && reply)
         out[n++] = reply;
     redisReaderFree(r);
     return n;
+}
+
+/* The commands in @p p, each an array of strings, in order. */
+static size_t commands(const fleet_pipe *p, redisReply **out, size_t max)
+{
+    return read_resp(p->buf, p->len, out, max);
 }
 
 static void expect_words(const redisReply *cmd, const char *const *want)
@@ -125,17 +133,10 @@ Test(fleet_records, a_sync_adds_once_reads_the_interval_before_and_the_hold)
     fleet_pipe_free(&p);
 }
 
-/* Replies parsed from @p resp, as hiredis reads them from a socket. */
+/* Replies parsed from @p resp. */
 static size_t replies(const char *resp, redisReply **out, size_t max)
 {
-    redisReader *r = fleet_reader_new();
-    cr_assert_eq(redisReaderFeed(r, resp, strlen(resp)), REDIS_OK);
-    size_t n = 0;
-    void *reply;
-    while (n < max && redisReaderGetReply(r, &reply) == REDIS_OK && reply)
-        out[n++] = reply;
-    redisReaderFree(r);
-    return n;
+    return read_resp(resp, strlen(resp), out, max);
 }
 
 static void free_all(redisReply **r, size_t n)

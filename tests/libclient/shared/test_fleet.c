@@ -192,7 +192,12 @@ Test(fleet_slot, other_hosts_counts_are_bounded)
     retryd__health_view_fleet(&slot, T0, &all);
     cr_expect_eq(all.requests, FLEET_COUNT_MAX);
     cr_expect_eq(all.accepts, FLEET_COUNT_MAX);
-    cr_expect(all.probability >= 0 && all.probability <= 1);
+    cr_expect_eq(all.rejecters, FLEET_COUNT_MAX);
+    /* Engaged (the rejecters meet any quorum), and with as many accepts
+     * as requests and K = 2, nothing to throttle: the sums did not wrap
+     * into a small window of rejections. */
+    cr_expect(all.engaged);
+    cr_expect_eq(all.probability, 0.0);
 }
 
 Test(fleet_slot, store_and_load_round_trip)

@@ -3,7 +3,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <math.h>
 #include <poll.h>
 #include <signal.h>
@@ -14,6 +13,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -105,18 +105,11 @@ int rd_daemon_stop(rd_daemon *d, int sig)
     return code;
 }
 
-static int rm_one(const char *path, const struct stat *st, int flag,
-                  struct FTW *ftw)
-{
-    (void)st, (void)flag, (void)ftw;
-    return remove(path);
-}
-
 void rd_daemon_cleanup(rd_daemon *d)
 {
     rd_daemon_stop(d, SIGTERM);
     if (d->dir[0] != '\0')
-        nftw(d->dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+        rd_remove_tree(d->dir);
 }
 
 bool rd_wait_until(bool (*cond)(void *), void *arg, int timeout_ms)

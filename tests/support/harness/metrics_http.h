@@ -20,35 +20,6 @@
 
 #include "run.h"
 
-/* A loopback TCP port nothing listens on now (the kernel's pick), for
- * @p family AF_INET or AF_INET6; 0 when there is none (no IPv6). */
-static inline int rd_free_port(int family)
-{
-    struct sockaddr_storage ss = {0};
-    socklen_t len;
-    if (family == AF_INET6) {
-        struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
-        a->sin6_family = AF_INET6;
-        a->sin6_addr = in6addr_loopback;
-        len = sizeof(*a);
-    } else {
-        struct sockaddr_in *a = (struct sockaddr_in *)&ss;
-        a->sin_family = AF_INET;
-        a->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        len = sizeof(*a);
-    }
-    int fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0 || bind(fd, (struct sockaddr *)&ss, len) < 0 ||
-        getsockname(fd, (struct sockaddr *)&ss, &len) < 0) {
-        if (fd >= 0)
-            close(fd);
-        return 0;
-    }
-    close(fd);
-    return ntohs(family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
-                                    : ((struct sockaddr_in *)&ss)->sin_port);
-}
-
 typedef struct rd_http {
     long status;     /* 0: no HTTP answer (refused, timed out) */
     char ctype[128]; /* Content-Type */
@@ -139,15 +110,7 @@ static inline const char *rd_promtool(void)
     if (p != NULL && *p != '\0' && access(p, X_OK) == 0)
         return p;
     static char found[512];
-    const char *path = getenv("PATH");
-    while (path != NULL && *path != '\0') {
-        size_t n = strcspn(path, ":");
-        snprintf(found, sizeof(found), "%.*s/promtool", (int)n, path);
-        if (n > 0 && access(found, X_OK) == 0)
-            return found;
-        path += n + (path[n] == ':');
-    }
-    return NULL;
+    return rd_find_program("promtool", found, sizeof(found)) ? found : NULL;
 }
 
 /* `promtool check metrics` on @p body (written to @p file first): its exit

@@ -4,7 +4,6 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -18,39 +17,6 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-
-static bool find_bin(const char *name, char *out, size_t cap)
-{
-    const char *path = getenv("PATH");
-    char copy[4096], *save = NULL;
-    if (path == NULL || strlen(path) >= sizeof(copy))
-        path = "/usr/local/bin:/usr/bin:/bin";
-    snprintf(copy, sizeof(copy), "%s", path);
-    for (char *d = strtok_r(copy, ":", &save); d;
-         d = strtok_r(NULL, ":", &save)) {
-        int n = snprintf(out, cap, "%s/%s", d, name);
-        if (n > 0 && (size_t)n < cap && access(out, X_OK) == 0)
-            return true;
-    }
-    return false;
-}
-
-/* A loopback port nothing listens on now (the kernel's pick). */
-static int free_port(void)
-{
-    struct sockaddr_in a = {.sin_family = AF_INET,
-                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof(a);
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0 || bind(fd, (struct sockaddr *)&a, len) < 0 ||
-        getsockname(fd, (struct sockaddr *)&a, &len) < 0) {
-        if (fd >= 0)
-            close(fd);
-        return -1;
-    }
-    close(fd);
-    return ntohs(a.sin_port);
-}
 
 /* Whether it answers PING (PONG, or NOAUTH when it wants a login). */
 static bool answers(int port)
@@ -122,13 +88,13 @@ static int spawn(rd_redis *r)
 bool rd_redis_installed(void)
 {
     char bin[256];
-    return find_bin("redis-server", bin, sizeof(bin));
+    return rd_find_program("redis-server", bin, sizeof(bin));
 }
 
 int rd_redis_start(rd_redis *r, int port, const char *const *extra)
 {
     memset(r, 0, sizeof(*r));
-    if (!find_bin("redis-server", r->bin, sizeof(r->bin)))
+    if (!rd_find_program("redis-server", r->bin, sizeof(r->bin)))
         return -ENOENT;
     size_t n = 0;
     for (; extra != NULL && extra[n] != NULL && n < RD_REDIS_MAX_ARGS; n++)
@@ -142,9 +108,9 @@ int rd_redis_start(rd_redis *r, int port, const char *const *extra)
      * suites run two at a time): another one then. */
     int rc = -EADDRINUSE;
     for (int tries = 0; tries < 5 && rc == -EADDRINUSE; tries++) {
-        r->port = port > 0 ? port : free_port();
-        if (r->port < 0)
-            return -errno;
+        r->port = port > 0 ? port : rd_free_port(AF_INET);
+        if (r->port == 0)
+            return -EADDRNOTAVAIL;
         rc = spawn(r);
         if (rc == -ECHILD && port == 0)
             rc = -EADDRINUSE;
@@ -168,13 +134,6 @@ void rd_redis_kill(rd_redis *r)
     r->pid = 0;
 }
 
-static int rm_one(const char *path, const struct stat *st, int flag,
-                  struct FTW *ftw)
-{
-    (void)st, (void)flag, (void)ftw;
-    return remove(path);
-}
-
 void rd_redis_cleanup(rd_redis *r)
 {
     if (r->pid > 0) {
@@ -184,7 +143,7 @@ void rd_redis_cleanup(rd_redis *r)
         r->pid = 0;
     }
     if (r->dir[0] != '\0')
-        nftw(r->dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+        rd_remove_tree(r->dir);
     r->dir[0] = '\0';
 }
 
@@ -193,7 +152,7 @@ int rd_redis_cli(const rd_redis *r, run_result *res, const char *arg, ...)
     char cli[256], port[16];
     char *argv[24];
     size_t n = 0;
-    if (!find_bin("redis-cli", cli, sizeof(cli)))
+    if (!rd_find_program("redis-cli", cli, sizeof(cli)))
         return -ENOENT;
     snprintf(port, sizeof(port), "%d", r->port);
     argv[n++] = cli;

@@ -3,6 +3,7 @@
 #ifndef RETRYD_TEST_RUN_H
 #define RETRYD_TEST_RUN_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
 
@@ -33,5 +34,16 @@ long long rd_now_ms(void);
  * errno when it cannot be waited for.
  */
 int rd_reap(pid_t pid, int timeout_ms);
+
+/* The path of program @p name on $PATH (the default path when it is
+ * unset) into @p out; false when there is none. */
+bool rd_find_program(const char *name, char *out, size_t cap);
+
+/* A loopback TCP port nothing listens on now (the kernel's pick), for
+ * @p family AF_INET or AF_INET6; 0 when there is none (no IPv6). */
+int rd_free_port(int family);
+
+/* Remove @p dir and everything under it (a test's temporary directory). */
+void rd_remove_tree(const char *dir);
 
 #endif
