@@ -9,7 +9,9 @@
  * at the start is no error: the daemon starts on its host's own budgets
  * and joins once Redis answers. And the [fleet] section's own mistakes.
  */
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -162,12 +164,21 @@ static int check_config(void)
     return res.exit_code;
 }
 
-/* A loopback port nothing listens on. */
-static int dead_port(void)
+/* A loopback port nothing listens on, held: the socket bound to it
+ * (never listening: a connect is refused) stays open in *@p ret_fd, so no
+ * other test's server can take the port until the caller closes it. */
+static int dead_port(int *ret_fd)
 {
-    int port = rd_free_port(AF_INET);
-    cr_assert_gt(port, 0);
-    return port;
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(a);
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    cr_assert(fd >= 0);
+    cr_assert_eq(bind(fd, (struct sockaddr *)&a, len), 0, "%s",
+                 strerror(errno));
+    cr_assert_eq(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+    *ret_fd = fd;
+    return ntohs(a.sin_port);
 }
 
 Test(fleet_login, check_config_tries_the_login_where_it_can)
@@ -181,10 +192,12 @@ Test(fleet_login, check_config_tries_the_login_where_it_can)
     cr_expect(strstr(res.out, "login and commands ok") != NULL, "%s", res.out);
     /* Nothing answers: nothing known about the login, so no error. */
     char addr[32];
-    snprintf(addr, sizeof(addr), "127.0.0.1:%d", dead_port());
+    int held;
+    snprintf(addr, sizeof(addr), "127.0.0.1:%d", dead_port(&held));
     configure(addr, secret("fleet right", 0600));
     cr_expect_eq(check_config(), 0, "%s", res.err);
     cr_expect(strstr(res.err, "does not answer") != NULL, "%s", res.err);
+    close(held);
 }
 
 static bool log_has(void *arg)
@@ -273,7 +286,7 @@ static bool fell_back(void *arg)
 Test(fleet_login, redis_down_at_the_start_is_no_error_and_joined_later)
 {
     init();
-    int port = dead_port();
+    int held, port = dead_port(&held);
     char addr[32];
     snprintf(addr, sizeof(addr), "127.0.0.1:%d", port);
     configure(addr, secret("fleet right", 0600));
@@ -281,6 +294,7 @@ Test(fleet_login, redis_down_at_the_start_is_no_error_and_joined_later)
     cr_assert_eq(rd_daemon_start(&D), 0, "%s", log_text());
     cr_expect(strstr(log_text(), "does not answer") != NULL, "%s", log_text());
     cr_expect(rd_wait_until(fell_back, NULL, 10000), "%s", res.out);
+    close(held); /* the port is Redis's from now on */
     cr_assert_eq(rd_redis_start(&later, port, acl), 0, "redis on %d", port);
     cr_expect(rd_wait_until(connected, NULL, 20000), "%s", res.out);
     rd_redis_cleanup(&later);
