@@ -614,7 +614,6 @@ STEP int call_init(call *c, retryd_profile *p, const retryd_request *req)
                                  .budget = retryd_upstream_budget_iface(),
                                  .budget_ctx = p->budget};
     c->owner = c;
-    c->borrowed = false;
     c->round = c->numbered = c->hedges = 0;
     c->wait = c->hold = c->held = 0;
     c->req = req;
@@ -650,12 +649,11 @@ STEP int call_init(call *c, retryd_profile *p, const retryd_request *req)
 
 STEP void call_free(call *c)
 {
-    if (c->url != c->url_first && !c->borrowed)
+    if (c->url != c->url_first)
         free(c->url);
     if (c->buf != c->body_first)
         free(c->buf);
-    if (!c->borrowed)
-        free(c->auth);
+    free(c->auth);
     retryd__hdrs_free(&c->resp);
     for (size_t i = 0; i < c->n_att; i++)
         if (c->att[i].a.error[0] != '\0')
@@ -812,8 +810,7 @@ void retryd__call_init_hedge(call *leg, call *owner)
     leg->idem = owner->idem;
     memcpy(leg->key, owner->key, sizeof(leg->key));
     leg->auth = owner->auth;
-    leg->borrowed = true; /* the URL and credentials are the owner's */
-    leg->owner = owner;
+    leg->owner = owner; /* the URL and credentials are its */
     leg->refresh_used = owner->refresh_used;
     leg->force_http11 = owner->force_http11;
     leg->delivered = leg->cancelled = false;
@@ -832,6 +829,15 @@ void retryd__call_init_hedge(call *leg, call *owner)
     leg->hedge_d = owner->hedge_d;
     leg->hedgeable = leg->hedge_won = false;
     call_storage(leg);
+}
+
+void retryd__call_free_hedge(call *leg)
+{
+    /* What it borrowed is its owner's to free: a request's own call_free
+     * then needs no test for it. */
+    leg->url = leg->url_first;
+    leg->auth = NULL;
+    call_free(leg);
 }
 
 int retryd__attempt_open_hedge(call *leg)

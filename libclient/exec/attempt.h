@@ -143,8 +143,12 @@ int retryd__hedge_ask(struct call *c, int64_t elapsed_ns);
 
 /* Set up @p leg for a hedge of @p owner's request: the owner's request,
  * URL, key, credentials (borrowed), deadline and engine inputs; storage
- * of its own. retryd__call_free() is due. */
+ * of its own. retryd__call_free_hedge() is due. */
 void retryd__call_init_hedge(struct call *leg, struct call *owner);
+
+/* retryd__call_free() for a call set up by retryd__call_init_hedge(): what
+ * it borrowed stays its owner's. */
+void retryd__call_free_hedge(struct call *leg);
 
 /* Open the hedge's attempt: numbered by its owner, role HEDGE, its
  * clocks. 0 or RETRYD_ENOMEM. */

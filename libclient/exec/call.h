@@ -47,11 +47,11 @@ typedef struct call {
      * engine's request-wide rules allow it), and what the engine said of
      * a hedge last (the result's). A hedge (multi.c) runs in a call of its
      * own: `owner` is the request's call, whose log, budget and counts its
-     * attempt joins (a request's call is its own owner), and `borrowed`
-     * says its URL and credentials are the owner's. */
+     * attempt joins and whose URL and credentials it borrows (a request's
+     * call is its own owner). */
     retryd_hedge_policy hedge;
     retryd_hedge_decision hedge_d;
-    bool hedgeable, hedge_won, borrowed;
+    bool hedgeable, hedge_won;
     struct call *owner;
     /* The engine's attempt number (a round: an attempt and the hedges
      * sent beside it), the attempts numbered so far (hedges included),

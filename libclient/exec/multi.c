@@ -274,7 +274,7 @@ static void hedge_free(retryd_multi *m, retryd_call *h)
     if (h->c.n_att > 0)
         (void)retryd__call_adopt(&k->c, &h->c);
     mstate(m, h, S_IDLE);
-    retryd__call_free(&h->c);
+    retryd__call_free_hedge(&h->c);
     h->parent = NULL;
     retryd__multi_call_release(m, h);
 }
