@@ -136,7 +136,6 @@ STEP void attempt_clocks(call *c, attempt_rec *rec, int64_t start)
     attempt_reset(c);
     rec->a.started_ns = start - c->t0;
     c->att_open = true;
-    c->outlived = false;
 }
 
 STEP int attempt_open(call *c)
@@ -208,11 +207,12 @@ STEP void attempt_end(call *c, easy *h, int rc)
     /* The latency picture (docs/hedging.md): a hedgeable request's round
      * leads with this attempt (its hedges are calls of their own). One
      * never sent, or cancelled by the caller, says nothing of the
-     * upstream's latency. */
+     * upstream's latency; one the multi cut off otherwise was stopped
+     * because a hedge answered first: it outlived that. */
     if (c->hedgeable && !c->cancelled &&
         a->evidence != RETRYD_EVIDENCE_NOT_SENT)
         retryd_upstream_hedge_observe(c->p->budget, a->duration_ns,
-                                      c->outlived);
+                                      c->trace.cancelled);
 }
 
 /* --- the loop ------------------------------------------------------------ */
@@ -510,7 +510,7 @@ STEP void call_storage(call *c)
     c->n_att = 0;
     c->cap_att = sizeof(c->att_first) / sizeof(c->att_first[0]);
     c->headers = NULL;
-    c->att_open = c->outlived = false;
+    c->att_open = false;
 }
 
 /* --- hedging (docs/hedging.md) ------------------------------------------ */

@@ -58,9 +58,8 @@ typedef struct call {
      * the hedges sent, and when the call started. */
     uint32_t round, numbered, hedges;
     int64_t t0;
-    /* An attempt is open (its log entry not yet counted); it was stopped
-     * because a hedge answered first (its latency is longer than that). */
-    bool att_open, outlived;
+    /* An attempt is open (its log entry not yet counted). */
+    bool att_open;
     /* The attempt running now: when it started, how long its transfer may
      * take, until when it may wait for a bulkhead permit. */
     int64_t start, attempt_ns, permit_deadline;

@@ -358,8 +358,7 @@ static void primary_lose(retryd_multi *m, retryd_call *k)
         mstate(m, k, S_ATTEMPT);
     if (was == S_TRANSFER) {
         easy *e = k->h;
-        k->c.trace.cancelled = true;
-        k->c.outlived = true;
+        k->c.trace.cancelled = true; /* it outlived the hedge */
         retryd__transfer_done(&k->c, e, &retryd__attempt_current(&k->c)->a,
                               CURLE_ABORTED_BY_CALLBACK);
         snprintf(k->c.errbuf, sizeof(k->c.errbuf), "%s",
