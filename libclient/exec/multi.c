@@ -107,7 +107,7 @@ static void begin_transfer(retryd_multi *m, retryd_call *k, easy *h)
             mstate(m, k, S_TRANSFER);
             /* A hedgeable request's attempt is out: when its first hedge
              * is due (docs/hedging.md). */
-            if (k->parent == NULL && k->c.hedgeable) {
+            if (k->c.hedgeable) { /* never a hedge's own call */
                 k->hedge_from = retryd__now_ns();
                 hedge_consider(m, k);
             }
@@ -273,7 +273,7 @@ static void hedge_free(retryd_multi *m, retryd_call *h)
     /* Out of memory, the hedge's entry is lost; nothing else is. */
     if (h->c.n_att > 0)
         (void)retryd__call_adopt(&k->c, &h->c);
-    mstate(m, h, S_IDLE);
+    mstate_hedge_gone(m, h);
     retryd__call_free_hedge(&h->c);
     h->parent = NULL;
     retryd__multi_call_release(m, h);
@@ -298,7 +298,7 @@ static void hedge_send(retryd_multi *m, retryd_call *k)
     retryd__queue_init(&h->q);
     retryd__queue_insert_tail(&k->hedges, &h->all);
     k->n_hedges++;
-    mstate(m, h, S_ATTEMPT);
+    mstate_hedge_born(h);
     if (retryd__attempt_open_hedge(&h->c) < 0) {
         hedge_free(m, h);
         return;
@@ -432,16 +432,24 @@ static void hedge_over(retryd_multi *m, retryd_call *h)
     hedge_free(m, h);
 }
 
-/* An attempt ended (or never went out): a hedge's, one whose hedges still
- * run, or a plain one, which the engine decides. */
+/* An attempt of a hedged round ended: a hedge's, or one whose hedges still
+ * run. Out of line, so that attempt_over, which every attempt of every
+ * request passes, keeps the small frame of a plain attempt's path. */
+static __attribute__((noinline)) void round_attempt_over(retryd_multi *m,
+                                                         retryd_call *k)
+{
+    if (k->parent != NULL)
+        hedge_over(m, k);
+    else
+        primary_over(m, k);
+}
+
+/* An attempt ended (or never went out): one of a hedged round, or a plain
+ * one, which the engine decides. */
 static void attempt_over(retryd_multi *m, retryd_call *k)
 {
-    if (k->parent != NULL) {
-        hedge_over(m, k);
-        return;
-    }
-    if (k->n_hedges > 0) {
-        primary_over(m, k);
+    if (k->parent != NULL || k->n_hedges > 0) {
+        round_attempt_over(m, k);
         return;
     }
     hedge_disarm(m, k);
