@@ -152,7 +152,7 @@ STEP int attempt_open(call *c)
     int64_t start =
         round == 1 && rec->a.held_ns == 0 ? c->now : retryd__now_ns();
     attempt_clocks(c, rec, start);
-    rec->a.number = ++c->numbered;
+    rec->a.number = round + c->hedges; /* the rounds and hedges so far */
     rec->a.role = round == 1 ? RETRYD_ROLE_FIRST : RETRYD_ROLE_RETRY;
     if (round == 1) {
         retryd_upstream_deposit(c->p->budget); /* every first attempt */
@@ -397,7 +397,7 @@ STEP int attempt_admit(call *c)
     /* No attempt opened, so nothing of one may be read as if it had: no
      * final headers, no body, no error but ours (the result reads them). */
     attempt_reset(c);
-    rec->a.number = ++c->numbered;
+    rec->a.number = 1;
     rec->a.role = RETRYD_ROLE_FIRST;
     rec->a.started_ns = 0;
     rec->a.held_ns = c->held;
@@ -614,7 +614,7 @@ STEP int call_init(call *c, retryd_profile *p, const retryd_request *req)
                                  .budget = retryd_upstream_budget_iface(),
                                  .budget_ctx = p->budget};
     c->owner = c;
-    c->round = c->numbered = c->hedges = 0;
+    c->round = c->hedges = 0;
     c->wait = c->hold = c->held = 0;
     c->req = req;
     c->idem = req->idempotency;
@@ -824,7 +824,7 @@ void retryd__call_init_hedge(call *leg, call *owner)
      * neither deposits nor feeds the picture (the owner's first attempt
      * does), and sends no hedge of its own. */
     leg->round = owner->round;
-    leg->numbered = leg->hedges = 0;
+    leg->hedges = 0;
     leg->hedge = owner->hedge;
     leg->hedge_d = owner->hedge_d;
     leg->hedgeable = leg->hedge_won = false;
@@ -846,7 +846,8 @@ int retryd__attempt_open_hedge(call *leg)
     if (rec == NULL)
         return RETRYD_ENOMEM;
     attempt_clocks(leg, rec, retryd__now_ns());
-    rec->a.number = ++leg->owner->numbered;
+    /* The owner counted it among its hedges when it was sent. */
+    rec->a.number = leg->owner->round + leg->owner->hedges;
     rec->a.role = RETRYD_ROLE_HEDGE;
     return 0;
 }

@@ -54,9 +54,10 @@ typedef struct call {
     bool hedgeable, hedge_won;
     struct call *owner;
     /* The engine's attempt number (a round: an attempt and the hedges
-     * sent beside it), the attempts numbered so far (hedges included),
-     * the hedges sent, and when the call started. */
-    uint32_t round, numbered, hedges;
+     * sent beside it), the hedges sent, and when the call started. An
+     * attempt's number in the log is the rounds and hedges before it and
+     * itself: round + hedges when it opens. */
+    uint32_t round, hedges;
     int64_t t0;
     /* An attempt is open (its log entry not yet counted). */
     bool att_open;
