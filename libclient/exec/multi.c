@@ -131,9 +131,11 @@ static void unpermitted(retryd_multi *m, retryd_call *k, int err)
  * A permit without waiting: the transfer begins, or the call waits in its
  * profile's queue (behind any call already there, which a permit given
  * back serves first) until a permit frees or its bulkhead deadline,
- * bounded by its own, passes.
+ * bounded by its own, passes. Inlined in both its callers (a request's
+ * attempt, a hedge): out of line, every request pays the call.
  */
-static void ask_permit(retryd_multi *m, retryd_call *k)
+static inline __attribute__((always_inline)) void ask_permit(retryd_multi *m,
+                                                             retryd_call *k)
 {
     easy *h;
     permit_queue *q = retryd__multi_queue_of(m, k->c.p);
