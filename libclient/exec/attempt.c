@@ -757,11 +757,6 @@ int retryd__attempt_decide(call *c)
     return attempt_decide(c);
 }
 
-retryd_result *retryd__call_result(call *c)
-{
-    return call_result(c);
-}
-
 retryd_result *retryd__call_result_from(call *c, call *resp)
 {
     return call_result_from(c, resp);

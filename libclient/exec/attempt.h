@@ -23,7 +23,7 @@
  *                              log: done, or a retry after c->wait
  *   (the wait)                 the driver's: nanosleep, or a timer; nothing
  *                              is held while it runs
- *   retryd__call_result        the result, once done
+ *   retryd__call_result_from   the result, once done
  *
  * So the drivers differ only in how they wait (a thread, or an event
  * loop), never in what an attempt proves or what the engine is told.
@@ -83,7 +83,7 @@ void retryd__attempt_end(struct call *c, easy *h, int rc);
 /*
  * The engine's decision on the attempt just ended, counted in the
  * upstream's statistics, and the attempt logged. 0: the call is done
- * (retryd__call_result); 1: a retry was granted, to start after c->wait
+ * (retryd__call_result_from); 1: a retry was granted, to start after c->wait
  * ns; negative: RETRYD_ENOMEM, or the engine's error.
  */
 int retryd__attempt_decide(struct call *c);
@@ -94,12 +94,10 @@ static inline attempt_rec *retryd__attempt_current(struct call *c)
     return &c->att[c->n_att];
 }
 
-/* The result of a call whose last attempt is logged (n_att >= 1); a
- * held-back body goes to the sink. NULL when out of memory. */
-retryd_result *retryd__call_result(struct call *c);
-
-/* The same with the response (headers, body, reason) of @p resp: a hedge
- * that answered its request @p c. */
+/* The result of a call @p c whose last attempt is logged (n_att >= 1), with
+ * the response (headers, body, reason) of @p resp: c's own, or a hedge's
+ * that answered it; a held-back body goes to the sink. NULL when out of
+ * memory. */
 retryd_result *retryd__call_result_from(struct call *c, struct call *resp);
 
 /*
