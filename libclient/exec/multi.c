@@ -49,6 +49,26 @@ _Static_assert(RETRYD_CSELECT_IN == CURL_CSELECT_IN &&
 
 /* --- the state machine, driven -------------------------------------------- */
 
+/* The multi's part of a new call @p k (its call set up): idle, with no
+ * handle, timer, queue or hedge; a request's completion @p done, or a
+ * hedge's @p parent. */
+static void call_place(retryd_multi *m, retryd_call *k, retryd_call *parent,
+                       retryd_done_fn done, void *done_ctx)
+{
+    k->m = m;
+    k->parent = parent;
+    k->done = done;
+    k->done_ctx = done_ctx;
+    k->h = NULL;
+    k->state = S_IDLE;
+    k->timer = T_NONE;
+    k->pq = NULL;
+    k->n_hedges = 0;
+    k->hedge_armed = false;
+    retryd__queue_init(&k->hedges);
+    retryd__queue_init(&k->q);
+}
+
 static void serve_queues(retryd_multi *m);
 static void attempt_over(retryd_multi *m, retryd_call *k);
 static void hedge_consider(retryd_multi *m, retryd_call *k);
@@ -277,7 +297,6 @@ static void hedge_free(retryd_multi *m, retryd_call *h)
         (void)retryd__call_adopt(&k->c, &h->c);
     mstate_hedge_gone(m, h);
     retryd__call_free_hedge(&h->c);
-    h->parent = NULL;
     retryd__multi_call_release(m, h);
 }
 
@@ -287,17 +306,7 @@ static void hedge_send(retryd_multi *m, retryd_call *k)
     if (h == NULL)
         return; /* out of memory: its tokens are spent, nothing is sent */
     retryd__call_init_hedge(&h->c, &k->c);
-    h->parent = k;
-    h->m = m;
-    h->done = NULL;
-    h->h = NULL;
-    h->state = S_IDLE;
-    h->timer = T_NONE;
-    h->pq = NULL;
-    h->n_hedges = 0;
-    h->hedge_armed = false;
-    retryd__queue_init(&h->hedges);
-    retryd__queue_init(&h->q);
+    call_place(m, h, k, NULL, NULL);
     retryd__queue_insert_tail(&k->hedges, &h->all);
     k->n_hedges++;
     mstate_hedge_born(h);
@@ -871,18 +880,7 @@ int retryd_multi_submit(retryd_multi *m, retryd_profile *p,
     int r = new_call(m, p, req, &k);
     if (r < 0)
         return r;
-    k->m = m;
-    k->done = done;
-    k->done_ctx = done_ctx;
-    k->h = NULL;
-    k->state = S_IDLE;
-    k->timer = T_NONE;
-    k->pq = NULL;
-    k->parent = NULL;
-    k->n_hedges = 0;
-    k->hedge_armed = false;
-    retryd__queue_init(&k->hedges);
-    retryd__queue_init(&k->q);
+    call_place(m, k, NULL, done, done_ctx);
     mstate(m, k, S_ATTEMPT); /* in flight */
     if (ret_call != NULL)
         *ret_call = k;
