@@ -242,6 +242,20 @@ static void permit_deadline(retryd_multi *m, retryd_call *k)
     unpermitted(m, k, RETRYD_ETIMEDOUT);
 }
 
+/* @p k's transfer, out of the curl multi already (k left S_TRANSFER), cut
+ * off: its attempt ended as what its stages proved, failure aborted, with
+ * the error @p why. */
+static void transfer_cut(retryd_call *k, const char *why)
+{
+    easy *e = k->h;
+    k->c.trace.cancelled = true;
+    retryd__transfer_done(&k->c, e, &retryd__attempt_current(&k->c)->a,
+                          CURLE_ABORTED_BY_CALLBACK);
+    snprintf(k->c.errbuf, sizeof(k->c.errbuf), "%s", why);
+    retryd__attempt_end(&k->c, e, CURLE_ABORTED_BY_CALLBACK);
+    k->h = NULL;
+}
+
 /* --- hedging (docs/hedging.md) ------------------------------------------- *
  *
  * A hedge is a call of the multi's own, with its request as its parent: it
@@ -321,27 +335,30 @@ static void hedge_send(retryd_multi *m, retryd_call *k)
     ask_permit(m, h);
 }
 
-/* Stop @p h's attempt (a transfer taken out of the curl multi, a permit
- * wait left) and log it: set aside when a sibling answered (@p lost),
- * decided by the engine when the caller cancelled; then freed. */
+/* Stop the attempt @p k runs or waits a permit for, @p why: a transfer
+ * taken out of the curl multi (cut), a permit wait left (never sent).
+ * Whether there was one; k is in S_ATTEMPT after. */
+static bool attempt_stop(retryd_multi *m, retryd_call *k, const char *why)
+{
+    enum call_state was = k->state;
+    if (was != S_ATTEMPT)
+        mstate(m, k, S_ATTEMPT);
+    if (was == S_TRANSFER)
+        transfer_cut(k, why);
+    else if (was == S_PERMIT)
+        retryd__attempt_unpermitted(&k->c, RETRYD_ECANCELED);
+    return was == S_TRANSFER || was == S_PERMIT;
+}
+
+/* Stop @p h's attempt and log it: set aside when a sibling answered
+ * (@p lost), decided by the engine when the caller cancelled; then
+ * freed. */
 static void hedge_stop(retryd_multi *m, retryd_call *h, bool lost)
 {
-    enum call_state was = h->state;
-    mstate(m, h, S_ATTEMPT);
-    if (was == S_TRANSFER) {
-        easy *e = h->h;
-        h->c.trace.cancelled = true;
-        retryd__transfer_done(&h->c, e, &retryd__attempt_current(&h->c)->a,
-                              CURLE_ABORTED_BY_CALLBACK);
-        snprintf(h->c.errbuf, sizeof(h->c.errbuf), "%s",
-                 lost ? "stopped: another attempt of the request answered "
-                        "first"
-                      : "cancelled by the caller");
-        retryd__attempt_end(&h->c, e, CURLE_ABORTED_BY_CALLBACK);
-        h->h = NULL;
-    } else if (was == S_PERMIT) {
-        retryd__attempt_unpermitted(&h->c, RETRYD_ECANCELED);
-    }
+    (void)attempt_stop(m, h,
+                       lost ? "stopped: another attempt of the request "
+                              "answered first"
+                            : "cancelled by the caller");
     if (lost)
         (void)retryd__attempt_set_aside(&h->c,
                                         RETRYD_RULE_HEDGE_SIBLING_ANSWERED);
@@ -364,22 +381,9 @@ static void hedges_stop(retryd_multi *m, retryd_call *k, bool lost)
  * of it); k is then held by the code. */
 static void primary_lose(retryd_multi *m, retryd_call *k)
 {
-    enum call_state was = k->state;
-    if (was != S_ATTEMPT)
-        mstate(m, k, S_ATTEMPT);
-    if (was == S_TRANSFER) {
-        easy *e = k->h;
-        k->c.trace.cancelled = true; /* it outlived the hedge */
-        retryd__transfer_done(&k->c, e, &retryd__attempt_current(&k->c)->a,
-                              CURLE_ABORTED_BY_CALLBACK);
-        snprintf(k->c.errbuf, sizeof(k->c.errbuf), "%s",
-                 "stopped: a hedge of the request answered first");
-        retryd__attempt_end(&k->c, e, CURLE_ABORTED_BY_CALLBACK);
-        k->h = NULL;
-    } else if (was == S_PERMIT) {
-        retryd__attempt_unpermitted(&k->c, RETRYD_ECANCELED);
-    }
-    if (was == S_TRANSFER || was == S_PERMIT) /* else logged already */
+    /* A transfer cut off outlived the hedge (its trace says cancelled,
+     * the caller did not). Else it was logged already. */
+    if (attempt_stop(m, k, "stopped: a hedge of the request answered first"))
         (void)retryd__attempt_set_aside(&k->c,
                                         RETRYD_RULE_HEDGE_SIBLING_ANSWERED);
 }
@@ -487,13 +491,7 @@ static void stop(retryd_multi *m, retryd_call *k)
     mstate(m, k, S_ATTEMPT);
     if (was != S_TRANSFER)
         return;
-    easy *h = k->h;
-    k->c.trace.cancelled = true;
-    retryd__transfer_done(&k->c, h, &retryd__attempt_current(&k->c)->a,
-                          CURLE_ABORTED_BY_CALLBACK);
-    snprintf(k->c.errbuf, sizeof(k->c.errbuf), "cancelled by the caller");
-    retryd__attempt_end(&k->c, h, CURLE_ABORTED_BY_CALLBACK);
-    k->h = NULL;
+    transfer_cut(k, "cancelled by the caller");
     (void)retryd__attempt_decide(&k->c); /* out of memory: not logged */
     serve_queues(m);
 }
