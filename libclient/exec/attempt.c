@@ -585,7 +585,6 @@ static bool hedge_eligible(retryd_hedge_facts *f, retryd_hedge_decision *d)
  * of its hedges (hedged_budget). */
 static void hedge_setup(call *c)
 {
-    c->hedgeable = c->hedge_won = false;
     c->hedge = c->p->hedge;
     if (c->req->hedge != NULL)
         (void)retryd__hedge_policy_read(c->req->hedge, &c->hedge);
@@ -767,8 +766,8 @@ retryd_result *retryd__call_result_from(call *c, call *resp)
 bool retryd__hedge_wanted_slow(retryd_profile *p, const retryd_request *req)
 {
     retryd_hedge_policy hp = p->hedge;
-    if (req->hedge != NULL && retryd__hedge_policy_read(req->hedge, &hp) < 0)
-        return false;
+    if (req->hedge != NULL) /* validated with the request */
+        (void)retryd__hedge_policy_read(req->hedge, &hp);
     if (hp.mode == RETRYD_HEDGE_OFF)
         return false;
     bool keyed = req->idempotency_key || req->idempotency_key_value;

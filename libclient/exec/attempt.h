@@ -123,9 +123,9 @@ int retryd__execute_blocking(retryd_profile *p, const retryd_request *req,
 
 bool retryd__hedge_wanted_slow(retryd_profile *p, const retryd_request *req);
 
-/* Whether @p req through @p p is to be hedged: a policy applies (the
- * request's, else the profile's) and the engine's request-wide rules allow
- * it (safely idempotent, replayable, no sink). */
+/* Whether @p req (validated) through @p p is to be hedged: a policy
+ * applies (the request's, else the profile's) and the engine's
+ * request-wide rules allow it (safely idempotent, replayable, no sink). */
 static inline bool retryd__hedge_wanted(retryd_profile *p,
                                         const retryd_request *req)
 {
