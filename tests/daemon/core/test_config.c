@@ -214,11 +214,37 @@ Test(config, the_health_keys_parse_in_defaults_and_upstreams)
 /* A bad value of a health key, in [defaults] and in an [upstream]: exit
  * 78, and the message names the file, the line, the section and the key
  * with the reason. */
+/* A bad value of a key. */
+struct bad_value {
+    const char *key, *value, *why;
+};
+
+/* Each of @p bad in [defaults] and in an [upstream]: exit 78, named with
+ * the file, its line, its section and its key. */
+static void expect_bad_values(const struct bad_value *bad, size_t n)
+{
+    char text[256], want[256];
+    for (size_t i = 0; i < n; i++) {
+        snprintf(text, sizeof(text), "[defaults]\ncap = 5\n%s = %s\n",
+                 bad[i].key, bad[i].value);
+        snprintf(want, sizeof(want), "[defaults] %s: %s", bad[i].key,
+                 bad[i].why);
+        expect_error(text, 3, want);
+        cr_expect(strstr(res.err, checked) != NULL, "names the file: %s",
+                  res.err);
+        snprintf(text, sizeof(text),
+                 "[defaults]\ncap = 5\n[upstream payments]\nratio = 1\n"
+                 "%s = %s\n",
+                 bad[i].key, bad[i].value);
+        snprintf(want, sizeof(want), "[upstream payments] %s: %s", bad[i].key,
+                 bad[i].why);
+        expect_error(text, 5, want);
+    }
+}
+
 Test(config, bad_health_values_name_file_line_section_and_key)
 {
-    static const struct {
-        const char *key, *value, *why;
-    } bad[] = {
+    static const struct bad_value bad[] = {
         {"adaptive_throttle", "maybe", "'maybe' is neither on nor off"},
         {"adaptive_throttle", "", "'' is neither on nor off"},
         {"throttle_k", "-1", "'-1' is not a number from 0 to 1000"},
@@ -238,23 +264,7 @@ Test(config, bad_health_values_name_file_line_section_and_key)
         {"pushback_max", "61m", "'61m' is not a duration from 0ms to 3600s"},
         {"pushback_max", "-1s", "'-1s' is not a duration from 0ms to 3600s"},
     };
-    char text[256], want[256];
-    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        snprintf(text, sizeof(text), "[defaults]\ncap = 5\n%s = %s\n",
-                 bad[i].key, bad[i].value);
-        snprintf(want, sizeof(want), "[defaults] %s: %s", bad[i].key,
-                 bad[i].why);
-        expect_error(text, 3, want);
-        cr_expect(strstr(res.err, checked) != NULL, "names the file: %s",
-                  res.err);
-        snprintf(text, sizeof(text),
-                 "[defaults]\ncap = 5\n[upstream payments]\nratio = 1\n"
-                 "%s = %s\n",
-                 bad[i].key, bad[i].value);
-        snprintf(want, sizeof(want), "[upstream payments] %s: %s", bad[i].key,
-                 bad[i].why);
-        expect_error(text, 5, want);
-    }
+    expect_bad_values(bad, sizeof(bad) / sizeof(bad[0]));
     /* Twice in one section is a mistake too, whichever the value. */
     expect_error("[upstream payments]\npushback = on\npushback = on\n", 3,
                  "[upstream payments] pushback: set twice (first at line 2)");
@@ -476,9 +486,7 @@ Test(config, bad_hedge_values_name_file_line_section_and_key)
           "[upstream payments]\nmax_extra_load = 1\nhedge_window = 3s\n"
           "hedge_min_delay = 60s\nhedge_cap = 1000\n");
     cr_expect_eq(res.exit_code, 0, "%s", res.err);
-    static const struct {
-        const char *key, *value, *why;
-    } bad[] = {
+    static const struct bad_value bad[] = {
         {"max_extra_load", "1.5", "'1.5' is not a number from 0 to 1"},
         {"max_extra_load", "-0.1", "'-0.1' is not a number from 0 to 1"},
         {"min_hedges_per_sec", "x", "'x' is not a number from 0 to"},
@@ -487,16 +495,7 @@ Test(config, bad_hedge_values_name_file_line_section_and_key)
         {"hedge_window", "99ms", "'99ms' is not a duration from 100ms to 3s"},
         {"hedge_window", "4s", "'4s' is not a duration from 100ms to 3s"},
     };
-    char text[256], want[256];
-    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        snprintf(text, sizeof(text),
-                 "[defaults]\ncap = 5\n[upstream payments]\nratio = 1\n"
-                 "%s = %s\n",
-                 bad[i].key, bad[i].value);
-        snprintf(want, sizeof(want), "[upstream payments] %s: %s", bad[i].key,
-                 bad[i].why);
-        expect_error(text, 5, want);
-    }
+    expect_bad_values(bad, sizeof(bad) / sizeof(bad[0]));
 }
 
 /* The hedge keys, in the "hedge" member. */
