@@ -40,6 +40,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_common.h"
 #include "health_fixture.h"
 #include "retryd/multi.h"
 #include "testsrv.h"
@@ -104,13 +105,6 @@ static void sleep_until_ms(int64_t at)
     }
 }
 
-static int64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 static void submit(worker *w, req_slot *s);
 
 /* A request's latency, counted in its variant's samples when it started
@@ -118,7 +112,7 @@ static void submit(worker *w, req_slot *s);
 static void record(worker *w, req_slot *s, const retryd_result *r)
 {
     struct proc_samples *ps = &S->p[w->index];
-    int64_t t = now_ns();
+    int64_t t = bench_now_ns();
     bool same_phase = atomic_load(&S->phase_start_ms) == s->phase_ms;
     if (!same_phase || s->started_ns / MS < s->phase_ms + WARMUP_MS)
         return;
@@ -157,7 +151,7 @@ static void submit(worker *w, req_slot *s)
                               .path = s->path,
                               .idempotency = RETRYD_IDEMPOTENCY_SAFE,
                               .hedge = &policies[s->variant]};
-    s->started_ns = now_ns();
+    s->started_ns = bench_now_ns();
     CHECK(retryd_multi_submit(w->m, w->profile, &s->req, done, s, NULL) == 0,
           "submit");
 }

@@ -46,6 +46,15 @@ int retryd__opts_copy(void *dst, size_t known, const void *src, size_t min);
     retryd__opts_copy((dst), sizeof(*(dst)), (src), (min_sz))
 
 /*
+ * The other way: @p src, a struct of this library's (@p known bytes), into
+ * a caller's @p dst of @p sz bytes (a size already checked): its first sz
+ * bytes, never more; fields of a newer caller's struct that this library
+ * does not know read as zero, and the sz written (src's too) says how much
+ * of it this library filled.
+ */
+void retryd__opts_out(void *dst, size_t sz, void *src, size_t known);
+
+/*
  * A struct read in place when it has this library's exact size (the usual
  * case, and a hot path in retryd_decide), else through a zero-padded copy
  * in @p local. Sets *@p view to the struct to read; 0 or an error.

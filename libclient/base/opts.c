@@ -29,3 +29,12 @@ int retryd__opts_copy(void *dst, size_t known, const void *src, size_t min)
     memcpy(dst, src, sz < known ? sz : known);
     return 0;
 }
+
+void retryd__opts_out(void *dst, size_t sz, void *src, size_t known)
+{
+    size_t n = sz < known ? sz : known;
+    if (sz > known)
+        memset((char *)dst + known, 0, sz - known);
+    memcpy(src, &n, sizeof(n)); /* sz, the first field */
+    memcpy(dst, src, n);
+}

@@ -17,6 +17,13 @@
 #define RETRYD_IFACE_MIN_SZ RETRYD_OPTS_MIN(retryd_budget_iface, take)
 #define RETRYD_DECISION_MIN_SZ RETRYD_OPTS_MIN(retryd_decision, flags)
 
+/* A caller's @p env at this library's size in @p e, its budget interface,
+ * if any, in @p iface (e->budget then points to it): 0, or the error of
+ * the copy. Which of the interface's functions must be there is the
+ * caller's to check. */
+int retryd__env_copy(const retryd_decide_env *env, retryd_decide_env *e,
+                     retryd_budget_iface *iface);
+
 /* retryd_backoff_delay() for a policy already validated and of this
  * library's size. */
 int64_t retryd__backoff_delay(const retryd_backoff_policy *p, uint32_t retry,

@@ -13,8 +13,6 @@
  *   - no allocation, no lock, no system call (the default random source
  *     seeds itself once per thread with getrandom, outside this file).
  */
-#include <string.h>
-
 #include "decide/decide.h"
 #include "retryd/decision.h"
 
@@ -301,6 +299,19 @@ static int decide_specific(const retryd_facts *f, const retryd_decide_env *env,
     }
 }
 
+int retryd__env_copy(const retryd_decide_env *env, retryd_decide_env *e,
+                     retryd_budget_iface *iface)
+{
+    int r = RETRYD_COPY_OPTS(e, env, RETRYD_ENV_MIN_SZ);
+    if (r == 0 && e->budget != NULL) {
+        r = RETRYD_COPY_OPTS(iface, e->budget, RETRYD_IFACE_MIN_SZ);
+        iface->sz = sizeof(*iface);
+        e->budget = iface;
+    }
+    e->sz = sizeof(*e);
+    return r;
+}
+
 /*
  * Structs of another version of the header (docs/abi.md): each is checked,
  * copied at this library's size, and decided on the fast path below; the
@@ -322,13 +333,10 @@ decide_other_version(const retryd_facts *facts, const retryd_decide_env *env,
         return RETRYD_EINVAL;
     int r = RETRYD_COPY_OPTS(&f, facts, RETRYD_FACTS_MIN_SZ);
     if (r == 0 && env != NULL)
-        r = RETRYD_COPY_OPTS(&e, env, RETRYD_ENV_MIN_SZ);
-    if (r == 0 && e.budget != NULL) {
-        r = RETRYD_COPY_OPTS(&iface, e.budget, RETRYD_IFACE_MIN_SZ);
-        e.budget = &iface;
-        if (r == 0 && (iface.peek == NULL || iface.take == NULL))
-            r = RETRYD_EINVAL;
-    }
+        r = retryd__env_copy(env, &e, &iface);
+    if (r == 0 && e.budget != NULL &&
+        (iface.peek == NULL || iface.take == NULL))
+        r = RETRYD_EINVAL;
     if (r == 0 && e.backoff != NULL) {
         r = RETRYD_COPY_OPTS(&backoff, e.backoff, RETRYD_BACKOFF_MIN_SZ);
         e.backoff = &backoff;
@@ -336,19 +344,11 @@ decide_other_version(const retryd_facts *facts, const retryd_decide_env *env,
     if (r < 0)
         return r;
     f.sz = sizeof(f);
-    e.sz = sizeof(e);
-    iface.sz = sizeof(iface);
     backoff.sz = sizeof(backoff);
     r = retryd_decide(&f, &e, &d);
     if (r < 0)
         return r;
-    /* The caller's first sz bytes, never more; fields of a newer caller's
-     * struct that this library does not know read as zero, and sz says
-     * how much of it this library filled. */
-    if (sz > sizeof(d))
-        memset((char *)ret + sizeof(d), 0, sz - sizeof(d));
-    d.sz = sz < sizeof(d) ? sz : sizeof(d);
-    memcpy(ret, &d, d.sz);
+    retryd__opts_out(ret, sz, &d, sizeof(d));
     return 0;
 }
 

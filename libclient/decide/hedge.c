@@ -8,8 +8,6 @@
  * the only side effect is the hedge's tokens, taken through the budget
  * interface for a hedge that is sent.
  */
-#include <string.h>
-
 #include "decide/decide.h"
 #include "retryd/decision.h"
 
@@ -133,14 +131,9 @@ int retryd_hedge_decide(const retryd_hedge_facts *facts,
         return RETRYD_EINVAL;
     int r = RETRYD_OPTS_VIEW(f, &lf, facts, HEDGE_FACTS_MIN_SZ);
     if (r == 0 && env != NULL) {
-        r = RETRYD_COPY_OPTS(&le, env, RETRYD_ENV_MIN_SZ);
-        if (r == 0 && le.budget != NULL) {
-            r = RETRYD_COPY_OPTS(&li, le.budget, RETRYD_IFACE_MIN_SZ);
-            li.sz = sizeof(li);
-            le.budget = &li;
-            if (r == 0 && li.take == NULL)
-                r = RETRYD_EINVAL;
-        }
+        r = retryd__env_copy(env, &le, &li);
+        if (r == 0 && le.budget != NULL && li.take == NULL)
+            r = RETRYD_EINVAL;
         env = &le;
     }
     if (r == 0)
@@ -149,12 +142,7 @@ int retryd_hedge_decide(const retryd_hedge_facts *facts,
         return r;
     retryd_hedge_decision d;
     hedge_decide(f, env, &d);
-    /* The caller's first sz bytes, never more (docs/abi.md). */
-    size_t sz = ret->sz;
-    if (sz > sizeof(d))
-        memset((char *)ret + sizeof(d), 0, sz - sizeof(d));
-    d.sz = sz < sizeof(d) ? sz : sizeof(d);
-    memcpy(ret, &d, d.sz);
+    retryd__opts_out(ret, ret->sz, &d, sizeof(d));
     return 0;
 }
 

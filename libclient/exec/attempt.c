@@ -136,7 +136,6 @@ STEP void attempt_clocks(call *c, attempt_rec *rec, int64_t start)
     attempt_reset(c);
     rec->a.started_ns = start - c->t0;
     c->att_open = true;
-    c->outlived = false;
 }
 
 STEP int attempt_open(call *c)
@@ -153,7 +152,7 @@ STEP int attempt_open(call *c)
     int64_t start =
         round == 1 && rec->a.held_ns == 0 ? c->now : retryd__now_ns();
     attempt_clocks(c, rec, start);
-    rec->a.number = ++c->numbered;
+    rec->a.number = round + c->hedges; /* the rounds and hedges so far */
     rec->a.role = round == 1 ? RETRYD_ROLE_FIRST : RETRYD_ROLE_RETRY;
     if (round == 1) {
         retryd_upstream_deposit(c->p->budget); /* every first attempt */
@@ -208,11 +207,12 @@ STEP void attempt_end(call *c, easy *h, int rc)
     /* The latency picture (docs/hedging.md): a hedgeable request's round
      * leads with this attempt (its hedges are calls of their own). One
      * never sent, or cancelled by the caller, says nothing of the
-     * upstream's latency. */
+     * upstream's latency; one the multi cut off otherwise was stopped
+     * because a hedge answered first: it outlived that. */
     if (c->hedgeable && !c->cancelled &&
         a->evidence != RETRYD_EVIDENCE_NOT_SENT)
         retryd_upstream_hedge_observe(c->p->budget, a->duration_ns,
-                                      c->outlived);
+                                      c->trace.cancelled);
 }
 
 /* --- the loop ------------------------------------------------------------ */
@@ -397,7 +397,7 @@ STEP int attempt_admit(call *c)
     /* No attempt opened, so nothing of one may be read as if it had: no
      * final headers, no body, no error but ours (the result reads them). */
     attempt_reset(c);
-    rec->a.number = ++c->numbered;
+    rec->a.number = 1;
     rec->a.role = RETRYD_ROLE_FIRST;
     rec->a.started_ns = 0;
     rec->a.held_ns = c->held;
@@ -510,7 +510,7 @@ STEP void call_storage(call *c)
     c->n_att = 0;
     c->cap_att = sizeof(c->att_first) / sizeof(c->att_first[0]);
     c->headers = NULL;
-    c->att_open = c->outlived = false;
+    c->att_open = false;
 }
 
 /* --- hedging (docs/hedging.md) ------------------------------------------ */
@@ -585,7 +585,6 @@ static bool hedge_eligible(retryd_hedge_facts *f, retryd_hedge_decision *d)
  * of its hedges (hedged_budget). */
 static void hedge_setup(call *c)
 {
-    c->hedgeable = c->hedge_won = false;
     c->hedge = c->p->hedge;
     if (c->req->hedge != NULL)
         (void)retryd__hedge_policy_read(c->req->hedge, &c->hedge);
@@ -614,8 +613,7 @@ STEP int call_init(call *c, retryd_profile *p, const retryd_request *req)
                                  .budget = retryd_upstream_budget_iface(),
                                  .budget_ctx = p->budget};
     c->owner = c;
-    c->borrowed = false;
-    c->round = c->numbered = c->hedges = 0;
+    c->round = c->hedges = 0;
     c->wait = c->hold = c->held = 0;
     c->req = req;
     c->idem = req->idempotency;
@@ -650,12 +648,11 @@ STEP int call_init(call *c, retryd_profile *p, const retryd_request *req)
 
 STEP void call_free(call *c)
 {
-    if (c->url != c->url_first && !c->borrowed)
+    if (c->url != c->url_first)
         free(c->url);
     if (c->buf != c->body_first)
         free(c->buf);
-    if (!c->borrowed)
-        free(c->auth);
+    free(c->auth);
     retryd__hdrs_free(&c->resp);
     for (size_t i = 0; i < c->n_att; i++)
         if (c->att[i].a.error[0] != '\0')
@@ -759,11 +756,6 @@ int retryd__attempt_decide(call *c)
     return attempt_decide(c);
 }
 
-retryd_result *retryd__call_result(call *c)
-{
-    return call_result(c);
-}
-
 retryd_result *retryd__call_result_from(call *c, call *resp)
 {
     return call_result_from(c, resp);
@@ -774,8 +766,8 @@ retryd_result *retryd__call_result_from(call *c, call *resp)
 bool retryd__hedge_wanted_slow(retryd_profile *p, const retryd_request *req)
 {
     retryd_hedge_policy hp = p->hedge;
-    if (req->hedge != NULL && retryd__hedge_policy_read(req->hedge, &hp) < 0)
-        return false;
+    if (req->hedge != NULL) /* validated with the request */
+        (void)retryd__hedge_policy_read(req->hedge, &hp);
     if (hp.mode == RETRYD_HEDGE_OFF)
         return false;
     bool keyed = req->idempotency_key || req->idempotency_key_value;
@@ -812,8 +804,7 @@ void retryd__call_init_hedge(call *leg, call *owner)
     leg->idem = owner->idem;
     memcpy(leg->key, owner->key, sizeof(leg->key));
     leg->auth = owner->auth;
-    leg->borrowed = true; /* the URL and credentials are the owner's */
-    leg->owner = owner;
+    leg->owner = owner; /* the URL and credentials are its */
     leg->refresh_used = owner->refresh_used;
     leg->force_http11 = owner->force_http11;
     leg->delivered = leg->cancelled = false;
@@ -827,11 +818,20 @@ void retryd__call_init_hedge(call *leg, call *owner)
      * neither deposits nor feeds the picture (the owner's first attempt
      * does), and sends no hedge of its own. */
     leg->round = owner->round;
-    leg->numbered = leg->hedges = 0;
+    leg->hedges = 0;
     leg->hedge = owner->hedge;
     leg->hedge_d = owner->hedge_d;
     leg->hedgeable = leg->hedge_won = false;
     call_storage(leg);
+}
+
+void retryd__call_free_hedge(call *leg)
+{
+    /* What it borrowed is its owner's to free: a request's own call_free
+     * then needs no test for it. */
+    leg->url = leg->url_first;
+    leg->auth = NULL;
+    call_free(leg);
 }
 
 int retryd__attempt_open_hedge(call *leg)
@@ -840,7 +840,8 @@ int retryd__attempt_open_hedge(call *leg)
     if (rec == NULL)
         return RETRYD_ENOMEM;
     attempt_clocks(leg, rec, retryd__now_ns());
-    rec->a.number = ++leg->owner->numbered;
+    /* The owner counted it among its hedges when it was sent. */
+    rec->a.number = leg->owner->round + leg->owner->hedges;
     rec->a.role = RETRYD_ROLE_HEDGE;
     return 0;
 }

@@ -23,7 +23,7 @@
  *                              log: done, or a retry after c->wait
  *   (the wait)                 the driver's: nanosleep, or a timer; nothing
  *                              is held while it runs
- *   retryd__call_result        the result, once done
+ *   retryd__call_result_from   the result, once done
  *
  * So the drivers differ only in how they wait (a thread, or an event
  * loop), never in what an attempt proves or what the engine is told.
@@ -83,7 +83,7 @@ void retryd__attempt_end(struct call *c, easy *h, int rc);
 /*
  * The engine's decision on the attempt just ended, counted in the
  * upstream's statistics, and the attempt logged. 0: the call is done
- * (retryd__call_result); 1: a retry was granted, to start after c->wait
+ * (retryd__call_result_from); 1: a retry was granted, to start after c->wait
  * ns; negative: RETRYD_ENOMEM, or the engine's error.
  */
 int retryd__attempt_decide(struct call *c);
@@ -94,12 +94,10 @@ static inline attempt_rec *retryd__attempt_current(struct call *c)
     return &c->att[c->n_att];
 }
 
-/* The result of a call whose last attempt is logged (n_att >= 1); a
- * held-back body goes to the sink. NULL when out of memory. */
-retryd_result *retryd__call_result(struct call *c);
-
-/* The same with the response (headers, body, reason) of @p resp: a hedge
- * that answered its request @p c. */
+/* The result of a call @p c whose last attempt is logged (n_att >= 1), with
+ * the response (headers, body, reason) of @p resp: c's own, or a hedge's
+ * that answered it; a held-back body goes to the sink. NULL when out of
+ * memory. */
 retryd_result *retryd__call_result_from(struct call *c, struct call *resp);
 
 /*
@@ -125,9 +123,9 @@ int retryd__execute_blocking(retryd_profile *p, const retryd_request *req,
 
 bool retryd__hedge_wanted_slow(retryd_profile *p, const retryd_request *req);
 
-/* Whether @p req through @p p is to be hedged: a policy applies (the
- * request's, else the profile's) and the engine's request-wide rules allow
- * it (safely idempotent, replayable, no sink). */
+/* Whether @p req (validated) through @p p is to be hedged: a policy
+ * applies (the request's, else the profile's) and the engine's
+ * request-wide rules allow it (safely idempotent, replayable, no sink). */
 static inline bool retryd__hedge_wanted(retryd_profile *p,
                                         const retryd_request *req)
 {
@@ -143,8 +141,12 @@ int retryd__hedge_ask(struct call *c, int64_t elapsed_ns);
 
 /* Set up @p leg for a hedge of @p owner's request: the owner's request,
  * URL, key, credentials (borrowed), deadline and engine inputs; storage
- * of its own. retryd__call_free() is due. */
+ * of its own. retryd__call_free_hedge() is due. */
 void retryd__call_init_hedge(struct call *leg, struct call *owner);
+
+/* retryd__call_free() for a call set up by retryd__call_init_hedge(): what
+ * it borrowed stays its owner's. */
+void retryd__call_free_hedge(struct call *leg);
 
 /* Open the hedge's attempt: numbered by its owner, role HEDGE, its
  * clocks. 0 or RETRYD_ENOMEM. */

@@ -47,20 +47,20 @@ typedef struct call {
      * engine's request-wide rules allow it), and what the engine said of
      * a hedge last (the result's). A hedge (multi.c) runs in a call of its
      * own: `owner` is the request's call, whose log, budget and counts its
-     * attempt joins (a request's call is its own owner), and `borrowed`
-     * says its URL and credentials are the owner's. */
+     * attempt joins and whose URL and credentials it borrows (a request's
+     * call is its own owner). */
     retryd_hedge_policy hedge;
     retryd_hedge_decision hedge_d;
-    bool hedgeable, hedge_won, borrowed;
+    bool hedgeable, hedge_won;
     struct call *owner;
     /* The engine's attempt number (a round: an attempt and the hedges
-     * sent beside it), the attempts numbered so far (hedges included),
-     * the hedges sent, and when the call started. */
-    uint32_t round, numbered, hedges;
+     * sent beside it), the hedges sent, and when the call started. An
+     * attempt's number in the log is the rounds and hedges before it and
+     * itself: round + hedges when it opens. */
+    uint32_t round, hedges;
     int64_t t0;
-    /* An attempt is open (its log entry not yet counted); it was stopped
-     * because a hedge answered first (its latency is longer than that). */
-    bool att_open, outlived;
+    /* An attempt is open (its log entry not yet counted). */
+    bool att_open;
     /* The attempt running now: when it started, how long its transfer may
      * take, until when it may wait for a bulkhead permit. */
     int64_t start, attempt_ns, permit_deadline;

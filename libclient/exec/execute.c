@@ -14,21 +14,35 @@
 #include "exec/multi_run.h"
 #include "exec/validate.h"
 
-int retryd_execute(retryd_profile *p, const retryd_request *caller_req,
-                   retryd_result **ret)
+/* @p req of this library's size. */
+static inline int execute(retryd_profile *p, const retryd_request *req,
+                          retryd_result **ret)
 {
-    const retryd_request *req;
-    retryd_request rq; /* a caller's of another size, at this library's */
-    if (p == NULL || caller_req == NULL || ret == NULL)
-        return RETRYD_EINVAL;
-    /* The usual caller's request is read where it is; only one built
-     * against another header is copied (docs/abi.md). */
-    int r = RETRYD_OPTS_VIEW(req, &rq, caller_req, sizeof(size_t));
-    if (r < 0)
-        return r;
     if (retryd__validate_request(req) < 0)
         return RETRYD_EINVAL;
     if (retryd__hedge_wanted(p, req))
         return retryd__multi_execute(p, req, ret);
     return retryd__execute_blocking(p, req, ret);
+}
+
+/* A caller built against another header: its request copied to this
+ * library's size (docs/abi.md). Out of line, so that the usual caller's
+ * path has no copy on its stack and ends in a jump to its driver. */
+static __attribute__((noinline)) int
+execute_copy(retryd_profile *p, const retryd_request *caller_req,
+             retryd_result **ret)
+{
+    retryd_request rq;
+    int r = RETRYD_COPY_OPTS(&rq, caller_req, sizeof(size_t));
+    return r < 0 ? r : execute(p, &rq, ret);
+}
+
+int retryd_execute(retryd_profile *p, const retryd_request *caller_req,
+                   retryd_result **ret)
+{
+    if (p == NULL || caller_req == NULL || ret == NULL)
+        return RETRYD_EINVAL;
+    if (caller_req->sz != sizeof(*caller_req))
+        return execute_copy(p, caller_req, ret);
+    return execute(p, caller_req, ret);
 }

@@ -49,6 +49,26 @@ _Static_assert(RETRYD_CSELECT_IN == CURL_CSELECT_IN &&
 
 /* --- the state machine, driven -------------------------------------------- */
 
+/* The multi's part of a new call @p k (its call set up): idle, with no
+ * handle, timer, queue or hedge; a request's completion @p done, or a
+ * hedge's @p parent. */
+static void call_place(retryd_multi *m, retryd_call *k, retryd_call *parent,
+                       retryd_done_fn done, void *done_ctx)
+{
+    k->m = m;
+    k->parent = parent;
+    k->done = done;
+    k->done_ctx = done_ctx;
+    k->h = NULL;
+    k->state = S_IDLE;
+    k->timer = T_NONE;
+    k->pq = NULL;
+    k->n_hedges = 0;
+    k->hedge_armed = false;
+    retryd__queue_init(&k->hedges);
+    retryd__queue_init(&k->q);
+}
+
 static void serve_queues(retryd_multi *m);
 static void attempt_over(retryd_multi *m, retryd_call *k);
 static void hedge_consider(retryd_multi *m, retryd_call *k);
@@ -107,7 +127,7 @@ static void begin_transfer(retryd_multi *m, retryd_call *k, easy *h)
             mstate(m, k, S_TRANSFER);
             /* A hedgeable request's attempt is out: when its first hedge
              * is due (docs/hedging.md). */
-            if (k->parent == NULL && k->c.hedgeable) {
+            if (k->c.hedgeable) { /* never a hedge's own call */
                 k->hedge_from = retryd__now_ns();
                 hedge_consider(m, k);
             }
@@ -131,9 +151,11 @@ static void unpermitted(retryd_multi *m, retryd_call *k, int err)
  * A permit without waiting: the transfer begins, or the call waits in its
  * profile's queue (behind any call already there, which a permit given
  * back serves first) until a permit frees or its bulkhead deadline,
- * bounded by its own, passes.
+ * bounded by its own, passes. Inlined in both its callers (a request's
+ * attempt, a hedge): out of line, every request pays the call.
  */
-static void ask_permit(retryd_multi *m, retryd_call *k)
+static inline __attribute__((always_inline)) void ask_permit(retryd_multi *m,
+                                                             retryd_call *k)
 {
     easy *h;
     permit_queue *q = retryd__multi_queue_of(m, k->c.p);
@@ -220,6 +242,20 @@ static void permit_deadline(retryd_multi *m, retryd_call *k)
     unpermitted(m, k, RETRYD_ETIMEDOUT);
 }
 
+/* @p k's transfer, out of the curl multi already (k left S_TRANSFER), cut
+ * off: its attempt ended as what its stages proved, failure aborted, with
+ * the error @p why. */
+static void transfer_cut(retryd_call *k, const char *why)
+{
+    easy *e = k->h;
+    k->c.trace.cancelled = true;
+    retryd__transfer_done(&k->c, e, &retryd__attempt_current(&k->c)->a,
+                          CURLE_ABORTED_BY_CALLBACK);
+    snprintf(k->c.errbuf, sizeof(k->c.errbuf), "%s", why);
+    retryd__attempt_end(&k->c, e, CURLE_ABORTED_BY_CALLBACK);
+    k->h = NULL;
+}
+
 /* --- hedging (docs/hedging.md) ------------------------------------------- *
  *
  * A hedge is a call of the multi's own, with its request as its parent: it
@@ -273,9 +309,8 @@ static void hedge_free(retryd_multi *m, retryd_call *h)
     /* Out of memory, the hedge's entry is lost; nothing else is. */
     if (h->c.n_att > 0)
         (void)retryd__call_adopt(&k->c, &h->c);
-    mstate(m, h, S_IDLE);
-    retryd__call_free(&h->c);
-    h->parent = NULL;
+    mstate_hedge_gone(m, h);
+    retryd__call_free_hedge(&h->c);
     retryd__multi_call_release(m, h);
 }
 
@@ -285,20 +320,10 @@ static void hedge_send(retryd_multi *m, retryd_call *k)
     if (h == NULL)
         return; /* out of memory: its tokens are spent, nothing is sent */
     retryd__call_init_hedge(&h->c, &k->c);
-    h->parent = k;
-    h->m = m;
-    h->done = NULL;
-    h->h = NULL;
-    h->state = S_IDLE;
-    h->timer = T_NONE;
-    h->pq = NULL;
-    h->n_hedges = 0;
-    h->hedge_armed = false;
-    retryd__queue_init(&h->hedges);
-    retryd__queue_init(&h->q);
+    call_place(m, h, k, NULL, NULL);
     retryd__queue_insert_tail(&k->hedges, &h->all);
     k->n_hedges++;
-    mstate(m, h, S_ATTEMPT);
+    mstate_hedge_born(h);
     if (retryd__attempt_open_hedge(&h->c) < 0) {
         hedge_free(m, h);
         return;
@@ -310,27 +335,30 @@ static void hedge_send(retryd_multi *m, retryd_call *k)
     ask_permit(m, h);
 }
 
-/* Stop @p h's attempt (a transfer taken out of the curl multi, a permit
- * wait left) and log it: set aside when a sibling answered (@p lost),
- * decided by the engine when the caller cancelled; then freed. */
+/* Stop the attempt @p k runs or waits a permit for, @p why: a transfer
+ * taken out of the curl multi (cut), a permit wait left (never sent).
+ * Whether there was one; k is in S_ATTEMPT after. */
+static bool attempt_stop(retryd_multi *m, retryd_call *k, const char *why)
+{
+    enum call_state was = k->state;
+    if (was != S_ATTEMPT)
+        mstate(m, k, S_ATTEMPT);
+    if (was == S_TRANSFER)
+        transfer_cut(k, why);
+    else if (was == S_PERMIT)
+        retryd__attempt_unpermitted(&k->c, RETRYD_ECANCELED);
+    return was == S_TRANSFER || was == S_PERMIT;
+}
+
+/* Stop @p h's attempt and log it: set aside when a sibling answered
+ * (@p lost), decided by the engine when the caller cancelled; then
+ * freed. */
 static void hedge_stop(retryd_multi *m, retryd_call *h, bool lost)
 {
-    enum call_state was = h->state;
-    mstate(m, h, S_ATTEMPT);
-    if (was == S_TRANSFER) {
-        easy *e = h->h;
-        h->c.trace.cancelled = true;
-        retryd__transfer_done(&h->c, e, &retryd__attempt_current(&h->c)->a,
-                              CURLE_ABORTED_BY_CALLBACK);
-        snprintf(h->c.errbuf, sizeof(h->c.errbuf), "%s",
-                 lost ? "stopped: another attempt of the request answered "
-                        "first"
-                      : "cancelled by the caller");
-        retryd__attempt_end(&h->c, e, CURLE_ABORTED_BY_CALLBACK);
-        h->h = NULL;
-    } else if (was == S_PERMIT) {
-        retryd__attempt_unpermitted(&h->c, RETRYD_ECANCELED);
-    }
+    (void)attempt_stop(m, h,
+                       lost ? "stopped: another attempt of the request "
+                              "answered first"
+                            : "cancelled by the caller");
     if (lost)
         (void)retryd__attempt_set_aside(&h->c,
                                         RETRYD_RULE_HEDGE_SIBLING_ANSWERED);
@@ -353,23 +381,9 @@ static void hedges_stop(retryd_multi *m, retryd_call *k, bool lost)
  * of it); k is then held by the code. */
 static void primary_lose(retryd_multi *m, retryd_call *k)
 {
-    enum call_state was = k->state;
-    if (was != S_ATTEMPT)
-        mstate(m, k, S_ATTEMPT);
-    if (was == S_TRANSFER) {
-        easy *e = k->h;
-        k->c.trace.cancelled = true;
-        k->c.outlived = true;
-        retryd__transfer_done(&k->c, e, &retryd__attempt_current(&k->c)->a,
-                              CURLE_ABORTED_BY_CALLBACK);
-        snprintf(k->c.errbuf, sizeof(k->c.errbuf), "%s",
-                 "stopped: a hedge of the request answered first");
-        retryd__attempt_end(&k->c, e, CURLE_ABORTED_BY_CALLBACK);
-        k->h = NULL;
-    } else if (was == S_PERMIT) {
-        retryd__attempt_unpermitted(&k->c, RETRYD_ECANCELED);
-    }
-    if (was == S_TRANSFER || was == S_PERMIT) /* else logged already */
+    /* A transfer cut off outlived the hedge (its trace says cancelled,
+     * the caller did not). Else it was logged already. */
+    if (attempt_stop(m, k, "stopped: a hedge of the request answered first"))
         (void)retryd__attempt_set_aside(&k->c,
                                         RETRYD_RULE_HEDGE_SIBLING_ANSWERED);
 }
@@ -433,16 +447,24 @@ static void hedge_over(retryd_multi *m, retryd_call *h)
     hedge_free(m, h);
 }
 
-/* An attempt ended (or never went out): a hedge's, one whose hedges still
- * run, or a plain one, which the engine decides. */
+/* An attempt of a hedged round ended: a hedge's, or one whose hedges still
+ * run. Out of line, so that attempt_over, which every attempt of every
+ * request passes, keeps the small frame of a plain attempt's path. */
+static __attribute__((noinline)) void round_attempt_over(retryd_multi *m,
+                                                         retryd_call *k)
+{
+    if (k->parent != NULL)
+        hedge_over(m, k);
+    else
+        primary_over(m, k);
+}
+
+/* An attempt ended (or never went out): one of a hedged round, or a plain
+ * one, which the engine decides. */
 static void attempt_over(retryd_multi *m, retryd_call *k)
 {
-    if (k->parent != NULL) {
-        hedge_over(m, k);
-        return;
-    }
-    if (k->n_hedges > 0) {
-        primary_over(m, k);
+    if (k->parent != NULL || k->n_hedges > 0) {
+        round_attempt_over(m, k);
         return;
     }
     hedge_disarm(m, k);
@@ -469,13 +491,7 @@ static void stop(retryd_multi *m, retryd_call *k)
     mstate(m, k, S_ATTEMPT);
     if (was != S_TRANSFER)
         return;
-    easy *h = k->h;
-    k->c.trace.cancelled = true;
-    retryd__transfer_done(&k->c, h, &retryd__attempt_current(&k->c)->a,
-                          CURLE_ABORTED_BY_CALLBACK);
-    snprintf(k->c.errbuf, sizeof(k->c.errbuf), "cancelled by the caller");
-    retryd__attempt_end(&k->c, h, CURLE_ABORTED_BY_CALLBACK);
-    k->h = NULL;
+    transfer_cut(k, "cancelled by the caller");
     (void)retryd__attempt_decide(&k->c); /* out of memory: not logged */
     serve_queues(m);
 }
@@ -862,18 +878,7 @@ int retryd_multi_submit(retryd_multi *m, retryd_profile *p,
     int r = new_call(m, p, req, &k);
     if (r < 0)
         return r;
-    k->m = m;
-    k->done = done;
-    k->done_ctx = done_ctx;
-    k->h = NULL;
-    k->state = S_IDLE;
-    k->timer = T_NONE;
-    k->pq = NULL;
-    k->parent = NULL;
-    k->n_hedges = 0;
-    k->hedge_armed = false;
-    retryd__queue_init(&k->hedges);
-    retryd__queue_init(&k->q);
+    call_place(m, k, NULL, done, done_ctx);
     mstate(m, k, S_ATTEMPT); /* in flight */
     if (ret_call != NULL)
         *ret_call = k;

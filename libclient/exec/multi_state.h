@@ -26,8 +26,9 @@
  * Every request in flight (any state but S_IDLE) is in m->all. A hedge
  * (docs/hedging.md) is a call too, moved through the same states by the
  * same function, but it is its request's, not the caller's: it is in its
- * parent's list of hedges instead of m->all, and never reaches S_DONE
- * (its attempt joins the parent's log, and the parent completes). The
+ * parent's list of hedges instead of m->all, enters and leaves at
+ * S_ATTEMPT (mstate_hedge_born, mstate_hedge_gone) and never reaches
+ * S_DONE (its attempt joins the parent's log, and the parent completes). The
  * next hedge of a request is due at a timer of its own, in the multi's
  * hedge heap, whatever state its first attempt is in.
  */
@@ -201,11 +202,12 @@ static inline void timer_remove(retryd_multi *m, retryd_call *k)
 #define TO(s) (1u << (s))
 /* The states each state may move to. S_TRANSFER to itself: the connect
  * deadline passed on a connected transfer, whose timer moves on to the
- * transfer's end. */
+ * transfer's end. A hedge's first and last moves are its own
+ * (mstate_hedge_born, mstate_hedge_gone). */
 static const unsigned legal_moves[] = {
     [S_IDLE] = TO(S_ATTEMPT),
     [S_ATTEMPT] = TO(S_PERMIT) | TO(S_TRANSFER) | TO(S_BACKOFF) | TO(S_HEDGED) |
-                  TO(S_DONE) | TO(S_IDLE),
+                  TO(S_DONE),
     [S_PERMIT] = TO(S_ATTEMPT),
     [S_TRANSFER] = TO(S_ATTEMPT) | TO(S_TRANSFER),
     [S_BACKOFF] = TO(S_ATTEMPT),
@@ -274,15 +276,11 @@ static inline void enter_state(retryd_multi *m, retryd_call *k,
     int64_t now;
     switch (to) {
     case S_IDLE:
-        /* A hedge goes from S_ATTEMPT, out of its parent's hedges
-         * (multi.c), a request from S_DONE, out of m->all. */
-        if (k->parent == NULL) {
-            retryd__queue_remove(&k->all);
-            m->in_flight--;
-        }
+        retryd__queue_remove(&k->all);
+        m->in_flight--;
         return;
     case S_ATTEMPT:
-        if (from == S_IDLE && k->parent == NULL) {
+        if (from == S_IDLE) {
             retryd__queue_insert_head(&m->all, &k->all);
             m->in_flight++;
         }
@@ -333,14 +331,33 @@ static inline void enter_state(retryd_multi *m, retryd_call *k,
 static inline void mstate(retryd_multi *m, retryd_call *k, enum call_state to)
 {
     enum call_state from = k->state;
-    /* Only a hedge leaves S_ATTEMPT for S_IDLE (a request completes from
-     * S_DONE). */
-    if (!(legal_moves[from] & (1u << to)) ||
-        (from == S_ATTEMPT && to == S_IDLE && k->parent == NULL))
+    if (!(legal_moves[from] & (1u << to)))
         abort();
     leave_state(m, k, from, to);
     k->state = to;
     enter_state(m, k, from, to);
+}
+
+/*
+ * A hedge (docs/hedging.md) enters the machine at S_ATTEMPT and leaves it
+ * from there, its attempt ended and logged, straight to S_IDLE, in no list
+ * of the multi's on either side: its `all` is in its parent's hedges,
+ * which multi.c keeps. These two moves are a hedge's alone; mstate() and
+ * its table are every request's, which pays for no test of them.
+ */
+static inline void mstate_hedge_born(retryd_call *h)
+{
+    if (h->state != S_IDLE || h->parent == NULL)
+        abort();
+    h->state = S_ATTEMPT;
+}
+
+static inline void mstate_hedge_gone(retryd_multi *m, retryd_call *h)
+{
+    if (h->state != S_ATTEMPT || h->parent == NULL)
+        abort();
+    timer_remove(m, h); /* none: S_ATTEMPT has no timer */
+    h->state = S_IDLE;
 }
 
 /* --- the rest, in multi_state.c ----------------------------------------- */

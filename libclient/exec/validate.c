@@ -67,6 +67,15 @@ int retryd__hedge_policy_read(const retryd_hedge_policy *in,
     return 0;
 }
 
+/* Out of line: most requests carry no policy of their own, and the copy
+ * it is read into would give every request's validation a stack frame. */
+static __attribute__((noinline)) bool
+hedge_policy_ok(const retryd_hedge_policy *in)
+{
+    retryd_hedge_policy hp;
+    return retryd__hedge_policy_read(in, &hp) == 0;
+}
+
 int retryd__validate_request(const retryd_request *r)
 {
     if ((r->method && !method_ok(r->method)) || (r->path && !path_ok(r->path)))
@@ -83,8 +92,7 @@ int retryd__validate_request(const retryd_request *r)
     for (size_t i = 0; r->headers && r->headers[i]; i++)
         if (!header_line_ok(r->headers[i]) || i > 1000)
             return RETRYD_EINVAL;
-    retryd_hedge_policy hp;
-    if (r->hedge != NULL && retryd__hedge_policy_read(r->hedge, &hp) < 0)
+    if (r->hedge != NULL && !hedge_policy_ok(r->hedge))
         return RETRYD_EINVAL;
     return 0;
 }

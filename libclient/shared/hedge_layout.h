@@ -3,8 +3,8 @@
  * Hedging's block of an upstream slot (docs/hedging.md, docs/segment.md):
  * the host hedge bucket, the parameters and published latency picture,
  * the hedge counters and the latency histogram. Included by segment.h,
- * which puts one at the end of every upstream slot (layout version 5);
- * hedge.h has the arithmetic on it.
+ * which puts one in every upstream slot since layout version 5, before
+ * layout 6's fleet block; hedge.h has the arithmetic on it.
  */
 #ifndef RETRYD_HEDGE_LAYOUT_H
 #define RETRYD_HEDGE_LAYOUT_H

@@ -214,11 +214,37 @@ Test(config, the_health_keys_parse_in_defaults_and_upstreams)
 /* A bad value of a health key, in [defaults] and in an [upstream]: exit
  * 78, and the message names the file, the line, the section and the key
  * with the reason. */
+/* A bad value of a key. */
+struct bad_value {
+    const char *key, *value, *why;
+};
+
+/* Each of @p bad in [defaults] and in an [upstream]: exit 78, named with
+ * the file, its line, its section and its key. */
+static void expect_bad_values(const struct bad_value *bad, size_t n)
+{
+    char text[256], want[256];
+    for (size_t i = 0; i < n; i++) {
+        snprintf(text, sizeof(text), "[defaults]\ncap = 5\n%s = %s\n",
+                 bad[i].key, bad[i].value);
+        snprintf(want, sizeof(want), "[defaults] %s: %s", bad[i].key,
+                 bad[i].why);
+        expect_error(text, 3, want);
+        cr_expect(strstr(res.err, checked) != NULL, "names the file: %s",
+                  res.err);
+        snprintf(text, sizeof(text),
+                 "[defaults]\ncap = 5\n[upstream payments]\nratio = 1\n"
+                 "%s = %s\n",
+                 bad[i].key, bad[i].value);
+        snprintf(want, sizeof(want), "[upstream payments] %s: %s", bad[i].key,
+                 bad[i].why);
+        expect_error(text, 5, want);
+    }
+}
+
 Test(config, bad_health_values_name_file_line_section_and_key)
 {
-    static const struct {
-        const char *key, *value, *why;
-    } bad[] = {
+    static const struct bad_value bad[] = {
         {"adaptive_throttle", "maybe", "'maybe' is neither on nor off"},
         {"adaptive_throttle", "", "'' is neither on nor off"},
         {"throttle_k", "-1", "'-1' is not a number from 0 to 1000"},
@@ -238,35 +264,22 @@ Test(config, bad_health_values_name_file_line_section_and_key)
         {"pushback_max", "61m", "'61m' is not a duration from 0ms to 3600s"},
         {"pushback_max", "-1s", "'-1s' is not a duration from 0ms to 3600s"},
     };
-    char text[256], want[256];
-    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        snprintf(text, sizeof(text), "[defaults]\ncap = 5\n%s = %s\n",
-                 bad[i].key, bad[i].value);
-        snprintf(want, sizeof(want), "[defaults] %s: %s", bad[i].key,
-                 bad[i].why);
-        expect_error(text, 3, want);
-        cr_expect(strstr(res.err, checked) != NULL, "names the file: %s",
-                  res.err);
-        snprintf(text, sizeof(text),
-                 "[defaults]\ncap = 5\n[upstream payments]\nratio = 1\n"
-                 "%s = %s\n",
-                 bad[i].key, bad[i].value);
-        snprintf(want, sizeof(want), "[upstream payments] %s: %s", bad[i].key,
-                 bad[i].why);
-        expect_error(text, 5, want);
-    }
+    expect_bad_values(bad, sizeof(bad) / sizeof(bad[0]));
     /* Twice in one section is a mistake too, whichever the value. */
     expect_error("[upstream payments]\npushback = on\npushback = on\n", 3,
                  "[upstream payments] pushback: set twice (first at line 2)");
 }
 
-/* Each health key: [defaults]'s value (first) and another one an
- * [upstream] sets (second), as `retrydctl stats --json` prints them in
- * the upstream's "health" member. */
-static const struct health_key {
+/* A key's value in [defaults] (first) and another one an [upstream] sets
+ * (second), as the file says them and as `retrydctl stats --json` prints
+ * them in the upstream's member for the key's subsystem. */
+struct conf_key {
     const char *key, *in_defaults, *in_upstream; /* as the file says */
     const char *json, *json_defaults, *json_upstream;
-} health_keys[] = {
+};
+
+/* The health keys, in the "health" member. */
+static const struct conf_key health_keys[] = {
     {"adaptive_throttle", "on", "off", "adaptive_throttle", "true", "false"},
     {"throttle_k", "3", "1.5", "throttle_k", "3.000000", "1.500000"},
     {"throttle_window", "20s", "4s", "throttle_window_seconds", "20.000",
@@ -279,16 +292,18 @@ static const struct health_key {
 };
 #define HEALTH_KEYS (sizeof(health_keys) / sizeof(health_keys[0]))
 
-/* The "health" member of upstream @p name in fresh `stats --json`, into
- * @p out; false when there is none. */
-static bool health_json(const char *name, char *out, size_t len)
+/* The @p member object ("health", "hedge") of upstream @p name in fresh
+ * `stats --json`, into @p out; false when there is none. */
+static bool member_json(const char *name, const char *member, char *out,
+                        size_t len)
 {
     char anchor[128];
     if (rd_ctl(&dm, &res, "stats", "--json", NULL) != 0)
         return false;
     snprintf(anchor, sizeof(anchor), "{\"name\":\"%s\",", name);
     const char *u = strstr(res.out, anchor);
-    const char *h = u ? strstr(u, "\"health\":{") : NULL;
+    snprintf(anchor, sizeof(anchor), "\"%s\":{", member);
+    const char *h = u ? strstr(u, anchor) : NULL;
     const char *end = h ? strchr(h, '}') : NULL;
     if (end == NULL || (size_t)(end - h) + 1 >= len)
         return false;
@@ -297,15 +312,25 @@ static bool health_json(const char *name, char *out, size_t len)
     return true;
 }
 
-/* Whether @p health holds "@p key":@p value. */
-static bool health_says(const char *health, const char *key, const char *value)
+static bool health_json(const char *name, char *out, size_t len)
+{
+    return member_json(name, "health", out, len);
+}
+
+static bool hedge_json(const char *name, char *out, size_t len)
+{
+    return member_json(name, "hedge", out, len);
+}
+
+/* Whether the object @p obj holds "@p key":@p value. */
+static bool json_says(const char *obj, const char *key, const char *value)
 {
     char want[96];
     snprintf(want, sizeof(want), "\"%s\":%s,", key, value);
-    if (strstr(health, want) != NULL)
+    if (strstr(obj, want) != NULL)
         return true;
     snprintf(want, sizeof(want), "\"%s\":%s}", key, value);
-    return strstr(health, want) != NULL;
+    return strstr(obj, want) != NULL;
 }
 
 static void start_daemon(const char *conf)
@@ -339,46 +364,64 @@ static void ask(child *c, const char *cmd, const char *expect)
 }
 
 /*
- * [upstream hK] sets key K alone: it holds its own value of K and
- * [defaults]'s of every other key, each inherited by itself; an upstream
- * the file does not name, registered by a client, holds [defaults]'s.
+ * [upstream <prefix>K] sets key K of @p keys alone: it holds its own value
+ * of K and [defaults]'s of every other key, each inherited by itself, as
+ * `stats --json` prints them in the upstream's @p member. The daemon runs
+ * the file so made, with @p extra after it.
  */
-Test(config, an_upstream_inherits_each_unset_health_key_from_defaults,
-     .fini = stop_daemon)
+static void expect_each_key_inherited(const struct conf_key *keys, size_t n,
+                                      const char *prefix, const char *member,
+                                      const char *extra)
 {
-    char conf[4096] = "[defaults]\n", line[128], health[1024];
-    for (size_t k = 0; k < HEALTH_KEYS; k++) {
-        snprintf(line, sizeof(line), "%s = %s\n", health_keys[k].key,
-                 health_keys[k].in_defaults);
+    char conf[4096] = "[defaults]\n", line[128], obj[2048];
+    for (size_t k = 0; k < n; k++) {
+        snprintf(line, sizeof(line), "%s = %s\n", keys[k].key,
+                 keys[k].in_defaults);
         strcat(conf, line);
     }
-    for (size_t k = 0; k < HEALTH_KEYS; k++) {
-        snprintf(line, sizeof(line), "[upstream h%zu]\n%s = %s\n", k,
-                 health_keys[k].key, health_keys[k].in_upstream);
+    for (size_t k = 0; k < n; k++) {
+        snprintf(line, sizeof(line), "[upstream %s%zu]\n%s = %s\n", prefix, k,
+                 keys[k].key, keys[k].in_upstream);
         strcat(conf, line);
     }
+    strcat(conf, extra);
     start_daemon(conf);
-    for (size_t u = 0; u < HEALTH_KEYS; u++) {
+    for (size_t u = 0; u < n; u++) {
         char name[16];
-        snprintf(name, sizeof(name), "h%zu", u);
-        cr_assert(health_json(name, health, sizeof(health)),
-                  "no health for %s: %s", name, res.out);
-        for (size_t k = 0; k < HEALTH_KEYS; k++) {
-            const struct health_key *hk = &health_keys[k];
-            const char *want = k == u ? hk->json_upstream : hk->json_defaults;
-            cr_expect(health_says(health, hk->json, want),
+        snprintf(name, sizeof(name), "%s%zu", prefix, u);
+        cr_assert(member_json(name, member, obj, sizeof(obj)),
+                  "no %s for %s: %s", member, name, res.out);
+        for (size_t k = 0; k < n; k++) {
+            const char *want =
+                k == u ? keys[k].json_upstream : keys[k].json_defaults;
+            cr_expect(json_says(obj, keys[k].json, want),
                       "%s (sets %s only): %s should be %s: %s", name,
-                      health_keys[u].key, hk->json, want, health);
+                      keys[u].key, keys[k].json, want, obj);
         }
     }
+}
+
+/* A client registers an upstream the file does not name. */
+static void open_unnamed(void)
+{
     child c;
     start_client(&c);
     ask(&c, "open unnamed", "ok shared=1");
     child_stop(&c);
+}
+
+/* An upstream the file does not name, registered by a client, holds
+ * [defaults]'s health keys. */
+Test(config, an_upstream_inherits_each_unset_health_key_from_defaults,
+     .fini = stop_daemon)
+{
+    char health[1024];
+    expect_each_key_inherited(health_keys, HEALTH_KEYS, "h", "health", "");
+    open_unnamed();
     cr_assert(health_json("unnamed", health, sizeof(health)), "%s", res.out);
     for (size_t k = 0; k < HEALTH_KEYS; k++)
-        cr_expect(health_says(health, health_keys[k].json,
-                              health_keys[k].json_defaults),
+        cr_expect(json_says(health, health_keys[k].json,
+                            health_keys[k].json_defaults),
                   "unnamed: %s should be %s: %s", health_keys[k].json,
                   health_keys[k].json_defaults, health);
 }
@@ -388,7 +431,7 @@ static bool window_is_8s(void *arg)
     char health[1024];
     (void)arg;
     return health_json("flaky", health, sizeof(health)) &&
-           health_says(health, "throttle_window_seconds", "8.000");
+           json_says(health, "throttle_window_seconds", "8.000");
 }
 
 /* A reload that changes an upstream's health keys rewrites its slot
@@ -407,10 +450,10 @@ Test(config, a_reload_changes_a_slots_health_params, .fini = stop_daemon)
     ask(&c, "observe 0", "ok");
     ask(&c, "observe 200", "ok");
     cr_assert(health_json("flaky", health, sizeof(health)), "%s", res.out);
-    cr_expect(health_says(health, "requests", "4"), "%s", health);
-    cr_expect(health_says(health, "accepts", "1"), "%s", health);
-    cr_expect(health_says(health, "engaged", "true"), "%s", health);
-    cr_expect(health_says(health, "pushback", "true"), "%s", health);
+    cr_expect(json_says(health, "requests", "4"), "%s", health);
+    cr_expect(json_says(health, "accepts", "1"), "%s", health);
+    cr_expect(json_says(health, "engaged", "true"), "%s", health);
+    cr_expect(json_says(health, "pushback", "true"), "%s", health);
 
     cr_assert_eq(rd_daemon_write_config(&dm, "[upstream flaky]\n"
                                              "adaptive_throttle = on\n"
@@ -422,11 +465,10 @@ Test(config, a_reload_changes_a_slots_health_params, .fini = stop_daemon)
     cr_assert(rd_wait_until(window_is_8s, NULL, 5000),
               "the reload did not reach the slot: %s", res.out);
     cr_assert(health_json("flaky", health, sizeof(health)), "%s", res.out);
-    cr_expect(health_says(health, "throttle_min_processes", "2"), "%s", health);
-    cr_expect(health_says(health, "pushback", "false"), "%s", health);
-    cr_expect(health_says(health, "requests", "0"), "a fresh window: %s",
-              health);
-    cr_expect(health_says(health, "engaged", "false"), "%s", health);
+    cr_expect(json_says(health, "throttle_min_processes", "2"), "%s", health);
+    cr_expect(json_says(health, "pushback", "false"), "%s", health);
+    cr_expect(json_says(health, "requests", "0"), "a fresh window: %s", health);
+    cr_expect(json_says(health, "engaged", "false"), "%s", health);
     /* The client reads the same slot. */
     ask(&c, "health",
         "health throttle=1 engaged=0 probability=0.000000 requests=0 "
@@ -444,9 +486,7 @@ Test(config, bad_hedge_values_name_file_line_section_and_key)
           "[upstream payments]\nmax_extra_load = 1\nhedge_window = 3s\n"
           "hedge_min_delay = 60s\nhedge_cap = 1000\n");
     cr_expect_eq(res.exit_code, 0, "%s", res.err);
-    static const struct {
-        const char *key, *value, *why;
-    } bad[] = {
+    static const struct bad_value bad[] = {
         {"max_extra_load", "1.5", "'1.5' is not a number from 0 to 1"},
         {"max_extra_load", "-0.1", "'-0.1' is not a number from 0 to 1"},
         {"min_hedges_per_sec", "x", "'x' is not a number from 0 to"},
@@ -455,36 +495,11 @@ Test(config, bad_hedge_values_name_file_line_section_and_key)
         {"hedge_window", "99ms", "'99ms' is not a duration from 100ms to 3s"},
         {"hedge_window", "4s", "'4s' is not a duration from 100ms to 3s"},
     };
-    char text[256], want[256];
-    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        snprintf(text, sizeof(text),
-                 "[defaults]\ncap = 5\n[upstream payments]\nratio = 1\n"
-                 "%s = %s\n",
-                 bad[i].key, bad[i].value);
-        snprintf(want, sizeof(want), "[upstream payments] %s: %s", bad[i].key,
-                 bad[i].why);
-        expect_error(text, 5, want);
-    }
+    expect_bad_values(bad, sizeof(bad) / sizeof(bad[0]));
 }
 
-/* The "hedge" member of upstream @p name in fresh `stats --json`. */
-static bool hedge_json(const char *name, char *out, size_t len)
-{
-    char anchor[128];
-    if (rd_ctl(&dm, &res, "stats", "--json", NULL) != 0)
-        return false;
-    snprintf(anchor, sizeof(anchor), "{\"name\":\"%s\",", name);
-    const char *u = strstr(res.out, anchor);
-    const char *h = u ? strstr(u, "\"hedge\":{") : NULL;
-    const char *end = h ? strchr(h, '}') : NULL;
-    if (end == NULL || (size_t)(end - h) + 1 >= len)
-        return false;
-    memcpy(out, h, (size_t)(end - h) + 1);
-    out[end - h + 1] = '\0';
-    return true;
-}
-
-static const struct health_key hedge_keys[] = {
+/* The hedge keys, in the "hedge" member. */
+static const struct conf_key hedge_keys[] = {
     {"max_extra_load", "0.05", "0.1", "max_extra_load", "0.050000", "0.100000"},
     {"min_hedges_per_sec", "2", "0.5", "min_hedges_per_sec", "2.000000",
      "0.500000"},
@@ -495,50 +510,23 @@ static const struct health_key hedge_keys[] = {
 };
 #define HEDGE_KEYS (sizeof(hedge_keys) / sizeof(hedge_keys[0]))
 
-/* [upstream eK] sets hedge key K alone, and inherits the rest from
- * [defaults]; an upstream a client registers holds retryd's defaults,
- * which are the library's for a process-local budget. */
+/* An upstream a client registers holds retryd's defaults, which are the
+ * library's for a process-local budget. */
 Test(config, an_upstream_inherits_each_unset_hedge_key_from_defaults,
      .fini = stop_daemon)
 {
-    char conf[4096] = "[defaults]\n", line[128], hedge[2048];
-    for (size_t k = 0; k < HEDGE_KEYS; k++) {
-        snprintf(line, sizeof(line), "%s = %s\n", hedge_keys[k].key,
-                 hedge_keys[k].in_defaults);
-        strcat(conf, line);
-    }
-    for (size_t k = 0; k < HEDGE_KEYS; k++) {
-        snprintf(line, sizeof(line), "[upstream e%zu]\n%s = %s\n", k,
-                 hedge_keys[k].key, hedge_keys[k].in_upstream);
-        strcat(conf, line);
-    }
-    strcat(conf, "[upstream plain]\nmax_extra_load = 0.02\n"
-                 "min_hedges_per_sec = 1\nhedge_cap = 10\n"
-                 "hedge_min_delay = 1ms\nhedge_window = 1s\n");
-    start_daemon(conf);
-    for (size_t u = 0; u < HEDGE_KEYS; u++) {
-        char name[16];
-        snprintf(name, sizeof(name), "e%zu", u);
-        cr_assert(hedge_json(name, hedge, sizeof(hedge)), "no hedge for %s: %s",
-                  name, res.out);
-        for (size_t k = 0; k < HEDGE_KEYS; k++) {
-            const struct health_key *hk = &hedge_keys[k];
-            const char *want = k == u ? hk->json_upstream : hk->json_defaults;
-            cr_expect(health_says(hedge, hk->json, want),
-                      "%s (sets %s only): %s should be %s: %s", name,
-                      hedge_keys[u].key, hk->json, want, hedge);
-        }
-    }
+    char hedge[2048];
+    expect_each_key_inherited(hedge_keys, HEDGE_KEYS, "e", "hedge",
+                              "[upstream plain]\nmax_extra_load = 0.02\n"
+                              "min_hedges_per_sec = 1\nhedge_cap = 10\n"
+                              "hedge_min_delay = 1ms\nhedge_window = 1s\n");
     /* The defaults written out ([upstream plain]) are what a file that
      * says nothing gives: an unnamed upstream of a daemon without them. */
     char plain[2048];
     cr_assert(hedge_json("plain", plain, sizeof(plain)), "%s", res.out);
     stop_daemon();
     start_daemon("");
-    child c;
-    start_client(&c);
-    ask(&c, "open unnamed", "ok shared=1");
-    child_stop(&c);
+    open_unnamed();
     cr_assert(hedge_json("unnamed", hedge, sizeof(hedge)), "%s", res.out);
     for (size_t k = 0; k < HEDGE_KEYS; k++) {
         char want[64];
@@ -555,7 +543,7 @@ static bool hedge_cap_is_3(void *arg)
     char hedge[2048];
     (void)arg;
     return hedge_json("flaky", hedge, sizeof(hedge)) &&
-           health_says(hedge, "hedge_cap", "3.000000");
+           json_says(hedge, "hedge_cap", "3.000000");
 }
 
 /* A reload that changes an upstream's hedge keys rewrites its slot. */
@@ -576,8 +564,8 @@ Test(config, a_reload_changes_a_slots_hedge_params, .fini = stop_daemon)
     cr_assert(rd_wait_until(hedge_cap_is_3, NULL, 5000),
               "the reload did not reach the slot: %s", res.out);
     cr_assert(hedge_json("flaky", hedge, sizeof(hedge)), "%s", res.out);
-    cr_expect(health_says(hedge, "hedge_window_seconds", "0.500"), "%s", hedge);
-    cr_expect(health_says(hedge, "max_extra_load", "0.500000"), "%s", hedge);
+    cr_expect(json_says(hedge, "hedge_window_seconds", "0.500"), "%s", hedge);
+    cr_expect(json_says(hedge, "max_extra_load", "0.500000"), "%s", hedge);
     double balance = rd_json_number(hedge, NULL, "hedge_balance");
     cr_expect(balance > 0 && balance <= 3, "within the new cap: %s", hedge);
 }
