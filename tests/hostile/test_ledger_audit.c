@@ -109,6 +109,28 @@ static void wait_heartbeat(const mapped *m)
     cr_assert(rd_wait_until(beat_moved, &b, BOUND_MS), "no heartbeat");
 }
 
+/* What @p c was granted of @p n withdrawals. */
+static long granted_of(child *c, long n)
+{
+    char cmd[32], reply[128];
+    long g, d;
+    snprintf(cmd, sizeof(cmd), "withdraw %ld", n);
+    cr_assert_eq(child_ask(c, cmd, reply, sizeof(reply), ASK_MS), 0);
+    cr_assert_eq(sscanf(reply, "granted %ld denied %ld", &g, &d), 2, "%s",
+                 reply);
+    return g;
+}
+
+/* After a set-back was undone: @p c's next withdrawals get what a floor of
+ * one token a second paid since @p start_ns (and a token of rounding), not
+ * a cap. */
+static void expect_only_the_floor_since(child *c, uint64_t start_ns)
+{
+    long g = granted_of(c, 1000);
+    double since = (double)(rd_now_ns() - start_ns) / 1e9;
+    cr_expect_leq((double)g, since + 2, "granted %ld after %.1f s", g, since);
+}
+
 /*
  * A peer writes 990 tokens into a balance that honestly holds 10: the
  * audit finds the excess at two heartbeats in a row, takes all of it
@@ -190,18 +212,11 @@ Test(ledger_audit, a_balance_held_at_the_cap_is_found_at_every_heartbeat)
     mapped m;
     map_segment(&m);
     long granted = 0;
-    char reply[128];
     /* Three heartbeats of the attack, spending all the while. */
     for (int beat = 0; beat < 3; beat++) {
-        uint64_t seen = heartbeat(&m);
-        beat_after after = {&m, seen};
-        while (!beat_moved(&after)) {
-            long g, d;
-            cr_assert_eq(
-                child_ask(&c, "withdraw 50", reply, sizeof(reply), ASK_MS), 0);
-            cr_assert_eq(sscanf(reply, "granted %ld denied %ld", &g, &d), 2);
-            granted += g;
-        }
+        beat_after after = {&m, heartbeat(&m)};
+        while (!beat_moved(&after))
+            granted += granted_of(&c, 50);
     }
     double found_during = health("balance_unexplained");
     atomic_store(&b->stop, 1);
@@ -327,9 +342,8 @@ Test(ledger_audit, a_refill_stamp_set_back_is_found_and_its_refill_taken_back)
     child c;
     start_client(&c);
     ask(&c, "open drip", "ok shared=1");
-    char reply[128];
     uint64_t first = rd_now_ns(); /* the last claim before the set-back */
-    cr_assert_eq(child_ask(&c, "withdraw 5", reply, sizeof(reply), ASK_MS), 0);
+    (void)granted_of(&c, 5);
     mapped m;
     map_segment(&m);
     need_uptime(&m);
@@ -362,12 +376,7 @@ Test(ledger_audit, a_refill_stamp_set_back_is_found_and_its_refill_taken_back)
     double since = (double)(rd_now_ns() - first) / 1e9;
     cr_expect(back >= landed - 5 - since - 2 && back <= landed - 5 + since,
               "taken back %g of %g landed, %.1f s", back, landed, since);
-    cr_assert_eq(child_ask(&c, "withdraw 1000", reply, sizeof(reply), ASK_MS),
-                 0);
-    long g, d;
-    cr_assert_eq(sscanf(reply, "granted %ld denied %ld", &g, &d), 2);
-    since = (double)(rd_now_ns() - start) / 1e9;
-    cr_expect_leq((double)g, since + 2, "%s after %.1f s", reply, since);
+    expect_only_the_floor_since(&c, start);
     atomic_store(&b->go, 2);
     cr_assert_eq(rd_reap(pid, BOUND_MS), 0);
     munmap(m.map, m.size);
@@ -381,8 +390,7 @@ Test(ledger_audit, a_refill_stamp_set_back_is_put_forward)
     child c;
     start_client(&c);
     ask(&c, "open drip", "ok shared=1");
-    char reply[128];
-    cr_assert_eq(child_ask(&c, "withdraw 5", reply, sizeof(reply), ASK_MS), 0);
+    (void)granted_of(&c, 5);
     mapped m;
     map_segment(&m);
     need_uptime(&m);
@@ -396,12 +404,7 @@ Test(ledger_audit, a_refill_stamp_set_back_is_put_forward)
     cr_expect(strstr(last_finding(),
                      "upstream drip: its refill stamp was set back ") != NULL,
               "%s", last_finding());
-    cr_assert_eq(child_ask(&c, "withdraw 1000", reply, sizeof(reply), ASK_MS),
-                 0);
-    long g, d;
-    cr_assert_eq(sscanf(reply, "granted %ld denied %ld", &g, &d), 2);
-    double since = (double)(rd_now_ns() - start) / 1e9;
-    cr_expect_leq((double)g, since + 2, "%s after %.1f s", reply, since);
+    expect_only_the_floor_since(&c, start);
     munmap(m.map, m.size);
     child_stop(&c);
 }

@@ -387,7 +387,7 @@ static void expect_each_key_inherited(const struct conf_key *keys, size_t n,
     strcat(conf, extra);
     start_daemon(conf);
     for (size_t u = 0; u < n; u++) {
-        char name[16];
+        char name[64];
         snprintf(name, sizeof(name), "%s%zu", prefix, u);
         cr_assert(member_json(name, member, obj, sizeof(obj)),
                   "no %s for %s: %s", member, name, res.out);
